@@ -1,0 +1,39 @@
+"""Shared bits of the import commands: campaign lookup and error reporting."""
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.models import Campaign
+from annotate.services.importing import ImportFailed, ImportReport
+
+
+def get_campaign(slug: str, *, create: bool = False) -> Campaign:
+    if create:
+        campaign, _ = Campaign.objects.get_or_create(slug=slug, defaults={"name": slug})
+        return campaign
+    campaign = Campaign.objects.filter(slug=slug).first()
+    if campaign is None:
+        raise CommandError(f"campaign {slug!r} does not exist")
+    return campaign
+
+
+def run_import(command: BaseCommand, action, *, skip_invalid: bool) -> ImportReport:  # type: ignore[no-untyped-def]
+    try:
+        report: ImportReport = action()
+    except ImportFailed as failed:
+        for item in failed.report.rejected:
+            command.stderr.write(str(item))
+        if failed.report.rejected_count > len(failed.report.rejected):
+            command.stderr.write(f"… and {failed.report.rejected_count - len(failed.report.rejected)} more")
+        raise CommandError(
+            f"{failed.report.rejected_count} invalid line(s) in {failed.report.file}; nothing was imported "
+            "(use --skip-invalid to import the valid lines)"
+        ) from None
+    except FileNotFoundError as error:
+        raise CommandError(f"cannot read {error.filename}: no such file") from None
+    for item in report.rejected:
+        command.stderr.write(f"skipped {item}")
+    created = ", ".join(f"{k}={v}" for k, v in report.created.items())
+    command.stdout.write(f"imported {report.imported} of {report.lines} line(s) from {report.file}"
+                         f" ({created}); skipped {report.rejected_count}")
+    return report

@@ -1,0 +1,297 @@
+"""Steplab's labeling data model: PRM800K's structure, with steps and ratings as rows.
+
+A *solution* is an ordered list of *steps*; each step position holds one or more candidate *completions*
+(one in stepwise mode, several in conversational mode). A labeler's pass over a solution is an
+*assignment*; each (assignment, completion) has at most one current *rating*, whose earlier values
+are kept in ``RatingRevision``. Per step, a ``StepDecision`` records which completion the labeler
+continued with (``chosen_completion``) or the step they wrote themselves (``human_completion``).
+"""
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class CampaignMode(models.TextChoices):
+    STEPWISE = "stepwise", "Stepwise (PRM800K phase 2: pre-generated steps, stop at first error)"
+    CONVERSATIONAL = "conversational", "Conversational (PRM800K phase 1: alternative completions per step)"
+
+
+class Campaign(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    instructions = models.TextField(blank=True, help_text="Markdown; math in $…$ is rendered with KaTeX.")
+    mode = models.CharField(max_length=20, choices=CampaignMode.choices, default=CampaignMode.STEPWISE)
+    overlap = models.PositiveSmallIntegerField(default=1, help_text="k: distinct labelers per solution.")
+    qc_rate = models.FloatField(default=0.0, help_text="Share of served solutions that are gold QC questions.")
+    screening_pass_threshold = models.FloatField(
+        default=0.7, help_text="Agreement with gold on the screening set needed for regular work."
+    )
+    lease_minutes = models.PositiveIntegerField(default=30)
+    export_interval_minutes = models.PositiveIntegerField(
+        default=60, help_text="How often Celery beat snapshots this campaign's labels (0 = never)."
+    )
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(overlap__gte=1), name="campaign_overlap_positive"),
+            models.CheckConstraint(condition=Q(qc_rate__gte=0) & Q(qc_rate__lte=1), name="campaign_qc_rate_0_1"),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def is_stepwise(self) -> bool:
+        return self.mode == CampaignMode.STEPWISE
+
+
+class Role(models.TextChoices):
+    LABELER = "labeler", "Labeler"
+    ADMIN = "admin", "Admin"
+    RESEARCHER = "researcher", "Researcher"
+
+
+class Membership(models.Model):
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.LABELER)
+    is_active = models.BooleanField(default=True)
+    # Screening outcome for labelers: None = not yet decided.
+    passed_screening = models.BooleanField(null=True, blank=True)
+    is_paused = models.BooleanField(default=False, help_text="Paused labelers get no new work.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["campaign", "user"], name="membership_unique_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.campaign} as {self.role}"
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Problem(models.Model):
+    """A math problem with its ground truth; shared by every campaign and joined on the problem text."""
+
+    text = models.TextField()
+    text_sha256 = models.CharField(max_length=64, unique=True, editable=False)
+    answer = models.TextField(null=True, blank=True, help_text="Ground-truth final answer.")
+    solution = models.TextField(null=True, blank=True, help_text="Ground-truth worked solution.")
+    subject = models.CharField(max_length=100, blank=True)
+    level = models.PositiveSmallIntegerField(null=True, blank=True)
+    source_id = models.CharField(max_length=200, blank=True, help_text="e.g. MATH unique_id")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # Used by import_solutions to resolve `problem_id` references.
+            models.UniqueConstraint(fields=["source_id"], condition=~Q(source_id=""), name="problem_unique_source_id"),
+        ]
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        self.text_sha256 = text_digest(self.text)
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return self.source_id or self.text[:60]
+
+
+class Solution(models.Model):
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="solutions")
+    problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="solutions")
+    generator = models.CharField(max_length=200, blank=True)
+    sample_index = models.IntegerField(null=True, blank=True)
+    final_answer = models.TextField(null=True, blank=True, help_text="The solution's own answer (pre_generated_answer).")
+    is_correct = models.BooleanField(null=True, blank=True, help_text="Grader verdict against the ground truth.")
+    verifier_score = models.FloatField(null=True, blank=True, help_text="pre_generated_verifier_score")
+    generation = models.IntegerField(null=True, blank=True, help_text="Labeling generation; -1 = screening set.")
+    is_quality_control = models.BooleanField(default=False)
+    is_screening = models.BooleanField(default=False)
+    # Gold first-error step index for QC/screening: -1 = no error; None = no gold.
+    gold_first_error = models.IntegerField(null=True, blank=True)
+    pre_generated_steps = models.JSONField(null=True, blank=True)
+    provenance = models.JSONField(default=dict, blank=True, help_text="How this solution was made or chosen.")
+    # Unmodelled PRM800K keys and values that differ from the relational ones, so export is lossless.
+    source_extra = models.JSONField(default=dict, blank=True)
+    content_sha256 = models.CharField(max_length=64, blank=True, help_text="Groups labelings of the same steps.")
+    label_count = models.PositiveSmallIntegerField(default=0, help_text="Assignments leased (open or finished).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # lease_next_solution: regular work still short of its overlap, by generation.
+            models.Index(
+                fields=["campaign", "generation", "label_count", "id"],
+                name="solution_leasable_idx",
+                condition=Q(is_quality_control=False, is_screening=False),
+            ),
+            models.Index(fields=["campaign", "content_sha256"], name="solution_content_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"solution {self.pk} of {self.problem}"
+
+
+class Step(models.Model):
+    solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["solution_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["solution", "index"], name="step_unique_index")]
+
+    def __str__(self) -> str:
+        return f"step {self.index} of solution {self.solution_id}"
+
+
+class Completion(models.Model):
+    """One candidate text at a step position (index 0 is the pre-generated step in stepwise mode)."""
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="completions")
+    index = models.PositiveIntegerField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["step_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["step", "index"], name="completion_unique_index")]
+
+    def __str__(self) -> str:
+        return self.text[:60]
+
+
+class AssignmentStatus(models.TextChoices):
+    LEASED = "leased", "Leased (in progress)"
+    SUBMITTED = "submitted", "Submitted"
+    EXPIRED = "expired", "Lease expired"
+
+
+class FinishReason(models.TextChoices):
+    SOLUTION = "solution", "Every step rated, no error"
+    FOUND_ERROR = "found_error", "Found an error"
+    BAD_PROBLEM = "bad_problem", "Bad problem"
+    GIVE_UP = "give_up", "Gave up"
+
+
+OPEN_STATUSES = (AssignmentStatus.LEASED,)
+
+
+class Assignment(models.Model):
+    """One labeler's pass over one solution: the lease while open, the PRM800K `label` once finished."""
+
+    solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="assignments")
+    labeler = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="assignments"
+    )
+    status = models.CharField(max_length=20, choices=AssignmentStatus.choices, default=AssignmentStatus.LEASED)
+    leased_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=20, choices=FinishReason.choices, null=True, blank=True)
+    finish_reason_text = models.TextField(blank=True)
+    total_time_ms = models.BigIntegerField(null=True, blank=True)
+    is_gold = models.BooleanField(default=False, help_text="This labeling is the gold answer of a QC solution.")
+    # PRM800K `timestamp` exactly as imported (exports reproduce it byte for byte).
+    source_timestamp = models.CharField(max_length=64, blank=True)
+    source_extra = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["solution", "labeler"],
+                condition=Q(status="leased"),
+                name="assignment_one_open_per_labeler",
+            ),
+            models.CheckConstraint(
+                condition=Q(status="leased") | Q(finish_reason__isnull=False) | Q(status="expired"),
+                name="assignment_submitted_has_reason",
+            ),
+            models.CheckConstraint(condition=Q(total_time_ms__gte=0) | Q(total_time_ms__isnull=True),
+                                   name="assignment_time_non_negative"),
+        ]
+        indexes = [
+            # The labeler's resume lookup and the lease reaper.
+            models.Index(fields=["labeler", "status"], name="assignment_labeler_status_idx"),
+            models.Index(fields=["lease_expires_at"], condition=Q(status="leased"), name="assignment_open_expiry_idx"),
+            # Periodic exports: "changed since the last version".
+            models.Index(fields=["updated_at"], name="assignment_updated_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"assignment {self.pk} ({self.status})"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == AssignmentStatus.LEASED
+
+
+class Rating(models.Model):
+    """The current rating of one completion in one assignment.
+
+    ``rating`` is None for a completion that was shown but not rated (PRM800K keeps those).
+    """
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="ratings")
+    completion = models.ForeignKey(Completion, on_delete=models.CASCADE, related_name="ratings")
+    rating = models.SmallIntegerField(null=True, blank=True)
+    flagged = models.BooleanField(null=True, blank=True)
+    time_ms = models.BigIntegerField(null=True, blank=True, help_text="Time spent on this step before rating.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "completion"], name="rating_unique_per_completion"),
+            models.CheckConstraint(condition=Q(rating__in=[-1, 0, 1]) | Q(rating__isnull=True), name="rating_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rating} on completion {self.completion_id}"
+
+
+class RatingRevision(models.Model):
+    """A value a rating had before it was changed: ratings are never silently overwritten."""
+
+    rating = models.ForeignKey(Rating, on_delete=models.CASCADE, related_name="revisions")
+    previous_rating = models.SmallIntegerField(null=True, blank=True)
+    previous_flagged = models.BooleanField(null=True, blank=True)
+    changed_at = models.DateTimeField(auto_now_add=True)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["changed_at", "id"]
+
+
+class StepDecision(models.Model):
+    """Per (assignment, step): the completion the labeler continued with, or the step they wrote."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="decisions")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="decisions")
+    chosen_completion = models.IntegerField(null=True, blank=True)
+    # PRM800K's value as is: null, a string, or {"text", "rating", "source", "flagged"}.
+    human_completion = models.JSONField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "step"], name="decision_unique_per_step"),
+            models.CheckConstraint(condition=Q(chosen_completion__gte=0) | Q(chosen_completion__isnull=True),
+                                   name="decision_chosen_non_negative"),
+        ]
+
+    @property
+    def human_text(self) -> str | None:
+        value = self.human_completion
+        if isinstance(value, dict):
+            return value.get("text")
+        return value if isinstance(value, str) else None

@@ -1,0 +1,187 @@
+"""Shared machinery of every importer: line reading, row errors, reports, fast bulk inserts.
+
+Every importer validates the *whole* file first (streaming, keeping only the errors), then imports in
+one transaction, so a bad line imports nothing unless ``skip_invalid`` asks to import the rest.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from django.db import connection, models
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+MAX_REPORTED_ERRORS = 1000
+
+
+class RowError(Exception):
+    """A row that cannot be imported; ``field`` is a dotted path such as ``label.steps[2].rating``."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"field '{field}': {message}" if field else message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class RejectedLine:
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}"
+        return f"{where}: field '{self.field}': {self.message}" if self.field else f"{where}: {self.message}"
+
+
+@dataclass
+class ImportReport:
+    file: str
+    lines: int = 0
+    imported: int = 0
+    rejected: list[RejectedLine] = field(default_factory=list)
+    rejected_count: int = 0
+    created: dict[str, int] = field(default_factory=dict)
+
+    def reject(self, line: int, error: RowError) -> None:
+        self.rejected_count += 1
+        if len(self.rejected) < MAX_REPORTED_ERRORS:
+            self.rejected.append(RejectedLine(self.file, line, error.field, error.message))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "lines": self.lines,
+            "imported": self.imported,
+            "rejected_count": self.rejected_count,
+            "rejected": [vars(item) for item in self.rejected],
+            "created": self.created,
+        }
+
+
+class ImportFailed(Exception):
+    """Raised when a file has invalid lines and ``skip_invalid`` is off: nothing was imported."""
+
+    def __init__(self, report: ImportReport) -> None:
+        first = "; ".join(str(item) for item in report.rejected[:5])
+        super().__init__(f"{report.rejected_count} invalid line(s) in {report.file}, nothing imported: {first}")
+        self.report = report
+
+
+def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed JSON or RowError) for each non-blank line, streaming."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if len(raw) > MAX_LINE_BYTES:
+                yield number, RowError("", f"line is longer than {MAX_LINE_BYTES} bytes")
+                continue
+            if not raw.strip():
+                continue
+            try:
+                yield number, json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                yield number, RowError("", f"not valid JSON ({error})")
+
+
+T = TypeVar("T")
+
+
+def validate_file(path: Path, parse: Callable[[Any], T], report: ImportReport) -> int:
+    """First pass: count lines and collect errors without keeping rows in memory."""
+    valid = 0
+    for number, value in iter_json_lines(path):
+        report.lines += 1
+        if isinstance(value, RowError):
+            report.reject(number, value)
+            continue
+        try:
+            parse(value)
+        except RowError as error:
+            report.reject(number, error)
+        else:
+            valid += 1
+    return valid
+
+
+def valid_rows(path: Path, parse: Callable[[Any], T], batch_size: int) -> Iterator[list[tuple[int, T]]]:
+    """Second pass: parsed valid rows in batches."""
+    batch: list[tuple[int, T]] = []
+    for number, value in iter_json_lines(path):
+        if isinstance(value, RowError):
+            continue
+        try:
+            parsed = parse(value)
+        except RowError:
+            continue
+        batch.append((number, parsed))
+        if len(batch) >= batch_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+M = TypeVar("M", bound=models.Model)
+
+
+def allocate_ids(model: type[models.Model], count: int) -> list[int]:
+    """Primary keys for ``count`` new rows, taken from the table's sequence (PostgreSQL only)."""
+    if count == 0:
+        return []
+    table = model._meta.db_table
+    pk_column = model._meta.pk.column  # type: ignore[union-attr]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)", [table, pk_column, count]
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _db_value(model_field: models.Field, value: Any) -> Any:
+    if isinstance(model_field, models.JSONField):
+        return None if value is None else json.dumps(value)
+    return value
+
+
+def bulk_insert(objects: list[M]) -> list[M]:
+    """Insert model instances fast, setting their primary keys.
+
+    PostgreSQL: ids from the sequence, then one COPY (an order of magnitude faster than INSERT).
+    Elsewhere: ``bulk_create``, which returns primary keys on SQLite and PostgreSQL alike.
+    """
+    if not objects:
+        return objects
+    model = type(objects[0])
+    if connection.vendor != "postgresql":
+        return model.objects.bulk_create(objects, batch_size=500)  # type: ignore[attr-defined]
+    for obj, pk in zip(objects, allocate_ids(model, len(objects)), strict=True):
+        obj.pk = pk
+    concrete = [f for f in model._meta.concrete_fields]
+    for obj in objects:
+        for model_field in concrete:
+            if getattr(model_field, "auto_now", False) or getattr(model_field, "auto_now_add", False):
+                if getattr(obj, model_field.attname) is None:
+                    model_field.pre_save(obj, add=True)
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in concrete)
+    table = connection.ops.quote_name(model._meta.db_table)
+    with connection.cursor() as cursor:
+        raw_cursor = cursor.cursor
+        with raw_cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for obj in objects:
+                copy.write_row([_db_value(f, getattr(obj, f.attname)) for f in concrete])
+    return objects
+
+
+def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

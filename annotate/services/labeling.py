@@ -1,0 +1,400 @@
+"""Work distribution and labeling rules: the one place pages, the API and Celery tasks go through.
+
+Leases: a solution is handed to at most ``campaign.overlap`` distinct labelers, never twice to the same
+labeler, claimed with ``SELECT … FOR UPDATE SKIP LOCKED`` so concurrent requests never over-assign.
+``Solution.label_count`` counts open and finished assignments; the reaper gives expired slots back.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import models, transaction
+from django.db.models import Exists, F, OuterRef, Q
+from django.utils import timezone
+
+from ..models import (
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    CampaignMode,
+    Completion,
+    FinishReason,
+    Membership,
+    Rating,
+    RatingRevision,
+    Role,
+    Solution,
+    Step,
+    StepDecision,
+)
+
+User = AbstractBaseUser | AnonymousUser
+
+
+class LabelingError(Exception):
+    """A labeling action the rules refuse; the message is shown to the labeler as is."""
+
+
+class LeaseExpired(LabelingError):
+    pass
+
+
+class NotAllowed(LabelingError):
+    pass
+
+
+@dataclass(frozen=True)
+class LeaseOutcome:
+    assignment: Assignment | None
+    reason: str = ""
+
+
+def labeler_membership(campaign: Campaign, user: User, *, lock: bool = False) -> Membership:
+    if not user.is_authenticated:
+        raise NotAllowed("Log in to label.")
+    queryset = Membership.objects.filter(campaign=campaign, user=user, is_active=True)
+    if lock:
+        queryset = queryset.select_for_update()
+    membership = queryset.first()
+    if membership is None or membership.role not in (Role.LABELER, Role.ADMIN):
+        raise NotAllowed("You are not a labeler in this campaign.")
+    return membership
+
+
+def _open_assignment(campaign: Campaign, user: User) -> Assignment | None:
+    return (
+        Assignment.objects.filter(solution__campaign=campaign, labeler=user, status=AssignmentStatus.LEASED)
+        .select_related("solution")
+        .order_by("pk")
+        .first()
+    )
+
+
+def _claim(candidates: "models.QuerySet[Solution]", campaign: Campaign, user: User,
+           now: datetime) -> Assignment | None:
+    """Lock one candidate row (skipping rows other transactions hold), then assign it."""
+    seen = Assignment.objects.filter(solution=OuterRef("pk"), labeler=user)
+    solution = (
+        candidates.filter(label_count__lt=campaign.overlap)
+        .exclude(Exists(seen))
+        .order_by("pk")
+        .select_for_update(skip_locked=True, of=("self",))
+        .first()
+    )
+    if solution is None:
+        return None
+    Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)
+    return Assignment.objects.create(
+        solution=solution, labeler=user, status=AssignmentStatus.LEASED, leased_at=now, started_at=now,
+        lease_expires_at=now + timedelta(minutes=campaign.lease_minutes),
+    )
+
+
+def _screening_pending(campaign: Campaign, membership: Membership) -> bool:
+    return membership.role == Role.LABELER and membership.passed_screening is None and campaign.solutions.filter(
+        is_screening=True).exists()
+
+
+def lease_next_solution(campaign: Campaign, user: User, *, now: datetime | None = None,
+                        rng: random.Random | None = None) -> LeaseOutcome:
+    """The labeler's open lease (renewed), else a new one: screening first, QC at the campaign's rate."""
+    now = now or timezone.now()
+    if not campaign.is_active:
+        return LeaseOutcome(None, "This campaign is archived.")
+    with transaction.atomic():
+        membership = labeler_membership(campaign, user, lock=True)
+        current = _open_assignment(campaign, user)
+        if current is not None:
+            renew_lease(current, now=now)
+            return LeaseOutcome(current)
+        if membership.is_paused:
+            return LeaseOutcome(None, "Your labeling is paused by the campaign admins.")
+        solutions = Solution.objects.filter(campaign=campaign)
+        if _screening_pending(campaign, membership):
+            assignment = _claim_screening(solutions, campaign, user, now)
+            if assignment is not None:
+                return LeaseOutcome(assignment)
+            from .quality import decide_screening  # the screening set is done: grade it now
+
+            if not decide_screening(membership):
+                return LeaseOutcome(None, "You did not pass this campaign's screening set.")
+        elif membership.passed_screening is False:
+            return LeaseOutcome(None, "You did not pass this campaign's screening set.")
+        rng = rng or random.Random()
+        if campaign.qc_rate > 0 and rng.random() < campaign.qc_rate:
+            assignment = _claim_qc(solutions, campaign, user, now)
+            if assignment is not None:
+                return LeaseOutcome(assignment)
+        regular = solutions.filter(is_quality_control=False, is_screening=False)
+        assignment = _claim(regular, campaign, user, now)
+        if assignment is None:
+            return LeaseOutcome(None, "No work left in this campaign for you. Thank you!")
+        return LeaseOutcome(assignment)
+
+
+def _claim_gold(candidates: "models.QuerySet[Solution]", user: User, now: datetime,
+                campaign: Campaign) -> Assignment | None:
+    """QC and screening solutions go to every labeler (no overlap cap), each once."""
+    seen = Assignment.objects.filter(solution=OuterRef("pk"), labeler=user)
+    solution = candidates.exclude(Exists(seen)).order_by("pk").first()
+    if solution is None:
+        return None
+    Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)
+    return Assignment.objects.create(
+        solution=solution, labeler=user, status=AssignmentStatus.LEASED, leased_at=now, started_at=now,
+        lease_expires_at=now + timedelta(minutes=campaign.lease_minutes),
+    )
+
+
+def _claim_screening(solutions: "models.QuerySet[Solution]", campaign: Campaign, user: User,
+                     now: datetime) -> Assignment | None:
+    return _claim_gold(solutions.filter(is_screening=True), user, now, campaign)
+
+
+def _claim_qc(solutions: "models.QuerySet[Solution]", campaign: Campaign, user: User,
+              now: datetime) -> Assignment | None:
+    return _claim_gold(solutions.filter(is_quality_control=True), user, now, campaign)
+
+
+def renew_lease(assignment: Assignment, *, now: datetime | None = None) -> datetime:
+    """Heartbeat: push the lease's expiry out by the campaign's lease length."""
+    now = now or timezone.now()
+    expires = now + timedelta(minutes=assignment.solution.campaign.lease_minutes)
+    Assignment.objects.filter(pk=assignment.pk, status=AssignmentStatus.LEASED).update(lease_expires_at=expires)
+    assignment.lease_expires_at = expires
+    return expires
+
+
+def reap_expired_leases(*, now: datetime | None = None) -> int:
+    """Expire leases past their time and give their slots back. Ratings already given are kept."""
+    now = now or timezone.now()
+    reaped = 0
+    with transaction.atomic():
+        expired = list(
+            Assignment.objects.select_for_update(skip_locked=True)
+            .filter(status=AssignmentStatus.LEASED, lease_expires_at__lt=now)
+            .values_list("pk", "solution_id")
+        )
+        if expired:
+            Assignment.objects.filter(pk__in=[pk for pk, _ in expired]).update(status=AssignmentStatus.EXPIRED)
+            for _, solution_id in expired:
+                Solution.objects.filter(pk=solution_id, label_count__gt=0).update(label_count=F("label_count") - 1)
+            reaped = len(expired)
+    return reaped
+
+
+def _locked_open_assignment(assignment_id: int, user: User, now: datetime) -> Assignment:
+    assignment = (
+        Assignment.objects.select_for_update(of=("self",))
+        .select_related("solution__campaign")
+        .filter(pk=assignment_id)
+        .first()
+    )
+    if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
+        raise NotAllowed("This is not your assignment.")
+    if assignment.status == AssignmentStatus.EXPIRED:
+        raise LeaseExpired(
+            "Your lease on this solution expired and it went back to the pool. The ratings you gave before "
+            "it expired are saved; start labeling again to continue."
+        )
+    if assignment.status != AssignmentStatus.LEASED:
+        raise LabelingError("This solution is already finished; ratings can no longer change.")
+    # A clock-expired lease that the reaper has not taken yet is still the labeler's: keep it and renew.
+    assignment.lease_expires_at = now + timedelta(minutes=assignment.solution.campaign.lease_minutes)
+    return assignment
+
+
+@dataclass(frozen=True)
+class RatingResult:
+    rating: Rating
+    changed: bool
+    finished: bool
+
+
+def record_rating(assignment_id: int, user: User, *, step_index: int, rating: int | None,
+                  completion_index: int = 0, flagged: bool | None = None, time_ms: int | None = None,
+                  now: datetime | None = None) -> RatingResult:
+    """Save one rating. Idempotent: the same value twice is one rating; a change keeps a revision.
+
+    Stepwise mode enforces stop-at-first-error: steps are rated in order, and a −1 finishes the
+    solution as ``found_error`` so nothing after it can be rated.
+    """
+    if rating not in (-1, 0, 1, None):
+        raise LabelingError("A rating must be -1, 0 or +1.")
+    if time_ms is not None and time_ms < 0:
+        raise LabelingError("time_ms must not be negative.")
+    now = now or timezone.now()
+    with transaction.atomic():
+        assignment = _locked_open_assignment(assignment_id, user, now)
+        campaign = assignment.solution.campaign
+        completion = (
+            Completion.objects.filter(step__solution_id=assignment.solution_id, step__index=step_index,
+                                      index=completion_index)
+            .select_related("step")
+            .first()
+        )
+        if completion is None:
+            raise LabelingError(f"Step {step_index} has no completion {completion_index}.")
+        if campaign.mode == CampaignMode.STEPWISE and rating is not None:
+            _check_in_order(assignment, step_index)
+        current = Rating.objects.filter(assignment=assignment, completion=completion).first()
+        new_flag = flagged if flagged is not None else (current.flagged if current else False)
+        if current is None:
+            current = Rating.objects.create(assignment=assignment, completion=completion, rating=rating,
+                                            flagged=new_flag, time_ms=time_ms)
+            changed = True
+        elif current.rating != rating or current.flagged != new_flag:
+            RatingRevision.objects.create(rating=current, previous_rating=current.rating,
+                                          previous_flagged=current.flagged, changed_by_id=user.pk)
+            current.rating, current.flagged = rating, new_flag
+            if time_ms is not None:
+                current.time_ms = time_ms
+            current.save(update_fields=["rating", "flagged", "time_ms", "updated_at"])
+            changed = True
+        else:
+            changed = False
+        if campaign.mode == CampaignMode.STEPWISE:
+            StepDecision.objects.get_or_create(assignment=assignment, step=completion.step,
+                                               defaults={"chosen_completion": 0})
+        finished = False
+        if campaign.mode == CampaignMode.STEPWISE and rating == -1:
+            _finish(assignment, FinishReason.FOUND_ERROR, "", now)
+            finished = True
+        else:
+            assignment.save(update_fields=["lease_expires_at", "updated_at"])
+    return RatingResult(current, changed, finished)
+
+
+def _check_in_order(assignment: Assignment, step_index: int) -> None:
+    """No step may be rated while an earlier one is unrated, nor after a −1."""
+    earlier = (
+        Rating.objects.filter(assignment=assignment, completion__index=0, completion__step__index__lt=step_index)
+        .exclude(rating__isnull=True)
+        .values_list("completion__step__index", "rating")
+    )
+    rated = dict(earlier)
+    if any(value == -1 for value in rated.values()):
+        raise LabelingError("An earlier step is rated −1: nothing after the first error can be rated.")
+    if len(rated) < step_index:
+        missing = min(set(range(step_index)) - set(rated))
+        raise LabelingError(f"Rate step {missing + 1} first: steps are rated in order.")
+
+
+def flag_step(assignment_id: int, user: User, *, step_index: int, flagged: bool,
+              completion_index: int = 0) -> Rating:
+    """Set or clear the "unsure" flag; a step can be flagged before it is rated."""
+    with transaction.atomic():
+        assignment = _locked_open_assignment(assignment_id, user, timezone.now())
+        completion = Completion.objects.filter(step__solution_id=assignment.solution_id, step__index=step_index,
+                                               index=completion_index).first()
+        if completion is None:
+            raise LabelingError(f"Step {step_index} has no completion {completion_index}.")
+        current, created = Rating.objects.get_or_create(assignment=assignment, completion=completion,
+                                                        defaults={"flagged": flagged})
+        if not created and current.flagged != flagged:
+            RatingRevision.objects.create(rating=current, previous_rating=current.rating,
+                                          previous_flagged=current.flagged, changed_by_id=user.pk)
+            current.flagged = flagged
+            current.save(update_fields=["flagged", "updated_at"])
+        assignment.save(update_fields=["lease_expires_at", "updated_at"])
+        return current
+
+
+def decide_step(assignment_id: int, user: User, *, step_index: int, chosen_completion: int | None = None,
+                human_text: str | None = None) -> StepDecision:
+    """Conversational mode: continue with a rated completion, or write one's own step."""
+    if (chosen_completion is None) == (human_text is None or not human_text.strip()):
+        raise LabelingError("Choose one completion or write your own step (exactly one of the two).")
+    with transaction.atomic():
+        assignment = _locked_open_assignment(assignment_id, user, timezone.now())
+        step = Step.objects.filter(solution_id=assignment.solution_id, index=step_index).first()
+        if step is None:
+            raise LabelingError(f"There is no step {step_index}.")
+        completions = list(step.completions.values_list("id", "index"))
+        ratings = dict(
+            Rating.objects.filter(assignment=assignment, completion__step=step).values_list("completion__index",
+                                                                                           "rating")
+        )
+        if any(ratings.get(index) is None for _, index in completions):
+            raise LabelingError("Rate every completion of this step first.")
+        if chosen_completion is not None:
+            if chosen_completion not in {index for _, index in completions}:
+                raise LabelingError(f"Step {step_index} has no completion {chosen_completion}.")
+            if ratings.get(chosen_completion) == -1:
+                raise LabelingError("You cannot continue with a completion you rated −1.")
+            human = None
+        else:
+            if any(value == 1 for value in ratings.values()):
+                raise LabelingError("A completion is rated +1: continue with it instead of writing your own.")
+            human = {"text": human_text.strip(), "rating": None, "source": "human", "flagged": False}
+        decision, _ = StepDecision.objects.update_or_create(
+            assignment=assignment, step=step,
+            defaults={"chosen_completion": chosen_completion, "human_completion": human},
+        )
+        assignment.save(update_fields=["lease_expires_at", "updated_at"])
+        return decision
+
+
+def _finish(assignment: Assignment, reason: str, text: str, now: datetime, total_time_ms: int | None = None) -> None:
+    assignment.status = AssignmentStatus.SUBMITTED
+    assignment.finish_reason = reason
+    assignment.finish_reason_text = text
+    assignment.finished_at = now
+    elapsed = int((now - assignment.started_at).total_seconds() * 1000) if assignment.started_at else None
+    assignment.total_time_ms = total_time_ms if total_time_ms is not None else elapsed
+    assignment.save(update_fields=["status", "finish_reason", "finish_reason_text", "finished_at",
+                                   "total_time_ms", "lease_expires_at", "updated_at"])
+    if assignment.solution.is_screening or assignment.solution.is_quality_control:
+        from .quality import after_gold_assignment
+
+        transaction.on_commit(lambda: after_gold_assignment(assignment.pk))
+
+
+def finish_assignment(assignment_id: int, user: User, *, reason: str, text: str = "",
+                      total_time_ms: int | None = None, now: datetime | None = None) -> Assignment:
+    """End a labeler's pass: ``solution`` needs every step rated and no −1; bad problem/give up need a reason."""
+    now = now or timezone.now()
+    if reason not in FinishReason.values:
+        raise LabelingError(f"Unknown finish reason {reason!r}.")
+    text = (text or "").strip()
+    if reason in (FinishReason.BAD_PROBLEM, FinishReason.GIVE_UP) and not text:
+        raise LabelingError("Say why: a reason is required for “bad problem” and “give up”.")
+    with transaction.atomic():
+        assignment = _locked_open_assignment(assignment_id, user, now)
+        campaign = assignment.solution.campaign
+        if reason == FinishReason.SOLUTION:
+            _check_complete(assignment, campaign)
+        if reason == FinishReason.FOUND_ERROR and not Rating.objects.filter(assignment=assignment, rating=-1).exists():
+            raise LabelingError("“Found error” needs a step rated −1.")
+        _finish(assignment, reason, text, now, total_time_ms)
+    return assignment
+
+
+def _check_complete(assignment: Assignment, campaign: Campaign) -> None:
+    steps = Step.objects.filter(solution_id=assignment.solution_id)
+    total = steps.count()
+    if campaign.mode == CampaignMode.STEPWISE:
+        values = list(Rating.objects.filter(assignment=assignment, completion__index=0,
+                                            rating__isnull=False).values_list("rating", flat=True))
+        if -1 in values:
+            raise LabelingError("A step is rated −1: this solution ends as “found error”.")
+        if len(values) < total:
+            raise LabelingError(f"Rate every step first ({len(values)} of {total} rated).")
+    else:
+        decided = StepDecision.objects.filter(assignment=assignment).filter(
+            Q(chosen_completion__isnull=False) | Q(human_completion__isnull=False)).count()
+        if decided < total:
+            raise LabelingError(f"Choose or write a continuation at every step first ({decided} of {total}).")
+
+
+def release_lease(assignment: Assignment) -> None:
+    """Used by admins to drop a lease by hand (e.g. a labeler who left): the slot goes back."""
+    with transaction.atomic():
+        updated = Assignment.objects.filter(pk=assignment.pk, status=AssignmentStatus.LEASED).update(
+            status=AssignmentStatus.EXPIRED)
+        if updated:
+            Solution.objects.filter(pk=assignment.solution_id, label_count__gt=0).update(
+                label_count=F("label_count") - 1)

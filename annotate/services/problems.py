@@ -1,0 +1,253 @@
+"""Importers for MATH-style problems and for generator samples (solutions to label or to score)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from ..grading import answers_match
+from ..models import Campaign, Completion, Problem, Solution, Step, text_digest
+from ..prm800k import content_digest
+from ..steps import SPLIT_RULES, answer_from_steps, split_solution
+from .importing import ImportFailed, ImportReport, RowError, bulk_insert, valid_rows, validate_file
+
+LEVEL = re.compile(r"^(?:Level\s*)?(\d+)$", re.IGNORECASE)
+
+
+def _string(obj: dict[str, Any], key: str, *, required: bool = False, blank: bool = True) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise RowError(key, "is missing")
+        return None
+    if not isinstance(value, str):
+        raise RowError(key, f"must be a string, got {type(value).__name__}")
+    if required and not blank and not value.strip():
+        raise RowError(key, "must not be empty")
+    return value
+
+
+@dataclass
+class ProblemRow:
+    text: str
+    answer: str | None
+    solution: str | None
+    subject: str
+    level: int | None
+    source_id: str
+
+
+def parse_problem(obj: Any) -> ProblemRow:
+    if not isinstance(obj, dict):
+        raise RowError("", "a row must be a JSON object")
+    text = _string(obj, "problem", required=True, blank=False)
+    level_raw = obj.get("level")
+    level = None
+    if level_raw is not None:
+        match = LEVEL.match(str(level_raw).strip()) if isinstance(level_raw, (str, int)) else None
+        if match is None or isinstance(level_raw, bool):
+            raise RowError("level", f"must look like 'Level 3' or 3, got {level_raw!r}")
+        level = int(match.group(1))
+    return ProblemRow(
+        text=text or "", answer=_string(obj, "answer"), solution=_string(obj, "solution"),
+        subject=_string(obj, "subject") or "", level=level, source_id=_string(obj, "unique_id") or "",
+    )
+
+
+def import_problems(path: Path | str, *, skip_invalid: bool = False) -> ImportReport:
+    """Create or update problems (matched on ``unique_id``, else on the problem text)."""
+    path = Path(path)
+    report = ImportReport(file=str(path))
+    validate_file(path, parse_problem, report)
+    if report.rejected_count and not skip_invalid:
+        raise ImportFailed(report)
+    created = updated = 0
+    with transaction.atomic():
+        for batch in valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH):
+            rows = [row for _, row in batch]
+            by_source = {p.source_id: p for p in Problem.objects.filter(
+                source_id__in=[r.source_id for r in rows if r.source_id])}
+            by_text = {p.text_sha256: p for p in Problem.objects.filter(
+                text_sha256__in=[text_digest(r.text) for r in rows])}
+            for row in rows:
+                problem = by_source.get(row.source_id) if row.source_id else None
+                problem = problem or by_text.get(text_digest(row.text))
+                if problem is None:
+                    problem = Problem(text=row.text)
+                    created += 1
+                else:
+                    updated += 1
+                problem.text, problem.answer, problem.solution = row.text, row.answer, row.solution
+                problem.subject, problem.level = row.subject, row.level
+                problem.source_id = row.source_id or problem.source_id
+                problem.save()
+                by_text[problem.text_sha256] = problem
+                if problem.source_id:
+                    by_source[problem.source_id] = problem
+            report.imported += len(rows)
+    report.created = {"problems": created, "updated": updated}
+    return report
+
+
+@dataclass
+class SolutionRow:
+    problem_id: str | None
+    problem_text: str | None
+    steps: list[str]
+    candidates: list[list[str]] | None
+    answer: str | None
+    verifier_score: float | None
+    generator: str
+    sample_index: int | None
+    generation: int | None
+    is_quality_control: bool
+    is_screening: bool
+    gold_first_error: int | None
+    provenance: dict[str, Any]
+
+
+def make_solution_parser(split_rule: str = "auto"):  # type: ignore[no-untyped-def]
+    if split_rule not in SPLIT_RULES:
+        raise ValueError(f"unknown split rule {split_rule!r}")
+
+    def parse(obj: Any) -> SolutionRow:
+        if not isinstance(obj, dict):
+            raise RowError("", "a row must be a JSON object")
+        problem_id = _string(obj, "problem_id")
+        problem_text = _string(obj, "problem")
+        if not problem_id and not problem_text:
+            raise RowError("problem_id", "is missing (give `problem_id` or the `problem` text)")
+        text, raw_steps = obj.get("solution"), obj.get("steps")
+        answer = _string(obj, "answer")
+        candidates = None
+        if raw_steps is not None:
+            if not isinstance(raw_steps, list) or not raw_steps:
+                raise RowError("steps", "must be a non-empty list")
+            steps: list[str] = []
+            candidates = []
+            for position, item in enumerate(raw_steps):
+                # A step is a string, or (conversational mode) a list of candidate completions.
+                options = item if isinstance(item, list) else [item]
+                if not options or not all(isinstance(o, str) and o.strip() for o in options):
+                    raise RowError(f"steps[{position}]", "must be a non-empty string or a list of them")
+                candidates.append([o.strip() for o in options])
+                steps.append(options[0].strip())
+            if all(len(options) == 1 for options in candidates):
+                candidates = None
+            answer = answer if answer is not None else answer_from_steps(steps)
+        elif isinstance(text, str) and text.strip():
+            split = split_solution(text, split_rule)
+            steps, answer = split.steps, answer if answer is not None else split.final_answer
+        else:
+            raise RowError("solution", "is missing (give `solution` text or a `steps` list)")
+        if len(steps) > settings.STEPLAB_MAX_STEPS_PER_SOLUTION:
+            raise RowError("steps", f"has {len(steps)} steps; the limit is {settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
+        for position, step in enumerate(steps):
+            if len(step) > settings.STEPLAB_MAX_STEP_CHARS:
+                raise RowError(f"steps[{position}]", f"is longer than {settings.STEPLAB_MAX_STEP_CHARS} characters")
+        score = obj.get("verifier_score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+            raise RowError("verifier_score", "must be a number")
+        for key in ("sample_index", "generation", "gold_first_error"):
+            value = obj.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise RowError(key, "must be an integer")
+        gold = obj.get("gold_first_error")
+        if gold is not None and not -1 <= gold < len(steps):
+            raise RowError("gold_first_error", f"is {gold}, out of range for {len(steps)} steps (-1 = no error)")
+        flags = {}
+        for key in ("is_quality_control", "is_screening"):
+            value = obj.get(key, False)
+            if not isinstance(value, bool):
+                raise RowError(key, "must be a boolean")
+            flags[key] = value
+        provenance = obj.get("provenance", {})
+        if not isinstance(provenance, dict):
+            raise RowError("provenance", "must be an object")
+        return SolutionRow(
+            problem_id=problem_id, problem_text=problem_text, steps=steps, candidates=candidates, answer=answer,
+            verifier_score=None if score is None else float(score), generator=_string(obj, "generator") or "",
+            sample_index=obj.get("sample_index"), generation=obj.get("generation"),
+            is_quality_control=flags["is_quality_control"], is_screening=flags["is_screening"],
+            gold_first_error=gold, provenance=provenance,
+        )
+
+    return parse
+
+
+def _resolve_problems(rows: list[SolutionRow]) -> dict[str, Problem]:
+    ids = {r.problem_id for r in rows if r.problem_id}
+    digests = {text_digest(r.problem_text) for r in rows if r.problem_text and not r.problem_id}
+    found: dict[str, Problem] = {}
+    for problem in Problem.objects.filter(source_id__in=ids):
+        found[f"id:{problem.source_id}"] = problem
+    for problem in Problem.objects.filter(text_sha256__in=digests):
+        found[f"text:{problem.text_sha256}"] = problem
+    return found
+
+
+def _problem_key(row: SolutionRow) -> str:
+    return f"id:{row.problem_id}" if row.problem_id else f"text:{text_digest(row.problem_text or '')}"
+
+
+def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False,
+                     split_rule: str = "auto", generation: int | None = None) -> ImportReport:
+    """Import generator samples into a campaign, split into steps and graded against the ground truth."""
+    path = Path(path)
+    parse = make_solution_parser(split_rule)
+    report = ImportReport(file=str(path))
+    validate_file(path, parse, report)
+    # Unknown problems are row errors too: check them in a second, batched pass.
+    unknown: list[tuple[int, RowError]] = []
+    for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH):
+        problems = _resolve_problems([row for _, row in batch])
+        for number, row in batch:
+            if _problem_key(row) not in problems:
+                field, value = ("problem_id", row.problem_id) if row.problem_id else ("problem", (row.problem_text or "")[:60])
+                unknown.append((number, RowError(field, f"{value!r} is not a known problem (import it first)")))
+    for number, error in unknown:
+        report.reject(number, error)
+    if report.rejected_count and not skip_invalid:
+        report.rejected.sort(key=lambda item: item.line)
+        raise ImportFailed(report)
+    bad_lines = {number for number, _ in unknown}
+    counts = {"solutions": 0, "steps": 0, "graded_correct": 0, "graded_wrong": 0, "ungraded": 0}
+    with transaction.atomic():
+        for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH):
+            batch = [(n, r) for n, r in batch if n not in bad_lines]
+            problems = _resolve_problems([row for _, row in batch])
+            solutions = []
+            for _, row in batch:
+                problem = problems[_problem_key(row)]
+                verdict = answers_match(problem.answer, row.answer)
+                counts["graded_correct" if verdict else "graded_wrong" if verdict is False else "ungraded"] += 1
+                solutions.append(Solution(
+                    campaign=campaign, problem=problem, generator=row.generator, sample_index=row.sample_index,
+                    final_answer=row.answer, is_correct=verdict, verifier_score=row.verifier_score,
+                    generation=row.generation if row.generation is not None else generation,
+                    is_quality_control=row.is_quality_control, is_screening=row.is_screening,
+                    gold_first_error=row.gold_first_error, pre_generated_steps=row.steps,
+                    provenance={"source": "import_solutions", "file": path.name, **row.provenance},
+                    content_sha256=content_digest(problem.text, row.steps),
+                ))
+            bulk_insert(solutions)
+            steps = [Step(solution=s, index=i) for s, (_, row) in zip(solutions, batch, strict=True)
+                     for i in range(len(row.steps))]
+            bulk_insert(steps)
+            completions = []
+            step_iter = iter(steps)
+            for _, row in batch:
+                for position, text in enumerate(row.steps):
+                    step = next(step_iter)
+                    options = row.candidates[position] if row.candidates else [text]
+                    completions.extend(Completion(step=step, index=i, text=o) for i, o in enumerate(options))
+            bulk_insert(completions)
+            counts["solutions"] += len(solutions)
+            counts["steps"] += len(steps)
+            report.imported += len(batch)
+    report.created = counts
+    return report

@@ -1,0 +1,167 @@
+"""Step-level metrics for process reward models (plain NumPy arrays in, floats out).
+
+* :func:`step_auroc`: AUROC of predicted step scores against human step labels. PRM800K ratings are
+  -1 / 0 / +1; by default the paper's *neutral-as-correct* rule applies: rating >= 0 is a positive
+  (acceptable step), rating -1 a negative. ``neutral="negative"`` counts 0 as negative and
+  ``neutral="exclude"`` drops neutral steps. Ties in scores get average ranks (the Mann-Whitney
+  statistic), which equals ``sklearn.metrics.roc_auc_score``.
+* ProcessBench (Zheng et al. 2024): the predicted first error of a solution is the first step whose
+  score is below ``threshold`` (0.5 by default), -1 when there is none. On erroneous solutions
+  (label != -1) accuracy is an exact index match; on correct ones (label == -1) the prediction must be
+  -1; F1 is the harmonic mean of the two accuracies (reported as fractions, ProcessBench prints %).
+* Diagnostics: share of selected solutions whose final answer is right although a step is wrong, and
+  share of solutions whose lowest step score sits on the last step.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "correct_answer_wrong_step_rate",
+    "first_error_index",
+    "lowest_step_on_last_rate",
+    "predict_first_errors",
+    "processbench_metrics",
+    "step_auroc",
+    "step_labels_from_ratings",
+]
+
+
+def step_labels_from_ratings(ratings: Sequence[int] | np.ndarray, neutral: str = "positive") -> tuple[np.ndarray, np.ndarray]:
+    """Ratings (-1/0/+1) -> (binary labels, mask of the steps kept).
+
+    ``neutral="positive"`` (default, neutral-as-correct: rating >= 0 is positive), ``"negative"``
+    (only +1 is positive) or ``"exclude"`` (neutral steps are dropped: mask False).
+    """
+    r = np.asarray(ratings, dtype=float).reshape(-1)
+    if np.isnan(r).any():
+        raise ValueError("ratings contain NaN/None")
+    if neutral == "positive":
+        return r >= 0, np.ones(r.shape, dtype=bool)
+    if neutral == "negative":
+        return r > 0, np.ones(r.shape, dtype=bool)
+    if neutral == "exclude":
+        return r > 0, r != 0
+    raise ValueError(f"neutral must be 'positive', 'negative' or 'exclude', got {neutral!r}")
+
+
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    _, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
+    upper = np.cumsum(counts)  # 1-based rank of each distinct value's last member
+    return (upper - (counts - 1) / 2.0)[inv]
+
+
+def step_auroc(
+    scores: Sequence[float] | np.ndarray,
+    ratings: Sequence[int] | np.ndarray | None = None,
+    *,
+    labels: Sequence[bool] | np.ndarray | None = None,
+    neutral: str = "positive",
+) -> float:
+    """AUROC of step scores (higher = more likely correct) vs human ratings (or binary ``labels``)."""
+    s = np.asarray(scores, dtype=float).reshape(-1)
+    if (ratings is None) == (labels is None):
+        raise ValueError("pass exactly one of ratings or labels")
+    if ratings is not None:
+        y, keep = step_labels_from_ratings(ratings, neutral)
+    else:
+        y = np.asarray(labels, dtype=bool).reshape(-1)
+        keep = np.ones(y.shape, dtype=bool)
+    if y.shape != s.shape:
+        raise ValueError(f"{s.shape[0]} scores but {y.shape[0]} labels")
+    s, y = s[keep], y[keep]
+    if not np.isfinite(s).all():
+        raise ValueError("scores must be finite")
+    n_pos = int(y.sum())
+    n_neg = y.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("AUROC needs both positive and negative steps")
+    ranks = _average_ranks(s)
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def first_error_index(step_scores: Sequence[float] | np.ndarray, threshold: float = 0.5) -> int:
+    """Index of the first step scored below ``threshold``; -1 when every step is at or above it."""
+    s = np.asarray(step_scores, dtype=float).reshape(-1)
+    below = np.flatnonzero(s < threshold)
+    return int(below[0]) if below.size else -1
+
+
+def predict_first_errors(step_scores: Iterable[Sequence[float]], threshold: float = 0.5) -> np.ndarray:
+    return np.array([first_error_index(s, threshold) for s in step_scores], dtype=np.int64)
+
+
+def processbench_metrics(
+    labels: Sequence[int] | np.ndarray,
+    predictions: Sequence[int] | np.ndarray | None = None,
+    *,
+    step_scores: Iterable[Sequence[float]] | None = None,
+    threshold: float = 0.5,
+) -> dict[str, float | int]:
+    """ProcessBench first-error identification.
+
+    ``labels``: index of the earliest wrong step, -1 for a fully correct solution. Give either the
+    predicted indices or the per-step scores (then thresholded with :func:`first_error_index`).
+    Returns ``{"error_acc", "correct_acc", "f1", "n_error", "n_correct"}``; an accuracy over an empty
+    group is NaN (and so is F1); F1 is 0 when both accuracies are 0.
+    """
+    y = np.asarray(labels, dtype=np.int64).reshape(-1)
+    if (predictions is None) == (step_scores is None):
+        raise ValueError("pass exactly one of predictions or step_scores")
+    pred = predict_first_errors(step_scores, threshold) if step_scores is not None else np.asarray(predictions, dtype=np.int64).reshape(-1)
+    if pred.shape != y.shape:
+        raise ValueError(f"{y.shape[0]} labels but {pred.shape[0]} predictions")
+    err = y != -1
+    error_acc = float((pred[err] == y[err]).mean()) if err.any() else float("nan")
+    correct_acc = float((pred[~err] == -1).mean()) if (~err).any() else float("nan")
+    if np.isnan(error_acc) or np.isnan(correct_acc):
+        f1 = float("nan")
+    elif error_acc + correct_acc == 0:
+        f1 = 0.0
+    else:
+        f1 = 2 * error_acc * correct_acc / (error_acc + correct_acc)
+    return {"error_acc": error_acc, "correct_acc": correct_acc, "f1": f1,
+            "n_error": int(err.sum()), "n_correct": int((~err).sum())}
+
+
+def correct_answer_wrong_step_rate(
+    answer_correct: Sequence[bool] | np.ndarray,
+    has_wrong_step: Sequence[bool] | np.ndarray,
+    among: str = "all",
+) -> float:
+    """Share of (selected) solutions with the right final answer but at least one wrong step.
+
+    ``among="all"``: over all given solutions; ``among="correct_answer"``: over those with the right
+    answer only (how often a right answer hides a wrong step). NaN when the denominator is empty.
+    """
+    a = np.asarray(answer_correct, dtype=bool).reshape(-1)
+    w = np.asarray(has_wrong_step, dtype=bool).reshape(-1)
+    if a.shape != w.shape:
+        raise ValueError("answer_correct and has_wrong_step differ in length")
+    hit = a & w
+    if among == "all":
+        return float(hit.mean()) if a.size else float("nan")
+    if among == "correct_answer":
+        return float(hit[a].mean()) if a.any() else float("nan")
+    raise ValueError("among must be 'all' or 'correct_answer'")
+
+
+def lowest_step_on_last_rate(step_scores: Iterable[Sequence[float]], ties: str = "any") -> float:
+    """Share of solutions (with at least one step) whose lowest step score is on the last step.
+
+    ``ties="any"``: the last step counts when it attains the minimum (also when shared);
+    ``ties="strict"``: only when it is strictly below every earlier step (a one-step solution counts).
+    """
+    if ties not in ("any", "strict"):
+        raise ValueError("ties must be 'any' or 'strict'")
+    hits = total = 0
+    for s in step_scores:
+        s = np.asarray(s, dtype=float).reshape(-1)
+        if s.size == 0:
+            continue
+        total += 1
+        last, rest = s[-1], s[:-1]
+        hits += bool(rest.size == 0 or (last <= rest.min() if ties == "any" else last < rest.min()))
+    return hits / total if total else float("nan")

@@ -1,0 +1,273 @@
+"""Dataset formats written from the labels, streamed in constant memory.
+
+* ``prm800k`` — the lossless PRM800K JSONL (``annotate.prm800k``), one row per finished labeling.
+* ``trl-stepwise`` — TRL's stepwise-supervision type: ``prompt``, ``completions`` (step texts),
+  ``labels`` (bools), plus ``ratings`` (the raw −1/0/+1), ``split``, ``problem_id``, ``solution_id``.
+  One row per labeled solution; steps after the first error are dropped. Neutral policy
+  (``neutral``): ``positive`` (the paper's choice: 0 counts as correct), ``negative``, or ``exclude``
+  (neutral steps are left out of ``completions``/``labels``). A human-written step (conversational
+  mode) counts as +1: the labeler wrote it as a correct continuation.
+* ``outcome`` — for ORMs: ``prompt``, ``completion`` (the whole solution, steps joined by newlines),
+  ``label`` (final answer correct per the grader), ``split``, ``problem_id``, ``solution_id``; one row
+  per labeled solution with a grader verdict.
+
+The train/test split is by problem and deterministic: a problem is in ``test`` when
+SHA-256(seed, problem text digest) falls under ``test_fraction``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from django.db.models import QuerySet
+
+from annotate.models import Assignment, AssignmentStatus, Campaign, Completion, FinishReason, Rating, Step, StepDecision
+from annotate.prm800k import iter_prm800k_rows
+
+FORMATS = ("prm800k", "trl-stepwise", "outcome")
+NEUTRAL_POLICIES = ("positive", "negative", "exclude")
+LABELED_REASONS = (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    neutral: str = "positive"
+    seed: int = 0
+    test_fraction: float = 0.1
+    include_qc: bool = False
+    finish_reasons: tuple[str, ...] = tuple(LABELED_REASONS)
+    generations: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.neutral not in NEUTRAL_POLICIES:
+            raise ValueError(f"neutral must be one of {', '.join(NEUTRAL_POLICIES)}, got {self.neutral!r}")
+        if not 0 <= self.test_fraction < 1:
+            raise ValueError("test_fraction must be in [0, 1)")
+
+
+def split_of(problem_digest: str, seed: int, test_fraction: float) -> str:
+    value = int(hashlib.sha256(f"{seed}:{problem_digest}".encode()).hexdigest()[:12], 16) / float(16**12)
+    return "test" if value < test_fraction else "train"
+
+
+def labeled_assignments(campaign: Campaign, options: ExportOptions, *, all_finished: bool = False) -> QuerySet[Assignment]:
+    queryset = Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED, is_gold=False)
+    if not all_finished:
+        queryset = queryset.filter(finish_reason__in=options.finish_reasons)
+    if not options.include_qc:
+        queryset = queryset.filter(solution__is_quality_control=False, solution__is_screening=False)
+    if options.generations is not None:
+        queryset = queryset.filter(solution__generation__in=options.generations)
+    return queryset
+
+
+def _label_for(rating: int | None, policy: str) -> bool | None:
+    """The step label under the neutral policy; None means "leave the step out"."""
+    if rating == 0:
+        return {"positive": True, "negative": False, "exclude": None}[policy]
+    return rating == 1
+
+
+def iter_stepwise_rows(assignments: QuerySet[Assignment], options: ExportOptions,
+                       chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
+    last_pk = 0
+    base = assignments.order_by("pk").select_related("solution__problem")
+    while True:
+        chunk = list(base.filter(pk__gt=last_pk)[:chunk_size])
+        if not chunk:
+            return
+        last_pk = chunk[-1].pk
+        solution_ids = {a.solution_id for a in chunk}
+        steps: dict[int, list[int]] = defaultdict(list)
+        for step_id, solution_id in Step.objects.filter(solution_id__in=solution_ids).order_by(
+                "solution_id", "index").values_list("id", "solution_id"):
+            steps[solution_id].append(step_id)
+        texts: dict[tuple[int, int], tuple[int, str]] = {}
+        for cid, step_id, index, text in Completion.objects.filter(step__solution_id__in=solution_ids).values_list(
+                "id", "step_id", "index", "text"):
+            texts[(step_id, index)] = (cid, text)
+        ids = [a.pk for a in chunk]
+        ratings = {(a, c): r for a, c, r in Rating.objects.filter(assignment_id__in=ids).values_list(
+            "assignment_id", "completion_id", "rating")}
+        decisions = {(a, s): (c, h) for a, s, c, h in StepDecision.objects.filter(assignment_id__in=ids).values_list(
+            "assignment_id", "step_id", "chosen_completion", "human_completion")}
+        for assignment in chunk:
+            row = _stepwise_row(assignment, steps[assignment.solution_id], texts, ratings, decisions, options)
+            if row is not None:
+                yield row
+
+
+def _stepwise_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
+                  ratings: dict[tuple[int, int], int | None], decisions: dict[tuple[int, int], tuple[Any, Any]],
+                  options: ExportOptions) -> dict[str, Any] | None:
+    completions: list[str] = []
+    labels: list[bool] = []
+    raw: list[int] = []
+    for step_id in step_ids:
+        chosen, human = decisions.get((assignment.pk, step_id), (None, None))
+        human_text = human.get("text") if isinstance(human, dict) else human
+        if human_text:
+            text, rating = human_text, 1
+        else:
+            entry = texts.get((step_id, chosen if chosen is not None else 0))
+            if entry is None:
+                break
+            cid, text = entry
+            rating = ratings.get((assignment.pk, cid))
+            if chosen is None:  # no continuation chosen: this is where the labeler stopped
+                if rating == -1:
+                    completions.append(text)
+                    labels.append(False)
+                    raw.append(-1)
+                break
+        if rating is None:
+            break
+        label = _label_for(rating, options.neutral)
+        if label is not None:
+            completions.append(text)
+            labels.append(label)
+            raw.append(rating)
+        if rating == -1:
+            break
+    if not completions:
+        return None
+    problem = assignment.solution.problem
+    return {
+        "prompt": problem.text,
+        "completions": completions,
+        "labels": labels,
+        "ratings": raw,
+        "split": split_of(problem.text_sha256, options.seed, options.test_fraction),
+        "problem_id": problem.source_id or problem.text_sha256[:16],
+        "solution_id": assignment.solution_id,
+        "assignment_id": assignment.pk,
+    }
+
+
+def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
+                      chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
+    """One row per labeled solution with a grader verdict (deduplicated across overlapping labelers)."""
+    from annotate.models import Solution
+
+    solution_ids = assignments.filter(solution__is_correct__isnull=False).values("solution_id")
+    base = Solution.objects.filter(pk__in=solution_ids).select_related("problem").order_by("pk")
+    last_pk = 0
+    while True:
+        chunk = list(base.filter(pk__gt=last_pk)[:chunk_size])
+        if not chunk:
+            return
+        last_pk = chunk[-1].pk
+        first_texts: dict[int, list[str]] = defaultdict(list)
+        for solution_id, text in Completion.objects.filter(step__solution__in=chunk, index=0).order_by(
+                "step__solution_id", "step__index").values_list("step__solution_id", "text"):
+            first_texts[solution_id].append(text)
+        for solution in chunk:
+            steps = solution.pre_generated_steps or first_texts[solution.pk]
+            yield {
+                "prompt": solution.problem.text,
+                "completion": "\n".join(steps),
+                "label": bool(solution.is_correct),
+                "split": split_of(solution.problem.text_sha256, options.seed, options.test_fraction),
+                "problem_id": solution.problem.source_id or solution.problem.text_sha256[:16],
+                "solution_id": solution.pk,
+            }
+
+
+def iter_format_rows(campaign: Campaign, fmt: str, options: ExportOptions) -> Iterator[dict[str, Any]]:
+    if fmt == "prm800k":
+        return iter_prm800k_rows(labeled_assignments(campaign, options, all_finished=True))
+    if fmt == "trl-stepwise":
+        return iter_stepwise_rows(labeled_assignments(campaign, options), options)
+    if fmt == "outcome":
+        return iter_outcome_rows(labeled_assignments(campaign, options), options)
+    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+class HashingWriter:
+    """A binary file wrapper that computes SHA-256 and size while writing."""
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self.handle = handle
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        return self.handle.write(data)
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+
+def _parquet_schema(fmt: str) -> Any:
+    import pyarrow as pa
+
+    if fmt == "trl-stepwise":
+        return pa.schema([
+            ("prompt", pa.string()), ("completions", pa.list_(pa.string())), ("labels", pa.list_(pa.bool_())),
+            ("ratings", pa.list_(pa.int8())), ("split", pa.string()), ("problem_id", pa.string()),
+            ("solution_id", pa.int64()), ("assignment_id", pa.int64()),
+        ])
+    if fmt == "outcome":
+        return pa.schema([
+            ("prompt", pa.string()), ("completion", pa.string()), ("label", pa.bool_()), ("split", pa.string()),
+            ("problem_id", pa.string()), ("solution_id", pa.int64()),
+        ])
+    raise ValueError(f"format {fmt!r} has no Parquet form (PRM800K is nested JSON: use .jsonl)")
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    path: Path
+    rows: int
+    sha256: str
+    size: int
+
+
+def write_rows(rows: Iterable[dict[str, Any]], out: Path, fmt: str, *, batch_rows: int = 5000) -> WrittenFile:
+    """Write rows to ``out`` atomically (temporary file, then rename): JSONL, or Parquet for ``.parquet``."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+    count = 0
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            writer = HashingWriter(handle)
+            if out.suffix == ".parquet":
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                schema = _parquet_schema(fmt)
+                with pq.ParquetWriter(writer, schema) as parquet:  # type: ignore[arg-type]
+                    batch: list[dict[str, Any]] = []
+                    for row in rows:
+                        batch.append(row)
+                        count += 1
+                        if len(batch) >= batch_rows:
+                            parquet.write_table(pa.Table.from_pylist(batch, schema=schema))
+                            batch = []
+                    if batch or count == 0:
+                        parquet.write_table(pa.Table.from_pylist(batch, schema=schema))
+            else:
+                for row in rows:
+                    writer.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+                    count += 1
+            writer.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, out)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return WrittenFile(out, count, writer.sha256.hexdigest(), writer.size)
+
+
+def export_campaign(campaign: Campaign, fmt: str, out: Path, options: ExportOptions | None = None) -> WrittenFile:
+    return write_rows(iter_format_rows(campaign, fmt, options or ExportOptions()), out, fmt)

@@ -1,0 +1,33 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.models import Campaign
+from rewards.exports import FORMATS, NEUTRAL_POLICIES, ExportOptions, export_campaign
+
+
+class Command(BaseCommand):
+    help = "Write one dataset format of a campaign to one file (JSONL, or Parquet when PATH ends in .parquet)."
+
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument("--campaign", required=True)
+        parser.add_argument("--format", required=True, choices=FORMATS)
+        parser.add_argument("--out", required=True, type=Path)
+        parser.add_argument("--neutral", choices=NEUTRAL_POLICIES, default="positive")
+        parser.add_argument("--seed", type=int, default=0, help="seed of the train/test split by problem")
+        parser.add_argument("--test-fraction", type=float, default=0.1)
+        parser.add_argument("--include-qc", action="store_true", help="keep QC and screening solutions")
+
+    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+        campaign = Campaign.objects.filter(slug=options["campaign"]).first()
+        if campaign is None:
+            raise CommandError(f"campaign {options['campaign']!r} does not exist")
+        try:
+            written = export_campaign(
+                campaign, options["format"], options["out"],
+                ExportOptions(neutral=options["neutral"], seed=options["seed"],
+                              test_fraction=options["test_fraction"], include_qc=options["include_qc"]),
+            )
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(f"wrote {written.rows} row(s) to {written.path} sha256={written.sha256}")

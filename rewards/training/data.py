@@ -1,0 +1,279 @@
+"""Exported datasets in, token sequences out.
+
+Reads the Steplab exporter's ``trl-stepwise`` (PRM) and ``outcome`` (ORM) files, JSONL or Parquet,
+and builds the token sequences. ``encode_prm`` is the single place that lays a solution out
+(prompt, then every step followed by the separator token), used by training and scoring alike, so
+the two can never drift apart. Nothing here imports torch.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+IGNORE_INDEX = -100  # label value that the cross-entropy loss skips
+
+
+class DatasetError(ValueError):
+    """A bad dataset row; the message names the file, the line (or Parquet row) and the field."""
+
+
+class TextTokenizer(Protocol):
+    """The part of a Hugging Face tokenizer that sequence building needs."""
+
+    def __call__(self, text: list[str], **kwargs: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class PrmRow:
+    """One labeled solution; ``labels`` holds 1, 0 or IGNORE_INDEX (neutral step under "exclude")."""
+
+    prompt: str
+    steps: tuple[str, ...]
+    labels: tuple[int, ...]
+    split: str | None
+    problem_id: str | None
+
+
+@dataclass(frozen=True)
+class OrmRow:
+    """One solution with its outcome label (1 = final answer correct)."""
+
+    prompt: str
+    completion: str
+    label: int
+    split: str | None
+    problem_id: str | None
+
+
+def iter_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield (location, record) pairs; location reads "FILE line N" (JSONL) or "FILE row N" (Parquet)."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        number = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=2048):
+            for record in batch.to_pylist():
+                number += 1
+                yield f"{path} row {number}", record
+        return
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path} line {number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{where}: not valid JSON ({exc})") from None
+            if not isinstance(record, dict):
+                raise DatasetError(f"{where}: a row must be a JSON object")
+            yield where, record
+
+
+def _field(where: str, record: dict[str, Any], name: str) -> Any:
+    if name not in record or record[name] is None:
+        raise DatasetError(f"{where}: field '{name}' is missing")
+    return record[name]
+
+
+def _text(where: str, record: dict[str, Any], name: str) -> str:
+    value = _field(where, record, name)
+    if not isinstance(value, str):
+        raise DatasetError(f"{where}: field '{name}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def _meta(where: str, record: dict[str, Any]) -> tuple[str | None, str | None]:
+    split = record.get("split")
+    if split is not None and split not in ("train", "test"):
+        raise DatasetError(f"{where}: field 'split' must be 'train' or 'test', got {split!r}")
+    problem_id = record.get("problem_id")
+    return split, None if problem_id is None else str(problem_id)
+
+
+def step_labels(ratings: Sequence[int], neutral: str) -> tuple[int, ...]:
+    """Labels from raw −1/0/+1 ratings under a neutral policy ("exclude": neutral steps get no loss)."""
+    neutral_label = {"positive": 1, "negative": 0, "exclude": IGNORE_INDEX}[neutral]
+    return tuple(1 if r == 1 else 0 if r == -1 else neutral_label for r in ratings)
+
+
+def parse_prm_record(where: str, record: dict[str, Any], neutral: str) -> PrmRow:
+    """Validate one ``trl-stepwise`` row; labels are recomputed from ``ratings`` unless neutral is "positive"."""
+    prompt = _text(where, record, "prompt")
+    steps = _field(where, record, "completions")
+    if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
+        raise DatasetError(f"{where}: field 'completions' must be a non-empty list of step texts")
+    ratings = record.get("ratings")
+    if ratings is not None:
+        if (not isinstance(ratings, list) or len(ratings) != len(steps)
+                or not all(r in (-1, 0, 1) and not isinstance(r, bool) for r in ratings)):
+            raise DatasetError(f"{where}: field 'ratings' must be a list of -1/0/1, one per step "
+                               f"({len(steps)} steps)")
+    if neutral != "positive" and ratings is not None:
+        labels = step_labels(ratings, neutral)
+    else:
+        raw = _field(where, record, "labels")
+        if not isinstance(raw, list) or len(raw) != len(steps) or not all(isinstance(v, bool) for v in raw):
+            raise DatasetError(f"{where}: field 'labels' must be a list of booleans, one per step "
+                               f"({len(steps)} steps)")
+        labels = tuple(int(v) for v in raw)
+    split, problem_id = _meta(where, record)
+    return PrmRow(prompt, tuple(steps), labels, split, problem_id)
+
+
+def parse_orm_record(where: str, record: dict[str, Any]) -> OrmRow:
+    """Validate one ``outcome`` row."""
+    prompt = _text(where, record, "prompt")
+    completion = _text(where, record, "completion")
+    label = _field(where, record, "label")
+    if not isinstance(label, bool):
+        raise DatasetError(f"{where}: field 'label' must be a boolean, got {label!r}")
+    split, problem_id = _meta(where, record)
+    return OrmRow(prompt, completion, int(label), split, problem_id)
+
+
+def read_dataset(path: Path, kind: str, neutral: str = "positive") -> list[PrmRow] | list[OrmRow]:
+    """All rows of an exported file, validated; the first bad row raises DatasetError."""
+    if kind == "prm":
+        return [parse_prm_record(where, record, neutral) for where, record in iter_records(path)]
+    return [parse_orm_record(where, record) for where, record in iter_records(path)]
+
+
+def _held_out(key: str, seed: int, fraction: float) -> bool:
+    value = int(hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()[:12], 16) / float(16**12)
+    return value < fraction
+
+
+def split_rows(rows: Sequence[Any], eval_fraction: float | None, seed: int) -> tuple[list[Any], list[Any]]:
+    """(train, eval): the dataset's ``split`` column, or, with ``eval_fraction``, a seeded split by problem.
+
+    Splitting by problem (``problem_id``, else the prompt) keeps a problem's solutions on one side,
+    so validation figures are not inflated by near-duplicate solutions.
+    """
+    if eval_fraction is None:
+        return [r for r in rows if r.split != "test"], [r for r in rows if r.split == "test"]
+    train: list[Any] = []
+    held: list[Any] = []
+    for row in rows:
+        (held if _held_out(row.problem_id or row.prompt, seed, eval_fraction) else train).append(row)
+    return train, held
+
+
+@dataclass(frozen=True)
+class SequenceLayout:
+    """How a tokenizer frames a sequence: its leading special tokens and the step separator."""
+
+    prefix_ids: tuple[int, ...]
+    separator_id: int
+    pad_id: int
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One token sequence. Steps ``first_step..end_step-1`` are labeled at ``label_positions``."""
+
+    input_ids: list[int]
+    labels: list[int]
+    label_positions: list[int]
+    first_step: int
+    end_step: int
+    overlong: bool
+
+
+def tokenize_texts(tokenizer: TextTokenizer, texts: list[str]) -> list[list[int]]:
+    """Token ids without special tokens; a literal "[SEP]" typed in a step stays plain text."""
+    if not texts:
+        return []
+    # verbose=False: over-long texts are expected here, encode_prm/encode_orm cut them explicitly
+    return list(tokenizer(texts, add_special_tokens=False, split_special_tokens=True, verbose=False)["input_ids"])
+
+
+def _tail(tokens: list[int], keep: int) -> list[int]:
+    return tokens[len(tokens) - keep:] if keep < len(tokens) else tokens
+
+
+def encode_prm(layout: SequenceLayout, prompt_ids: list[int], step_ids: Sequence[list[int]],
+               step_labels: Sequence[int] | None, max_length: int, first_step: int = 0) -> Encoded:
+    """Lay out ``prefix, prompt, SEP, step_0, SEP, ..., step_k, SEP`` within ``max_length`` tokens.
+
+    Steps from ``first_step`` on are targets: each one's separator carries its label (or, when
+    scoring, is where its score is read). Everything else is context with label IGNORE_INDEX.
+    When the sequence is too long, context is cut from the left (leading prompt tokens first),
+    then whole target steps are left off from the end (``end_step`` tells how many fit; scoring
+    continues from there in a new window). A single step longer than the room keeps its tail, so
+    its label position always survives. Nothing is dropped without ``overlong`` saying so.
+    """
+    sep = layout.separator_id
+    room = max_length - len(layout.prefix_ids)
+    targets: list[int] = []
+    ends: list[int] = []  # offset of each target's separator inside ``targets``
+    end = first_step
+    for index in range(first_step, len(step_ids)):
+        if len(targets) + len(step_ids[index]) + 1 > room:
+            break
+        targets += step_ids[index] + [sep]
+        ends.append(len(targets) - 1)
+        end = index + 1
+    cut_step = False
+    if end == first_step:  # the first target alone does not fit: keep its tail
+        targets = _tail(step_ids[first_step], room - 1) + [sep]
+        ends, end, cut_step = [len(targets) - 1], first_step + 1, True
+    context = list(prompt_ids) + [sep]
+    for index in range(first_step):
+        context += step_ids[index] + [sep]
+    kept = _tail(context, room - len(targets))
+    offset = len(layout.prefix_ids) + len(kept)
+    input_ids = list(layout.prefix_ids) + kept + targets
+    labels = [IGNORE_INDEX] * len(input_ids)
+    positions = [offset + e for e in ends]
+    if step_labels is not None:
+        for position, step in zip(positions, range(first_step, end)):
+            labels[position] = int(step_labels[step])
+    overlong = cut_step or len(kept) < len(context) or end < len(step_ids)
+    return Encoded(input_ids, labels, positions, first_step, end, overlong)
+
+
+def encode_orm(layout: SequenceLayout, prompt_ids: list[int], completion_ids: list[int],
+               max_length: int) -> tuple[list[int], bool]:
+    """``prefix, prompt, SEP, solution, SEP``, cut from the left when too long (the final answer is at the end)."""
+    body = list(prompt_ids) + [layout.separator_id] + list(completion_ids) + [layout.separator_id]
+    kept = _tail(body, max_length - len(layout.prefix_ids))
+    return list(layout.prefix_ids) + kept, len(kept) < len(body)
+
+
+def pad_batch(features: Sequence[dict[str, Any]], pad_id: int) -> dict[str, Any]:
+    """Right-pad ``input_ids`` (and per-token ``labels``) into tensors, with an attention mask."""
+    import torch
+
+    width = max(len(f["input_ids"]) for f in features)
+    input_ids = torch.full((len(features), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(features), width), dtype=torch.long)
+    for row, feature in enumerate(features):
+        length = len(feature["input_ids"])
+        input_ids[row, :length] = torch.tensor(feature["input_ids"], dtype=torch.long)
+        attention[row, :length] = 1
+    batch: dict[str, Any] = {"input_ids": input_ids, "attention_mask": attention}
+    if "labels" in features[0]:
+        if isinstance(features[0]["labels"], list):
+            labels = torch.full((len(features), width), IGNORE_INDEX, dtype=torch.long)
+            for row, feature in enumerate(features):
+                labels[row, :len(feature["labels"])] = torch.tensor(feature["labels"], dtype=torch.long)
+        else:
+            labels = torch.tensor([f["labels"] for f in features], dtype=torch.long)
+        batch["labels"] = labels
+    return batch
+
+
+@dataclass(frozen=True)
+class RewardCollator:
+    """Trainer data collator: pads a list of encoded examples into a batch."""
+
+    pad_id: int
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        return pad_batch(features, self.pad_id)

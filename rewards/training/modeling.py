@@ -1,0 +1,136 @@
+"""Backbones, heads, the step separator and the saved-model description.
+
+The separator must be one dedicated token that never merges with step text: a BERT/WordPiece
+``"\\n"`` encodes to nothing, so labels would silently land on each step's last word piece.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import LoraSettings
+from .data import SequenceLayout, tokenize_texts
+
+SPEC_FILE = "steplab_reward_model.json"
+SPEC_FORMAT = "steplab-reward-model/1"
+ADDED_SEPARATOR = "<steplab_step>"
+QWEN_SEPARATOR = "<extra_0>"  # the Qwen2.5-Math-PRM convention
+ID2LABEL = {0: "incorrect", 1: "correct"}
+POSITIVE_CLASS = 1
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a scorer needs besides the weights; saved as ``steplab_reward_model.json``."""
+
+    kind: str
+    separator_token: str
+    aggregation: str
+    neutral: str
+    base_model: str
+    max_length: int
+    lora: bool
+    num_labels: int = 2
+    positive_class: int = POSITIVE_CLASS
+    format: str = SPEC_FORMAT
+
+    def save(self, folder: Path) -> None:
+        (Path(folder) / SPEC_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path) -> ModelSpec:
+        path = Path(folder) / SPEC_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found: {folder} is not a Steplab reward model folder")
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != SPEC_FORMAT:
+            raise ValueError(f"{path}: unsupported format {data.get('format')!r}, expected {SPEC_FORMAT!r}")
+        return cls(**data)
+
+
+def load_tokenizer(folder: Path) -> Any:
+    """The folder's tokenizer, never fetched from the network; a pad token is guaranteed."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def choose_separator(tokenizer: Any) -> tuple[str, bool]:
+    """(token, newly added): ``[SEP]``-style if the tokenizer has one, else ``<extra_0>``, else a new token."""
+    if tokenizer.sep_token is not None:
+        return str(tokenizer.sep_token), False
+    if QWEN_SEPARATOR in tokenizer.get_vocab():
+        return QWEN_SEPARATOR, False
+    tokenizer.add_special_tokens({"additional_special_tokens": [ADDED_SEPARATOR]})
+    return ADDED_SEPARATOR, True
+
+
+def sequence_layout(tokenizer: Any, separator_token: str) -> SequenceLayout:
+    """The tokenizer's own leading special tokens (``[CLS]``, ``<s>`` or none) plus the separator id."""
+    separator_id = tokenizer.convert_tokens_to_ids(separator_token)
+    if separator_id is None or separator_id == tokenizer.unk_token_id:
+        raise ValueError(f"separator {separator_token!r} is not a single token of this tokenizer")
+    probe = "x"
+    framed = list(tokenizer(probe, add_special_tokens=True)["input_ids"])
+    plain = tokenize_texts(tokenizer, [probe])[0]
+    start = next((i for i in range(len(framed)) if framed[i:i + len(plain)] == plain), 0)
+    return SequenceLayout(prefix_ids=tuple(framed[:start]), separator_id=int(separator_id),
+                          pad_id=int(tokenizer.pad_token_id))
+
+
+def max_positions(folder: Path) -> int | None:
+    """The backbone's position limit, when its config states one."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if value else None
+
+
+def build_model(kind: str, folder: Path, tokenizer: Any, *, resize: bool, lora: LoraSettings | None) -> Any:
+    """A 2-class token head (PRM) or sequence head (ORM) on the backbone, fp32, optionally LoRA-wrapped."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    auto = AutoModelForTokenClassification if kind == "prm" else AutoModelForSequenceClassification
+    model = auto.from_pretrained(str(folder), num_labels=2, id2label=ID2LABEL,
+                                 label2id={v: k for k, v in ID2LABEL.items()},
+                                 dtype=torch.float32, local_files_only=True)
+    if resize:
+        model.resize_token_embeddings(len(tokenizer))
+    model.config.pad_token_id = tokenizer.pad_token_id  # decoders pick the last non-pad token for ORM pooling
+    if lora is None:
+        return model
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    peft_config = LoraConfig(
+        task_type=TaskType.TOKEN_CLS if kind == "prm" else TaskType.SEQ_CLS,
+        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules) if lora.target_modules else None,
+    )
+    return get_peft_model(model, peft_config)
+
+
+def save_reward_model(model: Any, tokenizer: Any, spec: ModelSpec, folder: Path) -> None:
+    """Save a plain model (LoRA merged in) as safetensors, with tokenizer and spec, loadable without peft."""
+    if spec.lora:
+        model = model.merge_and_unload()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(folder), safe_serialization=True)
+    tokenizer.save_pretrained(str(folder))
+    spec.save(folder)
+
+
+def load_model(folder: Path, kind: str) -> Any:
+    """A saved reward model in eval mode."""
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    auto = AutoModelForTokenClassification if kind == "prm" else AutoModelForSequenceClassification
+    model = auto.from_pretrained(str(folder), local_files_only=True)
+    model.eval()
+    return model

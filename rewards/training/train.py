@@ -1,0 +1,305 @@
+"""One training job: exported dataset + config in; model, ``metrics.json`` and ``events.jsonl`` out.
+
+Built on ``transformers.Trainer`` so that data parallelism under ``torchrun`` / ``accelerate launch``,
+gradient accumulation, bf16 autocast and gradient checkpointing come from one tested loop. Only the
+main process (rank 0) writes files; any rank records its own crash in the event log.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import ConfigError, TrainConfig
+from .data import (IGNORE_INDEX, OrmRow, PrmRow, RewardCollator, SequenceLayout, encode_orm, encode_prm,
+                   read_dataset, split_rows, tokenize_texts)
+from .modeling import (POSITIVE_CLASS, ModelSpec, build_model, choose_separator, load_tokenizer, max_positions,
+                       save_reward_model, sequence_layout)
+from .scoring import aggregate
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+class EventLog:
+    """Append-only JSON-lines progress log, flushed per event so a web process can tail it."""
+
+    def __init__(self, path: Path, *, main: bool) -> None:
+        self.path = path
+        self.main = main
+        self.started = time.time()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if main:
+            path.write_text("", encoding="utf-8")
+
+    def write(self, event: str, *, always: bool = False, **fields: Any) -> None:
+        """Record an event (main process only, unless ``always``: errors come from every rank)."""
+        if not (self.main or always):
+            return
+        now = time.time()
+        record = {"event": event, "time": round(now, 3), "elapsed_s": round(now - self.started, 3), **fields}
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, default=str) + "\n")
+            handle.flush()
+
+
+def _event_callback(events: EventLog, global_batch: int) -> Any:
+    from transformers import TrainerCallback
+
+    class EventCallback(TrainerCallback):  # type: ignore[misc]
+        """Turns Trainer logs into ``log`` events with throughput since the previous one."""
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.last = (time.time(), state.global_step, state.num_input_tokens_seen)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+                   **kwargs: Any) -> None:
+            if not logs or "loss" not in logs:
+                return
+            now = time.time()
+            then, step, tokens = self.last
+            span = max(now - then, 1e-9)
+            events.write("log", step=state.global_step, loss=logs["loss"], learning_rate=logs.get("learning_rate"),
+                         grad_norm=logs.get("grad_norm"), epoch=state.epoch,
+                         examples_per_s=round((state.global_step - step) * global_batch / span, 3),
+                         tokens_per_s=round((state.num_input_tokens_seen - tokens) / span, 1))
+            self.last = (now, state.global_step, state.num_input_tokens_seen)
+
+    return EventCallback()
+
+
+def encode_prm_rows(rows: Sequence[PrmRow], tokenizer: Any, layout: SequenceLayout,
+                    max_length: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Encoded examples (rows without any labeled step left out) and the counts."""
+    prompts = tokenize_texts(tokenizer, [r.prompt for r in rows])
+    flat = tokenize_texts(tokenizer, [s for r in rows for s in r.steps])
+    features: list[dict[str, Any]] = []
+    counts = {"rows": len(rows), "rows_used": 0, "steps": 0, "positive_steps": 0, "negative_steps": 0,
+              "excluded_steps": 0, "overlong": 0, "dropped_steps": 0}
+    cursor = 0
+    for row, prompt_ids in zip(rows, prompts):
+        steps = flat[cursor:cursor + len(row.steps)]
+        cursor += len(row.steps)
+        encoded = encode_prm(layout, prompt_ids, steps, row.labels, max_length)
+        counts["overlong"] += encoded.overlong
+        counts["dropped_steps"] += len(row.steps) - encoded.end_step
+        used = row.labels[:encoded.end_step]
+        counts["excluded_steps"] += sum(label == IGNORE_INDEX for label in used)
+        if all(label == IGNORE_INDEX for label in used):
+            continue
+        counts["positive_steps"] += sum(label == 1 for label in used)
+        counts["negative_steps"] += sum(label == 0 for label in used)
+        features.append({"input_ids": encoded.input_ids, "labels": encoded.labels})
+    counts["rows_used"] = len(features)
+    counts["steps"] = counts["positive_steps"] + counts["negative_steps"]
+    return features, counts
+
+
+def encode_orm_rows(rows: Sequence[OrmRow], tokenizer: Any, layout: SequenceLayout,
+                    max_length: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Encoded examples and the counts."""
+    prompts = tokenize_texts(tokenizer, [r.prompt for r in rows])
+    completions = tokenize_texts(tokenizer, [r.completion for r in rows])
+    features = []
+    overlong = 0
+    for row, prompt_ids, completion_ids in zip(rows, prompts, completions):
+        input_ids, cut = encode_orm(layout, prompt_ids, completion_ids, max_length)
+        overlong += cut
+        features.append({"input_ids": input_ids, "labels": row.label})
+    positives = sum(r.label for r in rows)
+    return features, {"rows": len(rows), "rows_used": len(rows), "positive": positives,
+                      "negative": len(rows) - positives, "overlong": overlong}
+
+
+def _binary_figures(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+    """Accuracy at 0.5 and AUROC (None when only one class is present)."""
+    from sklearn.metrics import roc_auc_score
+
+    both = len(np.unique(labels)) == 2
+    return {
+        "count": int(len(labels)),
+        "positive_rate": float(labels.mean()) if len(labels) else None,
+        "accuracy": float(((scores >= 0.5) == (labels == 1)).mean()) if len(labels) else None,
+        "auroc": float(roc_auc_score(labels, scores)) if both else None,
+    }
+
+
+def prm_figures(probs: np.ndarray, labels: np.ndarray, aggregation: str) -> dict[str, Any]:
+    """Step-level figures over labeled separators; solution-level: correct = no negative step."""
+    step_scores: list[float] = []
+    step_labels: list[int] = []
+    solution_scores: list[float] = []
+    solution_labels: list[int] = []
+    for row_probs, row_labels in zip(probs, labels):
+        mask = row_labels != IGNORE_INDEX
+        if not mask.any():
+            continue
+        scores = [float(p) for p in row_probs[mask]]
+        truth = [int(v) for v in row_labels[mask]]
+        step_scores += scores
+        step_labels += truth
+        solution_scores.append(aggregate(scores, aggregation))
+        solution_labels.append(int(all(truth)))
+    return {"step_level": _binary_figures(np.array(step_scores), np.array(step_labels)),
+            "solution_level": _binary_figures(np.array(solution_scores), np.array(solution_labels))}
+
+
+def _positive_probability(logits: Any, labels: Any) -> Any:
+    """Keep only P(correct) from each prediction batch (less memory than full logits)."""
+    import torch
+
+    return torch.softmax(logits.float(), dim=-1)[..., POSITIVE_CLASS]
+
+
+def _device_flags(config: TrainConfig, events: EventLog) -> tuple[bool, bool]:
+    """bf16 only where the GPU supports it; gradient checkpointing wherever asked (it also works on CPU)."""
+    import torch
+
+    bf16 = config.bf16
+    if bf16 and not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
+        events.write("warning", message="bf16 requested but no bf16-capable GPU is present; training in fp32")
+        bf16 = False
+    return bf16, config.gradient_checkpointing
+
+
+def run_training(config: TrainConfig) -> dict[str, Any]:
+    """Train, evaluate and save; returns the metrics written to ``metrics.json``."""
+    output = config.output_dir
+    events = EventLog(output / "events.jsonl", main=_rank() == 0)
+    try:
+        return _train(config, events)
+    except BaseException as exc:
+        events.write("error", always=True, rank=_rank(), message=f"{type(exc).__name__}: {exc}",
+                     traceback=traceback.format_exc())
+        raise
+
+
+def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
+    import torch
+    from transformers import Trainer, TrainingArguments, set_seed
+
+    started = time.time()
+    if events.main:
+        (config.output_dir / "config.resolved.json").write_text(
+            json.dumps(config.resolved(), indent=2) + "\n", encoding="utf-8")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    events.write("start", kind=config.kind, dataset=str(config.dataset), base_model=str(config.base_model_path),
+                 world_size=world, cuda=torch.cuda.is_available(), config=config.resolved())
+    set_seed(config.seed)
+
+    rows = read_dataset(config.dataset, config.kind, config.neutral)
+    train_rows, eval_rows = split_rows(rows, config.eval_fraction, config.seed)
+    if config.limit is not None:
+        train_rows = train_rows[:config.limit]
+    if not train_rows:
+        raise ValueError(f"{config.dataset}: no training rows (check the 'split' column or eval_fraction)")
+
+    positions = max_positions(config.base_model_path)
+    if positions is not None and config.max_length > positions:
+        raise ConfigError(f"config key 'max_length' is {config.max_length}, above the base model's "
+                          f"maximum of {positions} positions")
+    tokenizer = load_tokenizer(config.base_model_path)
+    separator, added = choose_separator(tokenizer)
+    layout = sequence_layout(tokenizer, separator)
+    if config.kind == "prm":
+        train_features, train_counts = encode_prm_rows(train_rows, tokenizer, layout, config.max_length)
+        eval_features, eval_counts = encode_prm_rows(eval_rows, tokenizer, layout, config.max_length)
+    else:
+        train_features, train_counts = encode_orm_rows(train_rows, tokenizer, layout, config.max_length)
+        eval_features, eval_counts = encode_orm_rows(eval_rows, tokenizer, layout, config.max_length)
+    events.write("data", train=train_counts, eval=eval_counts, separator=separator, separator_added=added,
+                 overlong=train_counts["overlong"] + eval_counts["overlong"])
+    if not eval_features:
+        events.write("warning", message="no validation rows: validation figures will be null")
+
+    model = build_model(config.kind, config.base_model_path, tokenizer, resize=added, lora=config.lora)
+    bf16, checkpointing = _device_flags(config, events)
+    global_batch = config.batch_size * config.gradient_accumulation_steps * world
+    args = TrainingArguments(
+        output_dir=str(config.output_dir),
+        per_device_train_batch_size=config.batch_size,
+        per_device_eval_batch_size=config.batch_size * 2,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        learning_rate=config.learning_rate,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps if config.max_steps is not None else -1,
+        logging_steps=config.logging_steps,
+        logging_first_step=True,
+        seed=config.seed,
+        data_seed=config.seed,
+        bf16=bf16,
+        save_strategy="no",
+        eval_strategy="no",
+        report_to="none",
+        remove_unused_columns=False,
+        include_num_input_tokens_seen="non_padding",
+        ddp_find_unused_parameters=False,
+        disable_tqdm=True,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        # passed only when on: the argument is deprecated in transformers 5 but is the name 4.x and 5.x share
+        **({"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+           if checkpointing else {}),
+    )
+    trainer = Trainer(model=model, args=args, train_dataset=train_features,
+                      data_collator=RewardCollator(layout.pad_id), processing_class=tokenizer,
+                      callbacks=[_event_callback(events, global_batch)],
+                      preprocess_logits_for_metrics=_positive_probability)
+    result = trainer.train()
+    runtime = float(result.metrics["train_runtime"])
+    tokens = int(trainer.state.num_input_tokens_seen)
+    train_figures = {
+        "loss": float(result.training_loss),
+        "steps": int(trainer.state.global_step),
+        "epochs": float(trainer.state.epoch or 0.0),
+        "runtime_s": runtime,
+        "examples_per_s": float(result.metrics["train_samples_per_second"]),
+        "tokens": tokens,
+        "tokens_per_s": tokens / runtime if runtime > 0 else None,
+        "global_batch_size": global_batch,
+    }
+
+    validation: dict[str, Any] | None = None
+    if eval_features:
+        prediction = trainer.predict(eval_features, metric_key_prefix="eval")
+        probs = np.asarray(prediction.predictions)
+        labels = np.asarray(prediction.label_ids)
+        validation = {"loss": float(prediction.metrics["eval_loss"]),
+                      "runtime_s": float(prediction.metrics["eval_runtime"])}
+        if config.kind == "prm":
+            validation.update(prm_figures(probs, labels, config.score_aggregation))
+        else:
+            validation["solution_level"] = _binary_figures(probs.reshape(-1), labels.reshape(-1))
+        events.write("eval", step=trainer.state.global_step, **validation)
+
+    parameters = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    metrics = {
+        "kind": config.kind,
+        "train": train_figures,
+        "validation": validation,
+        "data": {"train": train_counts, "validation": eval_counts,
+                 "overlong": train_counts["overlong"] + eval_counts["overlong"]},
+        "model": {"parameters": parameters, "trainable_parameters": trainable, "separator_token": separator,
+                  "bf16": bf16, "gradient_checkpointing": checkpointing, "lora": config.lora is not None},
+        "world_size": world,
+        "runtime_s": time.time() - started,
+    }
+    if trainer.is_world_process_zero():
+        spec = ModelSpec(kind=config.kind, separator_token=separator, aggregation=config.score_aggregation,
+                         neutral=config.neutral, base_model=config.base_model, max_length=config.max_length,
+                         lora=config.lora is not None)
+        save_reward_model(model, tokenizer, spec, config.output_dir)
+        metrics["runtime_s"] = time.time() - started
+        (config.output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        events.write("done", model_dir=str(config.output_dir), train_loss=train_figures["loss"],
+                     validation_loss=validation["loss"] if validation else None,
+                     examples_per_s=train_figures["examples_per_s"], tokens_per_s=train_figures["tokens_per_s"],
+                     runtime_s=metrics["runtime_s"])
+    return metrics

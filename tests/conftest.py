@@ -1,0 +1,79 @@
+"""Shared fixtures: real PostgreSQL (pytest-django's test database), Redis, a real Celery worker."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("STEPLAB_SHARED", ROOT.parent / "shared"))
+DATA = SHARED / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not DATA.exists():
+        pytest.fail(f"the shared data folder {DATA} is missing (set STEPLAB_SHARED)")
+    return DATA
+
+
+@pytest.fixture
+def make_user(django_user_model):  # type: ignore[no-untyped-def]
+    def make(username: str, *, password: str = "pw-Steplab-1", **extra):  # type: ignore[no-untyped-def]
+        return django_user_model.objects.create_user(username=username, password=password, **extra)
+
+    return make
+
+
+@pytest.fixture
+def campaign_factory(db):  # type: ignore[no-untyped-def]
+    from annotate.models import Campaign
+
+    def make(slug: str = "c1", **fields):  # type: ignore[no-untyped-def]
+        fields.setdefault("name", slug)
+        return Campaign.objects.create(slug=slug, **fields)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
+    """A real `celery worker` subprocess on Redis, connected to the test database."""
+    if not settings.REDIS_URL:
+        pytest.fail("REDIS_URL must point at a real Redis for worker tests")
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env["DATABASE_URL"] = (
+        f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        if db["ENGINE"].endswith("postgresql") else f"sqlite:///{db['NAME']}"
+    )
+    env["DB_CONN_MAX_AGE"] = "0"
+    from steplab.celery import app
+
+    app.control.purge()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "steplab", "worker", "-Q", "default,gpu", "-c", "2",
+         "--pool", "prefork", "-n", f"test-{os.getpid()}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        replies = app.control.ping(timeout=1.0)
+        if replies:
+            break
+        if process.poll() is not None:
+            pytest.fail(f"celery worker exited: {process.stdout.read() if process.stdout else ''}")
+    else:
+        process.kill()
+        pytest.fail("celery worker did not answer a ping within 60 s")
+    yield process
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
