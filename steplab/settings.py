@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "annotate",
     "rewards",
+    "rewards.jobs",
 ]
 
 MIDDLEWARE = [
@@ -207,3 +208,11 @@ SECURE_REFERRER_POLICY = "same-origin"
 CELERY_BEAT_SCHEDULE = {
     "reap-expired-leases": {"task": "annotate.reap_expired_leases", "schedule": 60.0},
 }
+
+# --- Labeling workspace (issue 3) -----------------------------------------------------------------
+
+# --- Campaign admin and quality (issue 4) ---------------------------------------------------------
+
+# --- Datasets and REST API (issue 5) --------------------------------------------------------------
+
+# --- Reward-model jobs, evaluation, dashboard, active learning (issues 6–8) -----------------------

@@ -1,0 +1,1 @@
+"""Reward-model jobs (filled in by the training-jobs work)."""
