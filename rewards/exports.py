@@ -232,41 +232,79 @@ class WrittenFile:
     size: int
 
 
+class _Sink:
+    """One output file being written: JSONL lines, or Parquet row groups, through a hashing writer."""
+
+    def __init__(self, out: Path, fmt: str, batch_rows: int) -> None:
+        self.out = out
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+        self.handle = os.fdopen(fd, "wb")
+        self.writer = HashingWriter(self.handle)
+        self.count = 0
+        self.batch_rows = batch_rows
+        self.batch: list[dict[str, Any]] = []
+        self.parquet: Any = None
+        if out.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            self.schema = _parquet_schema(fmt)
+            self.parquet = pq.ParquetWriter(self.writer, self.schema)  # type: ignore[arg-type]
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.count += 1
+        if self.parquet is None:
+            self.writer.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
+            return
+        self.batch.append(row)
+        if len(self.batch) >= self.batch_rows:
+            self._flush_batch()
+
+    def _flush_batch(self) -> None:
+        import pyarrow as pa
+
+        self.parquet.write_table(pa.Table.from_pylist(self.batch, schema=self.schema))
+        self.batch = []
+
+    def close(self) -> WrittenFile:
+        if self.parquet is not None:
+            if self.batch or self.count == 0:
+                self._flush_batch()
+            self.parquet.close()
+        self.writer.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        os.replace(self.tmp_name, self.out)
+        return WrittenFile(self.out, self.count, self.writer.sha256.hexdigest(), self.writer.size)
+
+    def discard(self) -> None:
+        self.handle.close()
+        Path(self.tmp_name).unlink(missing_ok=True)
+
+
+def write_rows_multi(rows: Iterable[dict[str, Any]], outs: list[Path], fmt: str, *,
+                     batch_rows: int = 5000) -> list[WrittenFile]:
+    """Write one stream of rows to several files at once (e.g. JSONL and Parquet), each atomically.
+
+    One pass over the database feeds every output; each file is a temporary file until complete.
+    """
+    sinks: list[_Sink] = []
+    try:
+        for out in outs:
+            sinks.append(_Sink(Path(out), fmt, batch_rows))
+        for row in rows:
+            for sink in sinks:
+                sink.add(row)
+        return [sink.close() for sink in sinks]
+    except BaseException:
+        for sink in sinks:
+            sink.discard()
+        raise
+
+
 def write_rows(rows: Iterable[dict[str, Any]], out: Path, fmt: str, *, batch_rows: int = 5000) -> WrittenFile:
     """Write rows to ``out`` atomically (temporary file, then rename): JSONL, or Parquet for ``.parquet``."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
-    count = 0
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            writer = HashingWriter(handle)
-            if out.suffix == ".parquet":
-                import pyarrow as pa
-                import pyarrow.parquet as pq
-
-                schema = _parquet_schema(fmt)
-                with pq.ParquetWriter(writer, schema) as parquet:  # type: ignore[arg-type]
-                    batch: list[dict[str, Any]] = []
-                    for row in rows:
-                        batch.append(row)
-                        count += 1
-                        if len(batch) >= batch_rows:
-                            parquet.write_table(pa.Table.from_pylist(batch, schema=schema))
-                            batch = []
-                    if batch or count == 0:
-                        parquet.write_table(pa.Table.from_pylist(batch, schema=schema))
-            else:
-                for row in rows:
-                    writer.write(json.dumps(row, ensure_ascii=False).encode("utf-8") + b"\n")
-                    count += 1
-            writer.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, out)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    return WrittenFile(out, count, writer.sha256.hexdigest(), writer.size)
+    return write_rows_multi(rows, [out], fmt, batch_rows=batch_rows)[0]
 
 
 def export_campaign(campaign: Campaign, fmt: str, out: Path, options: ExportOptions | None = None) -> WrittenFile:

@@ -1,8 +1,12 @@
-"""Researcher-facing records: immutable dataset versions of a campaign's labels."""
+"""Researcher-facing records: immutable dataset versions of a campaign's labels, and API tokens."""
 from __future__ import annotations
+
+import hashlib
+import secrets
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from annotate.models import Campaign
 
@@ -11,9 +15,12 @@ class DatasetVersion(models.Model):
     """An immutable snapshot of a campaign's labels, written once in every format.
 
     ``files`` maps a format key (``prm800k``, ``trl-stepwise``, ``trl-stepwise-parquet``, ``outcome``,
-    ``card``…) to ``{"name": <storage name>, "sha256": …, "bytes": …, "rows": …}``; names are relative to
-    Django's default storage. ``content_sha256`` identifies the labels themselves, so an unchanged
-    campaign produces no new version.
+    ``outcome-parquet``, ``card``) to ``{"name": <storage name>, "sha256": …, "bytes": …, "rows": …}``;
+    names are relative to Django's default storage. ``content_sha256`` identifies the labels themselves
+    (the spec plus every data file's hash), so an unchanged campaign produces no new version.
+
+    A row is only ever created once every file is in storage (``rewards.services.datasets``), so a
+    version that exists is complete; ``building`` and ``failed`` are kept for the schema's sake.
     """
 
     class Status(models.TextChoices):
@@ -33,6 +40,9 @@ class DatasetVersion(models.Model):
     folder = models.CharField(max_length=300, help_text="Storage prefix holding this version's files.")
     files = models.JSONField(default=dict)
     error = models.TextField(blank=True)
+    # The campaign's label watermark when this version was cut: lets the beat skip unchanged campaigns
+    # without exporting them (see ``rewards.services.datasets.label_watermark``).
+    watermark = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["campaign", "-number"]
@@ -49,3 +59,43 @@ class DatasetVersion(models.Model):
             return str(self.files[fmt]["name"])
         except KeyError:
             raise KeyError(f"dataset version {self} has no {fmt!r} file (has: {', '.join(sorted(self.files))})") from None
+
+
+TOKEN_PREFIX = "stp_"
+
+
+def hash_token(raw: str) -> str:
+    """Tokens carry 256 random bits, so a plain SHA-256 is as safe as a slow hash and lets us index it."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A personal API token: only its hash is stored; ``prefix`` (``stp_`` + 8 chars) is what users see."""
+
+    class Scope(models.TextChoices):
+        READ = "read", "Read and download"
+        WRITE = "write", "Read and write (import, label)"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.READ)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["key_hash"], condition=Q(revoked_at__isnull=True), name="apitoken_live_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    @staticmethod
+    def generate() -> str:
+        return TOKEN_PREFIX + secrets.token_urlsafe(32)

@@ -214,5 +214,33 @@ CELERY_BEAT_SCHEDULE = {
 # --- Campaign admin and quality (issue 4) ---------------------------------------------------------
 
 # --- Datasets and REST API (issue 5) --------------------------------------------------------------
+INSTALLED_APPS += ["drf_spectacular_sidecar"]
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "rewards.api.auth.ApiTokenAuthentication",
+    "rest_framework.authentication.SessionAuthentication",
+]
+REST_FRAMEWORK["DEFAULT_FILTER_BACKENDS"] = []
+SPECTACULAR_SETTINGS.update({  # Swagger UI from the sidecar package: /api/docs/ works offline
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+})
+# Exports stream here first; only finished files are copied into the default storage.
+STEPLAB_EXPORT_TMP_DIR = Path(os.environ.get("STEPLAB_EXPORT_TMP_DIR", VAR_DIR / "export-tmp"))
+STEPLAB_DATASET_LICENSE = os.environ.get("STEPLAB_DATASET_LICENSE", "MIT")
+STEPLAB_CODE_VERSION = os.environ.get("STEPLAB_CODE_VERSION", "")
+STEPLAB_TOKEN_TOUCH_SECONDS = 60  # last_used_at is written at most this often per token
+if os.environ.get("STEPLAB_S3_BUCKET"):  # any S3-compatible store (needs django-storages[s3] installed)
+    STORAGES["default"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": os.environ["STEPLAB_S3_BUCKET"],
+            "endpoint_url": os.environ.get("STEPLAB_S3_ENDPOINT_URL") or None,
+            "region_name": os.environ.get("STEPLAB_S3_REGION") or None,
+            "file_overwrite": True,
+        },
+    }
+CELERY_BEAT_SCHEDULE["snapshot-datasets"] = {"task": "rewards.snapshot_due_datasets", "schedule": 300.0}
 
 # --- Reward-model jobs, evaluation, dashboard, active learning (issues 6–8) -----------------------

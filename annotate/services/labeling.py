@@ -77,13 +77,12 @@ def _claim(candidates: "models.QuerySet[Solution]", campaign: Campaign, user: Us
            now: datetime) -> Assignment | None:
     """Lock one candidate row (skipping rows other transactions hold), then assign it."""
     seen = Assignment.objects.filter(solution=OuterRef("pk"), labeler=user)
-    solution = (
-        candidates.filter(label_count__lt=campaign.overlap)
-        .exclude(Exists(seen))
-        .order_by("pk")
-        .select_for_update(skip_locked=True, of=("self",))
-        .first()
-    )
+    open_candidates = candidates.filter(label_count__lt=campaign.overlap).exclude(Exists(seen)).order_by("pk")
+    solution = open_candidates.select_for_update(skip_locked=True, of=("self",)).first()
+    if solution is None:
+        # Every open row may merely be locked by concurrent leases: wait for one rather than report "no work".
+        # PostgreSQL re-checks label_count on the locked row and moves on to the next one when it is full.
+        solution = open_candidates.select_for_update(of=("self",)).first()
     if solution is None:
         return None
     Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)

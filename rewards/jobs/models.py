@@ -1,1 +1,221 @@
-"""Reward-model jobs (filled in by the training-jobs work)."""
+"""Reward-model jobs: training and scoring runs, the models they register, candidate pools, evaluations.
+
+A job row is the single source of truth for a run that happens elsewhere (a subprocess, a Slurm job, a
+Kubernetes Job): the Celery watcher copies progress, log tail and heartbeats into it, so the web side
+never reads a worker's disk. Status moves only forward (queued → running → succeeded/failed/cancelled)
+through conditional UPDATEs in ``rewards.jobs.services``.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from annotate.models import Campaign, Problem
+
+
+class Kind(models.TextChoices):
+    PRM = "prm", "Process reward model (per step)"
+    ORM = "orm", "Outcome reward model (per solution)"
+
+
+class Backend(models.TextChoices):
+    LOCAL = "local", "Local subprocess (Celery gpu queue)"
+    SLURM = "slurm", "Slurm (sbatch)"
+    KUBERNETES = "kubernetes", "Kubernetes Job"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
+FINAL_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class JobFields(models.Model):
+    """What training and scoring jobs share: where they run, how far they got, how they ended."""
+
+    backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.LOCAL)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    progress = models.FloatField(default=0.0, help_text="0..1")
+    work_dir = models.CharField(max_length=500, blank=True, help_text="Folder with the job's script, logs, outputs.")
+    external_id = models.CharField(max_length=200, blank=True, help_text="pid / Slurm job id / Kubernetes Job name.")
+    celery_task_id = models.CharField(max_length=100, blank=True)
+    log_tail = models.TextField(blank=True, help_text="Last lines of the process output.")
+    error = models.TextField(blank=True, help_text="Why it failed (stderr tail, lost worker, …).")
+    cancel_requested = models.BooleanField(default=False)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        abstract = True
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None:
+            return None
+        from django.utils import timezone
+
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+
+class TrainingJob(JobFields):
+    """One PRM or ORM fine-tuning run of ``python -m rewards.training train``."""
+
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="training_jobs")
+    dataset_version = models.ForeignKey("rewards.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="training_jobs")
+    dataset_path = models.CharField(max_length=500, help_text="The dataset file actually trained on.")
+    config = models.JSONField(default=dict, help_text="The job file given to the trainer.")
+    output_dir = models.CharField(max_length=500, blank=True)
+    step = models.PositiveIntegerField(default=0)
+    total_steps = models.PositiveIntegerField(null=True, blank=True)
+    curve = models.JSONField(default=list, blank=True, help_text="[{step, loss, learning_rate, examples_per_s}]")
+    metrics = models.JSONField(default=dict, blank=True)
+    auto_started = models.BooleanField(default=False, help_text="Started by the periodic new-data task.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["heartbeat_at"], name="trainingjob_running_idx", condition=Q(status="running")),
+            models.Index(fields=["campaign", "-created_at"], name="trainingjob_campaign_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} job {self.pk} ({self.status})"
+
+
+class RewardModel(models.Model):
+    """A trained model registered by a succeeded job; what scoring and active learning use."""
+
+    job = models.OneToOneField(TrainingJob, on_delete=models.PROTECT, related_name="reward_model")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="reward_models")
+    dataset_version = models.ForeignKey("rewards.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="reward_models")
+    name = models.CharField(max_length=200)
+    location = models.CharField(max_length=500, help_text="Model folder (safetensors, config, tokenizer).")
+    base_model = models.CharField(max_length=500)
+    metrics = models.JSONField(default=dict)
+    trained_on = models.PositiveIntegerField(default=0, help_text="Labeled solutions in its training set.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CandidatePool(models.Model):
+    """N sampled solutions per held-out problem, graded against the ground truth, for best-of-N."""
+
+    name = models.CharField(max_length=200, unique=True)
+    campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="candidate_pools")
+    source = models.CharField(max_length=500, blank=True, help_text="File it was imported from.")
+    split_rule = models.CharField(max_length=16, default="auto")
+    problem_count = models.PositiveIntegerField(default=0)
+    candidate_count = models.PositiveIntegerField(default=0)
+    pool_size = models.PositiveIntegerField(default=0, help_text="Largest number of candidates of one problem.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PoolProblem(models.Model):
+    pool = models.ForeignKey(CandidatePool, on_delete=models.CASCADE, related_name="problems")
+    problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="+")
+    index = models.PositiveIntegerField()
+    source_id = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["pool", "index"]
+        constraints = [models.UniqueConstraint(fields=["pool", "problem"], name="poolproblem_unique")]
+
+
+class Candidate(models.Model):
+    pool_problem = models.ForeignKey(PoolProblem, on_delete=models.CASCADE, related_name="candidates")
+    index = models.PositiveIntegerField()
+    text = models.TextField()
+    steps = models.JSONField(default=list)
+    answer = models.TextField(null=True, blank=True, help_text="Extracted final answer; null = none reached.")
+    is_correct = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["pool_problem", "index"]
+        constraints = [models.UniqueConstraint(fields=["pool_problem", "index"], name="candidate_unique_index")]
+
+
+class ScoringJob(JobFields):
+    """A registered model scores every candidate of a pool (and, for a PRM, the held-out labeled steps)."""
+
+    reward_model = models.ForeignKey(RewardModel, on_delete=models.CASCADE, related_name="scoring_jobs")
+    pool = models.ForeignKey(CandidatePool, on_delete=models.CASCADE, related_name="scoring_jobs")
+    step_metrics = models.JSONField(default=dict, blank=True,
+                                    help_text="PRM on held-out labeled solutions: step AUROC, ProcessBench F1.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"scoring job {self.pk} ({self.status})"
+
+
+class CandidateScore(models.Model):
+    scoring_job = models.ForeignKey(ScoringJob, on_delete=models.CASCADE, related_name="scores")
+    candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="scores")
+    score = models.FloatField(help_text="PRM: product of step P(correct); ORM: P(final answer correct).")
+    score_min = models.FloatField(null=True, blank=True, help_text="PRM: min of step P(correct).")
+    step_scores = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scoring_job", "candidate"], name="candidatescore_unique")]
+
+
+class EvaluationRun(models.Model):
+    """Best-of-N figures for one pool from a PRM and an ORM scoring, computed with rewards.evaluation."""
+
+    campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="evaluation_runs")
+    pool = models.ForeignKey(CandidatePool, on_delete=models.CASCADE, related_name="evaluation_runs")
+    prm_scoring = models.ForeignKey(ScoringJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    orm_scoring = models.ForeignKey(ScoringJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    aggregation = models.CharField(max_length=8, default="product", help_text="PRM solution score: product or min.")
+    trials = models.PositiveIntegerField(default=400)
+    seed = models.IntegerField(default=0)
+    results = models.JSONField(default=dict, help_text="rewards.evaluation.best_of_n document.")
+    step_metrics = models.JSONField(default=dict, blank=True)
+    data_efficiency = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"evaluation {self.pk} on {self.pool}"

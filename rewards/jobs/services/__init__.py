@@ -1,0 +1,1 @@
+"""Business rules of reward-model jobs; views, the API, commands and Celery tasks call these."""

@@ -1,0 +1,165 @@
+"""The watch loop shared by training and scoring jobs: claim, submit, poll with heartbeats, finish once.
+
+Every status change is a conditional UPDATE on the current status, so a watcher, the reaper and a cancel
+can race without a job ending twice: whoever moves it out of ``running`` first wins, and a watcher that
+finds its job already finished (reaped, say) stops the process and returns.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ..backends import STDERR_FILE, STDOUT_FILE, Backend, BackendError, Launch, get_backend, tail
+from ..models import JobStatus
+
+log = logging.getLogger(__name__)
+J = TypeVar("J", bound=models.Model)
+ERROR_TAIL_BYTES = 6000
+LOG_TAIL_BYTES = 8000
+
+
+@dataclass
+class JobHooks:
+    """What differs between job types: the launch, progress read from the job's files, success handling."""
+
+    launch: Launch
+    progress: Callable[[], dict[str, Any]]
+    on_success: Callable[[], None]
+
+
+def heartbeat_timeout() -> timedelta:
+    return timedelta(seconds=int(getattr(settings, "STEPLAB_JOB_HEARTBEAT_TIMEOUT_S", 300)))
+
+
+def poll_interval() -> float:
+    return float(getattr(settings, "STEPLAB_JOB_POLL_INTERVAL_S", 2.0))
+
+
+def claim(model: type[J], job_id: int) -> J | None:
+    """queued → running for exactly one caller; None when the job is gone, cancelled or already claimed."""
+    now = timezone.now()
+    claimed = model.objects.filter(pk=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(  # type: ignore[attr-defined]
+        status=JobStatus.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1)
+    if not claimed:
+        return None
+    return model.objects.get(pk=job_id)  # type: ignore[attr-defined]
+
+
+def finish(job: Any, status: str, *, error: str = "", **fields: Any) -> bool:
+    """running (or queued) → a final status, once; returns whether this call did it."""
+    now = timezone.now()
+    values: dict[str, Any] = {"status": status, "finished_at": now, "error": error[-ERROR_TAIL_BYTES:], **fields}
+    if status == JobStatus.SUCCEEDED:
+        values["progress"] = 1.0
+    done = type(job).objects.filter(pk=job.pk, status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).update(**values)
+    if done:
+        for key, value in values.items():
+            setattr(job, key, value)
+    return bool(done)
+
+
+def process_logs(launch: Launch) -> str:
+    out = tail(launch.work_dir / STDOUT_FILE, LOG_TAIL_BYTES // 2)
+    err = tail(launch.work_dir / STDERR_FILE, LOG_TAIL_BYTES)
+    return (out + ("\n" if out and err else "") + err)[-LOG_TAIL_BYTES:]
+
+
+def failure_message(launch: Launch, reason: str) -> str:
+    """The reason, then the process's stderr tail (where the trainer prints its traceback and ``error:`` line)."""
+    stderr = tail(launch.work_dir / STDERR_FILE, ERROR_TAIL_BYTES).strip()
+    return f"{reason}\n--- stderr (tail) ---\n{stderr}" if stderr else reason
+
+
+def watch(job: Any, hooks: JobHooks, backend: Backend | None = None, *, interval: float | None = None) -> str:
+    """Run a claimed job to its end; returns the final status."""
+    backend = backend or get_backend(job.backend)
+    interval = poll_interval() if interval is None else interval
+    model = type(job)
+    try:
+        external_id = backend.submit(hooks.launch)
+    except (BackendError, OSError) as exc:
+        finish(job, JobStatus.FAILED, error=f"could not submit to {backend.name}: {exc}")
+        return job.status
+    model.objects.filter(pk=job.pk).update(external_id=external_id)
+    job.external_id = external_id
+    while True:
+        try:
+            result = backend.poll(hooks.launch, external_id)
+        except BackendError as exc:  # a flaky scheduler command: keep the heartbeat, try again
+            log.warning("poll of %s failed: %s", job, exc)
+            result = None
+        updates = {"heartbeat_at": timezone.now(), "log_tail": process_logs(hooks.launch), **hooks.progress()}
+        if not model.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(**updates):
+            backend.cancel(hooks.launch, external_id)  # reaped or finished elsewhere: stop the process
+            job.refresh_from_db()
+            return job.status
+        for key, value in updates.items():
+            setattr(job, key, value)
+        if result is not None and result.finished:
+            break
+        if model.objects.filter(pk=job.pk, cancel_requested=True).exists():
+            backend.cancel(hooks.launch, external_id)
+            finish(job, JobStatus.CANCELLED, error="cancelled on request")
+            return job.status
+        time.sleep(interval)
+    if result.state == "succeeded":
+        try:
+            with transaction.atomic():
+                hooks.on_success()
+                finish(job, JobStatus.SUCCEEDED)
+        except Exception as exc:  # noqa: BLE001 - any problem with the outputs fails the job, with the reason
+            log.exception("finishing %s failed", job)
+            finish(job, JobStatus.FAILED, error=f"the run exited 0 but its outputs could not be used: "
+                                                 f"{type(exc).__name__}: {exc}")
+    elif result.state == "cancelled":
+        finish(job, JobStatus.CANCELLED, error=result.reason or "cancelled by the scheduler")
+    else:
+        reason = (f"the process exited with status {result.exit_code}" if result.exit_code is not None
+                  else result.reason or f"the job ended in state {result.state}")
+        finish(job, JobStatus.FAILED, error=failure_message(hooks.launch, reason))
+    return job.status
+
+
+def reap(model: type[Any], hooks_for: Callable[[Any], JobHooks], *, now: Any = None) -> list[int]:
+    """Fail (or requeue, while attempts remain) running jobs whose watcher stopped sending heartbeats."""
+    now = now or timezone.now()
+    cutoff = now - heartbeat_timeout()
+    max_attempts = int(getattr(settings, "STEPLAB_JOB_MAX_ATTEMPTS", 1))
+    reaped: list[int] = []
+    for job in model.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=cutoff):
+        last = job.heartbeat_at
+        if job.external_id:
+            try:
+                hooks = hooks_for(job)
+                get_backend(job.backend).cancel(hooks.launch, job.external_id)
+            except Exception as exc:  # noqa: BLE001 - best effort: the worker (and its process) may be gone
+                log.info("could not stop %s while reaping: %s", job, exc)
+        if job.attempts < max_attempts and not job.cancel_requested:
+            requeued = model.objects.filter(pk=job.pk, status=JobStatus.RUNNING, heartbeat_at=last).update(
+                status=JobStatus.QUEUED, external_id="", heartbeat_at=None,
+                error=f"worker lost (no heartbeat since {last:%Y-%m-%d %H:%M:%S} UTC); retrying")
+            if requeued:
+                reaped.append(job.pk)
+                job.refresh_from_db()
+                from ..tasks import enqueue
+
+                enqueue(job)
+            continue
+        if job.cancel_requested:
+            done = finish(job, JobStatus.CANCELLED, error="cancelled; its worker stopped answering")
+        else:
+            done = finish(job, JobStatus.FAILED, error=(
+                f"worker lost: no heartbeat since {last:%Y-%m-%d %H:%M:%S} UTC "
+                f"(timeout {int(heartbeat_timeout().total_seconds())} s)"))
+        if done:
+            reaped.append(job.pk)
+    return reaped

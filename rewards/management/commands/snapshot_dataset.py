@@ -1,0 +1,34 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.models import Campaign
+from rewards.exports import NEUTRAL_POLICIES, ExportOptions
+from rewards.models import DatasetVersion
+from rewards.services.datasets import create_dataset_version
+
+
+class Command(BaseCommand):
+    help = "Snapshot a campaign's labels as a new dataset version (every format) and print its id and folder."
+
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument("--campaign", required=True)
+        parser.add_argument("--neutral", choices=NEUTRAL_POLICIES, default="positive")
+        parser.add_argument("--seed", type=int, default=0, help="seed of the train/test split by problem")
+        parser.add_argument("--test-fraction", type=float, default=0.1)
+        parser.add_argument("--include-qc", action="store_true", help="keep QC and screening solutions")
+
+    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+        campaign = Campaign.objects.filter(slug=options["campaign"]).first()
+        if campaign is None:
+            raise CommandError(f"campaign {options['campaign']!r} does not exist")
+        try:
+            export_options = ExportOptions(neutral=options["neutral"], seed=options["seed"],
+                                           test_fraction=options["test_fraction"], include_qc=options["include_qc"])
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+        version = create_dataset_version(campaign, options=export_options)
+        if version is None:
+            latest = DatasetVersion.objects.filter(campaign=campaign).order_by("-number").first()
+            assert latest is not None
+            self.stdout.write(f"unchanged: labels equal version {latest.number} id={latest.pk} folder={latest.folder}")
+            return
+        self.stdout.write(f"version {version.number} id={version.pk} folder={version.folder}")

@@ -1,0 +1,308 @@
+"""Dataset versions: every format of a campaign's labels, written once, hashed, published atomically.
+
+How a version becomes visible: all files are streamed to a private temporary folder
+(``STEPLAB_EXPORT_TMP_DIR``), hashed while written, copied into Django's default storage under a
+content-addressed folder (``datasets/<slug>/<content hash>/``), and only then is the
+``DatasetVersion`` row created, in one transaction. Every reader (API, pages, jobs) goes through that
+row, so a worker killed at any point leaves nothing visible: at worst a temporary folder or an
+unreferenced storage folder that the next run of the same content overwrites.
+
+Unchanged content: ``create_dataset_version`` returns ``None`` (and creates nothing) when the new
+export's ``content_sha256`` (spec + hash of every data file) equals the campaign's latest version's.
+The periodic task first compares a cheap label *watermark* and skips the export altogether.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import shutil
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import Count, Max, Q
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from annotate.models import Assignment, AssignmentStatus, Campaign, Rating, Solution, StepDecision
+from rewards.exports import (
+    ExportOptions,
+    WrittenFile,
+    iter_format_rows,
+    labeled_assignments,
+    write_rows_multi,
+)
+from rewards.models import DatasetVersion
+
+logger = logging.getLogger(__name__)
+
+# format key -> (exporter format, file name); the order is the order files are written.
+FILES: tuple[tuple[str, str, str], ...] = (
+    ("prm800k", "prm800k", "prm800k.jsonl"),
+    ("trl-stepwise", "trl-stepwise", "trl-stepwise.jsonl"),
+    ("trl-stepwise-parquet", "trl-stepwise", "trl-stepwise.parquet"),
+    ("outcome", "outcome", "outcome.jsonl"),
+    ("outcome-parquet", "outcome", "outcome.parquet"),
+)
+CARD = ("card", "README.md")
+KNOWN_LICENSES = {"prm800k": "MIT (OpenAI PRM800K)", "math": "MIT (MATH, Hendrycks et al.)"}
+
+
+class DatasetError(Exception):
+    """A snapshot that cannot be made; the message names what is wrong."""
+
+
+def spec_of(options: ExportOptions) -> dict[str, Any]:
+    """The filter spec stored on a version: every export option, JSON-ready."""
+    spec = dataclasses.asdict(options)
+    for key, value in spec.items():
+        if isinstance(value, tuple):
+            spec[key] = list(value)
+    spec["split"] = {"by": "problem", "seed": options.seed, "test_fraction": options.test_fraction}
+    return spec
+
+
+def label_watermark(campaign: Campaign) -> dict[str, Any]:
+    """A cheap fingerprint of the campaign's labels: changes whenever a labeling is finished or edited."""
+    finished = Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED)
+    a = finished.aggregate(n=Count("id"), last=Max("updated_at"))
+    r = Rating.objects.filter(assignment__in=finished).aggregate(n=Count("id"), last=Max("updated_at"))
+    d = StepDecision.objects.filter(assignment__in=finished).aggregate(last=Max("updated_at"))
+    s = Solution.objects.filter(campaign=campaign).aggregate(n=Count("id"), correct=Count("id", filter=Q(is_correct=True)))
+
+    def iso(value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    return {"assignments": a["n"], "assignments_at": iso(a["last"]), "ratings": r["n"],
+            "ratings_at": iso(r["last"]), "decisions_at": iso(d["last"]), "solutions": s["n"],
+            "correct": s["correct"]}
+
+
+_code_version: str | None = None
+
+
+def code_version() -> str:
+    """``STEPLAB_CODE_VERSION``, else the git commit of this checkout, else the package version."""
+    global _code_version
+    if _code_version is None:
+        value = getattr(settings, "STEPLAB_CODE_VERSION", "")
+        if not value:
+            try:
+                value = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=settings.BASE_DIR,
+                                       capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+            except (OSError, subprocess.SubprocessError):
+                value = ""
+        if not value:
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                value = "steplab " + version("steplab")
+            except PackageNotFoundError:
+                value = "unknown"
+        _code_version = value[:64]
+    return _code_version
+
+
+@dataclass
+class _Tally:
+    """Label distribution and split sizes gathered while the rows stream past."""
+
+    labels: Counter[str] = field(default_factory=Counter)
+    step_ratings: Counter[str] = field(default_factory=Counter)
+    rows: Counter[str] = field(default_factory=Counter)
+    problems: dict[str, set[str]] = field(default_factory=lambda: {"train": set(), "test": set()})
+
+    def stepwise(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for row in rows:
+            self.labels.update("true" if v else "false" for v in row["labels"])
+            self.step_ratings.update(str(v) for v in row["ratings"])
+            self.rows[f"stepwise:{row['split']}"] += 1
+            self.problems[row["split"]].add(row["problem_id"])
+            yield row
+
+    def outcome(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for row in rows:
+            self.rows[f"outcome:{row['split']}"] += 1
+            self.rows[f"outcome:{'correct' if row['label'] else 'wrong'}"] += 1
+            yield row
+
+
+def _counts(campaign: Campaign, options: ExportOptions, tally: _Tally, written: dict[str, WrittenFile]) -> dict[str, Any]:
+    labeled = labeled_assignments(campaign, options)
+    base = labeled.aggregate(assignments=Count("id"), solutions=Count("solution_id", distinct=True),
+                             problems=Count("solution__problem_id", distinct=True))
+    by_value = dict(Rating.objects.filter(assignment__in=labeled, completion__index=0).values_list("rating")
+                    .annotate(n=Count("id")).values_list("rating", "n"))
+    steps = Rating.objects.filter(assignment__in=labeled).values("completion__step_id").distinct().count()
+    return {
+        **base,
+        "steps": steps,
+        "ratings": {"negative": by_value.get(-1, 0), "neutral": by_value.get(0, 0),
+                    "positive": by_value.get(1, 0), "unrated": by_value.get(None, 0)},
+        "stepwise_labels": {"true": tally.labels["true"], "false": tally.labels["false"]},
+        "stepwise_ratings": {"negative": tally.step_ratings["-1"], "neutral": tally.step_ratings["0"],
+                             "positive": tally.step_ratings["1"]},
+        "rows": {key: file.rows for key, file in written.items()},
+        "split": {
+            name: {"problems": len(tally.problems[name]), "stepwise_rows": tally.rows[f"stepwise:{name}"],
+                   "outcome_rows": tally.rows[f"outcome:{name}"]}
+            for name in ("train", "test")
+        },
+        "outcome": {"correct": tally.rows["outcome:correct"], "wrong": tally.rows["outcome:wrong"]},
+    }
+
+
+def agreement_figures(campaign: Campaign) -> dict[str, Any] | None:
+    """Agreement from ``annotate.services.agreement.campaign_agreement`` when that service exists."""
+    try:
+        from annotate.services import agreement  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    compute = getattr(agreement, "campaign_agreement", None)
+    if compute is None:
+        return None
+    try:
+        result = compute(campaign)
+    except Exception:  # the card must not fail because another area's figures did
+        logger.exception("agreement figures failed for campaign %s", campaign.slug)
+        return None
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        result = dataclasses.asdict(result)
+    return result if isinstance(result, dict) else {"value": result}
+
+
+def _licenses(campaign: Campaign) -> list[dict[str, Any]]:
+    sources = (Solution.objects.filter(campaign=campaign).values_list("provenance__source", "provenance__license")
+               .annotate(n=Count("id")).order_by("provenance__source"))
+    found = []
+    for source, license_name, n in sources:
+        name = str(source or "unknown")
+        found.append({"source": name, "solutions": n,
+                      "license": license_name or KNOWN_LICENSES.get(name.lower(), "see the source's terms")})
+    return found
+
+
+def _card(campaign: Campaign, spec: dict[str, Any], counts: dict[str, Any], content: str,
+          written: dict[str, WrittenFile], names: dict[str, str]) -> str:
+    """The README.md dataset card. Deterministic (no dates): a retried export has the same hash."""
+    agreement = agreement_figures(campaign)
+    return render_to_string("rewards/dataset_card.md", {
+        "campaign": campaign, "spec": json.dumps(spec, indent=2, sort_keys=True), "counts": counts,
+        "neutral": spec["neutral"],
+        "content_sha256": content, "code_version": code_version(), "agreement": agreement,
+        "agreement_json": json.dumps(agreement, indent=2, sort_keys=True, default=str),
+        "files": [(key, names[key], f) for key, f in written.items()],
+        "license": settings.STEPLAB_DATASET_LICENSE, "licenses": _licenses(campaign),
+    })
+
+
+def content_hash(spec: dict[str, Any], written: dict[str, WrittenFile]) -> str:
+    payload = {"spec": spec, "files": {key: file.sha256 for key, file in sorted(written.items())}}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _latest(campaign: Campaign) -> DatasetVersion | None:
+    return DatasetVersion.objects.filter(campaign=campaign, status=DatasetVersion.Status.READY).order_by(
+        "-number").first()
+
+
+def _publish(local: Path, name: str) -> None:
+    """Copy one finished file into storage under exactly ``name`` (a leftover from a killed run is replaced)."""
+    if default_storage.exists(name):
+        default_storage.delete(name)
+    with open(local, "rb") as handle:
+        saved = default_storage.save(name, File(handle, name=Path(name).name))
+    if saved != name:
+        raise DatasetError(f"storage saved {name!r} as {saved!r}; dataset files need their exact names")
+
+
+def _clean_stale_temp(root: Path, max_age_s: float = 24 * 3600) -> None:
+    cutoff = time.time() - max_age_s
+    for child in root.glob("export-*"):
+        try:
+            if child.stat().st_mtime < cutoff:
+                shutil.rmtree(child, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None = None,
+                           user: AbstractBaseUser | None = None) -> DatasetVersion | None:
+    """Snapshot ``campaign`` in every format; ``None`` when the content equals the latest version's."""
+    options = options or ExportOptions()
+    spec = spec_of(options)
+    watermark = label_watermark(campaign)
+    tmp_root = Path(settings.STEPLAB_EXPORT_TMP_DIR)
+    tmp_root.mkdir(parents=True, exist_ok=True)
+    _clean_stale_temp(tmp_root)
+    work = Path(tempfile.mkdtemp(prefix=f"export-{campaign.slug}-", dir=tmp_root))
+    try:
+        tally = _Tally()
+        written: dict[str, WrittenFile] = {}
+        names = {key: file_name for key, _, file_name in FILES}
+        stepwise = write_rows_multi(tally.stepwise(iter_format_rows(campaign, "trl-stepwise", options)),
+                                    [work / names["trl-stepwise"], work / names["trl-stepwise-parquet"]],
+                                    "trl-stepwise")
+        outcome = write_rows_multi(tally.outcome(iter_format_rows(campaign, "outcome", options)),
+                                   [work / names["outcome"], work / names["outcome-parquet"]], "outcome")
+        prm = write_rows_multi(iter_format_rows(campaign, "prm800k", options), [work / names["prm800k"]], "prm800k")
+        written["prm800k"] = prm[0]
+        written["trl-stepwise"], written["trl-stepwise-parquet"] = stepwise
+        written["outcome"], written["outcome-parquet"] = outcome
+        content = content_hash(spec, written)
+        latest = _latest(campaign)
+        if latest is not None and latest.content_sha256 == content:
+            return None
+        counts = _counts(campaign, options, tally, written)
+        card_path = work / CARD[1]
+        card_bytes = _card(campaign, spec, counts, content, written, names).encode("utf-8")
+        card_path.write_bytes(card_bytes)
+        written[CARD[0]] = WrittenFile(card_path, 0, hashlib.sha256(card_bytes).hexdigest(), len(card_bytes))
+        names[CARD[0]] = CARD[1]
+        folder = f"datasets/{campaign.slug}/{content[:20]}"
+        for key, file in written.items():
+            _publish(file.path, f"{folder}/{names[key]}")
+        files = {key: {"name": f"{folder}/{names[key]}", "sha256": file.sha256, "bytes": file.size,
+                       "rows": file.rows} for key, file in written.items()}
+        with transaction.atomic():
+            Campaign.objects.select_for_update().filter(pk=campaign.pk).first()  # serialise numbering
+            latest = _latest(campaign)
+            if latest is not None and latest.content_sha256 == content:
+                return None
+            number = (DatasetVersion.objects.filter(campaign=campaign).aggregate(n=Max("number"))["n"] or 0) + 1
+            return DatasetVersion.objects.create(
+                campaign=campaign, number=number, status=DatasetVersion.Status.READY, created_by=user,
+                spec=spec, counts=counts, content_sha256=content, code_version=code_version(), folder=folder,
+                files=files, watermark=watermark,
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def campaigns_due(now: datetime | None = None) -> list[Campaign]:
+    """Active campaigns whose export interval has elapsed and whose labels moved since the last version."""
+    now = now or timezone.now()
+    due = []
+    for campaign in Campaign.objects.filter(is_active=True, export_interval_minutes__gt=0).order_by("pk"):
+        latest = _latest(campaign)
+        if latest is None:
+            if Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED).exists():
+                due.append(campaign)
+            continue
+        elapsed = (now - latest.created_at).total_seconds() / 60
+        if elapsed >= campaign.export_interval_minutes and label_watermark(campaign) != latest.watermark:
+            due.append(campaign)
+    return due

@@ -1,0 +1,153 @@
+"""Database constraints carry the invariants; rating history is kept; leases respect overlap under concurrency."""
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.utils import timezone
+
+from annotate.models import (Assignment, AssignmentStatus, Campaign, Completion, Membership, Problem, Rating,
+                             RatingRevision, Role, Solution, Step)
+from annotate.services.labeling import LabelingError, lease_next_solution, reap_expired_leases, record_rating
+
+
+def _solution(campaign: Campaign, steps: int = 3, text: str = "p") -> Solution:
+    problem = Problem.objects.create(text=f"{text}-{Problem.objects.count()}", answer="1")
+    solution = Solution.objects.create(campaign=campaign, problem=problem)
+    for index in range(steps):
+        step = Step.objects.create(solution=solution, index=index)
+        Completion.objects.create(step=step, index=0, text=f"step {index}")
+    return solution
+
+
+@pytest.mark.django_db
+def test_rating_must_be_in_range(campaign_factory, make_user) -> None:
+    campaign = campaign_factory()
+    solution = _solution(campaign)
+    assignment = Assignment.objects.create(solution=solution, labeler=make_user("a"))
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Rating.objects.create(assignment=assignment, completion=solution.steps.first().completions.first(), rating=2)
+
+
+@pytest.mark.django_db
+def test_one_rating_per_assignment_and_completion(campaign_factory, make_user) -> None:
+    campaign = campaign_factory()
+    solution = _solution(campaign)
+    assignment = Assignment.objects.create(solution=solution, labeler=make_user("a"))
+    completion = solution.steps.first().completions.first()
+    Rating.objects.create(assignment=assignment, completion=completion, rating=1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Rating.objects.create(assignment=assignment, completion=completion, rating=0)
+
+
+@pytest.mark.django_db
+def test_one_open_assignment_per_labeler_and_solution(campaign_factory, make_user) -> None:
+    campaign = campaign_factory()
+    solution = _solution(campaign)
+    user = make_user("a")
+    Assignment.objects.create(solution=solution, labeler=user, status=AssignmentStatus.LEASED)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Assignment.objects.create(solution=solution, labeler=user, status=AssignmentStatus.LEASED)
+    # A finished one does not block a new pass.
+    Assignment.objects.filter(solution=solution).update(status=AssignmentStatus.SUBMITTED, finish_reason="give_up")
+    Assignment.objects.create(solution=solution, labeler=user, status=AssignmentStatus.LEASED)
+
+
+@pytest.mark.django_db
+def test_campaign_checks(campaign_factory) -> None:
+    with pytest.raises(IntegrityError), transaction.atomic():
+        campaign_factory("zero", overlap=0)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        campaign_factory("qc", qc_rate=1.5)
+
+
+@pytest.mark.django_db
+def test_changed_rating_keeps_its_history(campaign_factory, make_user) -> None:
+    campaign = campaign_factory()
+    _solution(campaign)
+    user = make_user("lab")
+    Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+    assignment = lease_next_solution(campaign, user).assignment
+    assert assignment is not None
+    record_rating(assignment.pk, user, step_index=0, rating=1)
+    record_rating(assignment.pk, user, step_index=0, rating=0)
+    record_rating(assignment.pk, user, step_index=0, rating=0)  # same value: idempotent, no new revision
+    rating = Rating.objects.get(assignment=assignment)
+    assert rating.rating == 0
+    assert list(RatingRevision.objects.filter(rating=rating).values_list("previous_rating", flat=True)) == [1]
+
+
+@pytest.mark.django_db
+def test_stop_at_first_error_is_enforced(campaign_factory, make_user) -> None:
+    campaign = campaign_factory()
+    _solution(campaign, steps=4)
+    user = make_user("lab")
+    Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+    assignment = lease_next_solution(campaign, user).assignment
+    record_rating(assignment.pk, user, step_index=0, rating=1)
+    record_rating(assignment.pk, user, step_index=1, rating=-1)
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.SUBMITTED and assignment.finish_reason == "found_error"
+    with pytest.raises(LabelingError):
+        record_rating(assignment.pk, user, step_index=2, rating=1)
+
+
+@pytest.mark.django_db
+def test_outsiders_cannot_lease(campaign_factory, make_user) -> None:
+    campaign = campaign_factory()
+    _solution(campaign)
+    with pytest.raises(LabelingError):
+        lease_next_solution(campaign, make_user("outsider"))
+
+
+@pytest.mark.django_db
+def test_expired_leases_are_reaped(campaign_factory, make_user) -> None:
+    campaign = campaign_factory()
+    _solution(campaign)
+    user = make_user("lab")
+    Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+    assignment = lease_next_solution(campaign, user).assignment
+    assert reap_expired_leases(now=timezone.now() + timedelta(minutes=campaign.lease_minutes + 1)) == 1
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.EXPIRED
+    assert Solution.objects.get().label_count == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_leases_never_exceed_overlap(campaign_factory, make_user) -> None:
+    """Eight labelers lease at once from real PostgreSQL connections: each solution goes to at most k of them."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks need PostgreSQL")
+    campaign = campaign_factory(overlap=2)
+    for _ in range(3):
+        _solution(campaign)
+    users = [make_user(f"lab{i}") for i in range(8)]
+    for user in users:
+        Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+    barrier = threading.Barrier(len(users))
+    leased: list[int | None] = []
+    errors: list[BaseException] = []
+
+    def work(user) -> None:  # type: ignore[no-untyped-def]
+        try:
+            barrier.wait()
+            outcome = lease_next_solution(campaign, user)
+            leased.append(outcome.assignment.solution_id if outcome.assignment else None)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(user,)) for user in users]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    got = [s for s in leased if s is not None]
+    assert len(got) == 6 and leased.count(None) == 2
+    assert all(got.count(s) == 2 for s in set(got))
+    assert all(s.label_count == 2 for s in Solution.objects.all())
