@@ -219,7 +219,11 @@ REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
     "rewards.api.auth.ApiTokenAuthentication",
     "rest_framework.authentication.SessionAuthentication",
 ]
-REST_FRAMEWORK["DEFAULT_FILTER_BACKENDS"] = []
+REST_FRAMEWORK["DEFAULT_PERMISSION_CLASSES"] = [
+    "rest_framework.permissions.IsAuthenticated",
+    "rewards.api.auth.TokenScope",
+]
+REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "rewards.api.pagination.Pagination"
 SPECTACULAR_SETTINGS.update({  # Swagger UI from the sidecar package: /api/docs/ works offline
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -1,0 +1,103 @@
+"""Import/export benchmark on PostgreSQL: a PRM800K-shaped file of 100,000 solutions / 1,000,000 step ratings.
+
+    .venv/bin/python bench/import_export.py [--solutions 100000] [--steps 10] [--database-url URL]
+
+Generates the file, then runs `manage.py import_prm800k` and `manage.py export_dataset --format prm800k` as
+child processes (each timed, with its own peak RSS from wait4), on a fresh database (default: steplab_bench on
+127.0.0.1). Targets on the 2-core machine: import <= 120 s, export <= 30 s, peak RSS <= 400 MB.
+Last line: one JSON object with the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def generate(path: Path, solutions: int, steps: int, seed: int = 0) -> int:
+    rng = random.Random(seed)
+    ratings = 0
+    with path.open("w", encoding="utf-8") as out:
+        for number in range(solutions):
+            problem = number // 10
+            step_rows = []
+            # Exactly `steps` ratings per solution (100k x 10 = 1M): 30% of the solutions end on a -1 last step.
+            first_error = steps - 1 if rng.random() < 0.3 else -1
+            for index in range(steps):
+                rating = -1 if index == first_error else rng.choice((0, 1, 1, 1))
+                step_rows.append({"completions": [{"text": f"Step {index} of sample {number}: $x_{index} = {rng.random():.6f}$",
+                                                   "rating": rating, "flagged": False}],
+                                  "human_completion": None, "chosen_completion": None})
+                ratings += 1
+            row = {
+                "labeler": f"{rng.randrange(200):08x}-0000-4000-8000-000000000000", "timestamp": "2022-08-01T12:00:00.000000",
+                "generation": 1 + number % 10, "is_quality_control_question": False, "is_initial_screening_question": False,
+                "question": {"problem": f"Benchmark problem {problem}: compute $\\frac{{{problem}}}{{7}}$.",
+                             "ground_truth_answer": f"\\frac{{{problem}}}{{7}}",
+                             "pre_generated_steps": [s["completions"][0]["text"] for s in step_rows],
+                             "pre_generated_answer": "1", "pre_generated_verifier_score": rng.random()},
+                "label": {"steps": step_rows, "total_time": rng.randrange(10_000, 600_000),
+                          "finish_reason": "found_error" if step_rows[-1]["completions"][0]["rating"] == -1 else "solution"},
+            }
+            out.write(json.dumps(row) + "\n")
+    return ratings
+
+
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one child process."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=ROOT, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{' '.join(command)} failed")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--solutions", type=int, default=100_000)
+    parser.add_argument("--steps", type=int, default=10, help="steps per solution (before a first error stops it)")
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL",
+                                                                 "postgres://postgres@127.0.0.1:5432/steplab_bench"))
+    args = parser.parse_args()
+    env = dict(os.environ, DATABASE_URL=args.database_url, DB_CONN_MAX_AGE="0")
+    env.pop("REDIS_URL", None)
+    name = args.database_url.rsplit("/", 1)[-1]
+    admin_url = args.database_url.rsplit("/", 1)[0] + "/postgres"
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    python = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        source, exported = Path(tmp) / "bench.jsonl", Path(tmp) / "export.jsonl"
+        started = time.perf_counter()
+        ratings = generate(source, args.solutions, args.steps)
+        print(f"generated {args.solutions} solutions / {ratings} step ratings "
+              f"({source.stat().st_size / 1e6:.0f} MB) in {time.perf_counter() - started:.1f} s", flush=True)
+        import_s, import_rss = timed([python, "manage.py", "import_prm800k", str(source), "--campaign", "bench"], env)
+        print(f"import: {import_s:.1f} s, peak RSS {import_rss:.0f} MB", flush=True)
+        export_s, export_rss = timed([python, "manage.py", "export_dataset", "--campaign", "bench", "--format", "prm800k",
+                                      "--out", str(exported)], env)
+        print(f"export: {export_s:.1f} s, peak RSS {export_rss:.0f} MB", flush=True)
+        same = sum(1 for _ in exported.open()) == args.solutions
+    result = {"solutions": args.solutions, "step_ratings": ratings, "import_s": round(import_s, 1),
+              "export_s": round(export_s, 1), "import_peak_rss_mb": round(import_rss), "export_peak_rss_mb": round(export_rss),
+              "rows_exported_match": same,
+              "targets_met": import_s <= 120 and export_s <= 30 and max(import_rss, export_rss) <= 400}
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Candidate pools for best-of-N: N sampled solutions per held-out problem, split into steps and graded.
+
+Two JSONL layouts are accepted (one object per line):
+
+* one problem per line (the layout of ``shared/data/bestofn/``): ``question`` or ``problem`` (text),
+  ``gold_answer`` or ``answer`` (ground truth), ``generated_responses`` (list of solution texts, or that
+  list written as a Python/JSON string), optional ``generated_answers`` (same length; ``""`` = no answer),
+  optional ``id``;
+* one candidate per line: ``problem`` (text) or ``problem_id`` (a known problem's ``source_id``),
+  ``solution`` (text) or ``steps`` (list of step texts), optional ``answer`` (extracted final answer),
+  optional ``ground_truth`` (else the problem's stored answer).
+
+Every candidate is split with ``annotate.steps`` and graded with ``annotate.grading`` (math-verify);
+a candidate's own extracted answer wins over the one found in its text. All or nothing: one bad line
+and nothing is imported, with every bad line reported (file, line, field).
+"""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from annotate.grading import answers_match
+from annotate.models import Campaign, Problem, text_digest
+from annotate.services.importing import ImportFailed, ImportReport, RowError, iter_json_lines
+from annotate.steps import SPLIT_RULES, answer_from_steps, split_solution
+
+from ..models import Candidate, CandidatePool, PoolProblem
+
+BATCH = 2000
+
+
+@dataclass
+class ParsedCandidate:
+    text: str
+    steps: list[str]
+    answer: str | None
+
+
+@dataclass
+class ParsedProblem:
+    text: str | None
+    source_id: str
+    gold: str | None
+    candidates: list[ParsedCandidate] = field(default_factory=list)
+
+
+def _text(obj: dict[str, Any], *keys: str, required: bool = True) -> str | None:
+    for key in keys:
+        if key in obj and obj[key] is not None:
+            value = obj[key]
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key in ("gold_answer", "answer",
+                                                                                          "ground_truth", "id"):
+                return str(value)
+            if not isinstance(value, str):
+                raise RowError(key, f"must be a string, got {type(value).__name__}")
+            return value
+    if required:
+        raise RowError(keys[0], "is required" + (f" (or '{keys[1]}')" if len(keys) > 1 else ""))
+    return None
+
+
+def _string_list(obj: dict[str, Any], key: str) -> list[str]:
+    value = obj[key]
+    if isinstance(value, str):  # some released pools store the list as its Python repr
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                raise RowError(key, "is a string that is not a list literal") from None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise RowError(key, "must be a list of strings")
+    return value
+
+
+def _candidate(text: str, steps: list[str] | None, answer: str | None, split_rule: str) -> ParsedCandidate:
+    if steps is None:
+        split = split_solution(text, split_rule)
+        steps, found = split.steps, split.final_answer
+    else:
+        found = answer_from_steps(steps)
+    answer = answer.strip() if answer and answer.strip() else None
+    return ParsedCandidate(text=text, steps=steps, answer=answer if answer is not None else found)
+
+
+def parse_line(obj: Any, split_rule: str = "auto") -> ParsedProblem:
+    """One JSONL object → a problem with its candidates (one, in the per-candidate layout)."""
+    if not isinstance(obj, dict):
+        raise RowError("", f"expected a JSON object, got {type(obj).__name__}")
+    if "generated_responses" in obj:
+        problem = _text(obj, "question", "problem")
+        gold = _text(obj, "gold_answer", "answer")
+        responses = _string_list(obj, "generated_responses")
+        if not responses:
+            raise RowError("generated_responses", "is empty")
+        answers: list[str | None] = [None] * len(responses)
+        if obj.get("generated_answers") is not None:
+            answers = list(_string_list(obj, "generated_answers"))
+            if len(answers) != len(responses):
+                raise RowError("generated_answers", f"has {len(answers)} entries, generated_responses has "
+                                                    f"{len(responses)}")
+        parsed = ParsedProblem(text=problem, source_id=_text(obj, "id", required=False) or "", gold=gold)
+        parsed.candidates = [_candidate(text, None, answer, split_rule) for text, answer in zip(responses, answers)]
+        return parsed
+    problem = _text(obj, "problem", required=False)
+    problem_id = _text(obj, "problem_id", required=False)
+    if problem is None and problem_id is None:
+        raise RowError("problem", "is required (or 'problem_id', or a per-problem line with 'generated_responses')")
+    steps = None
+    if "steps" in obj and obj["steps"] is not None:
+        steps = _string_list(obj, "steps")
+        if not steps:
+            raise RowError("steps", "is empty")
+        text = "\n\n".join(steps)
+    else:
+        text = _text(obj, "solution")  # type: ignore[assignment]
+    answer = _text(obj, "answer", required=False)
+    parsed = ParsedProblem(text=problem, source_id=problem_id or "", gold=_text(obj, "ground_truth", required=False))
+    parsed.candidates = [_candidate(text or "", steps, answer, split_rule)]
+    return parsed
+
+
+def _resolve_problem(parsed: ParsedProblem) -> Problem:
+    if parsed.text is None:
+        problem = Problem.objects.filter(source_id=parsed.source_id).first()
+        if problem is None:
+            raise RowError("problem_id", f"no problem has source_id {parsed.source_id!r}")
+        return problem
+    problem = Problem.objects.filter(text_sha256=text_digest(parsed.text)).first()
+    if problem is None:
+        source_id = parsed.source_id if parsed.source_id and not Problem.objects.filter(
+            source_id=parsed.source_id).exists() else ""
+        problem = Problem.objects.create(text=parsed.text, answer=parsed.gold, source_id=source_id)
+    return problem
+
+
+def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None, split_rule: str = "auto",
+                user: Any = None) -> tuple[CandidatePool, ImportReport]:
+    """Import a pool file; raises ImportFailed (nothing saved) when any line is bad."""
+    path = Path(path)
+    if split_rule not in SPLIT_RULES:
+        raise ValueError(f"split_rule must be one of {', '.join(SPLIT_RULES)}, got {split_rule!r}")
+    if CandidatePool.objects.filter(name=name).exists():
+        raise ValueError(f"name: a candidate pool named {name!r} already exists")
+    report = ImportReport(file=str(path))
+    problems: dict[str, ParsedProblem] = {}
+    order: list[str] = []
+    for number, value in iter_json_lines(path):
+        report.lines += 1
+        if isinstance(value, RowError):
+            report.reject(number, value)
+            continue
+        try:
+            parsed = parse_line(value, split_rule)
+        except RowError as error:
+            report.reject(number, error)
+            continue
+        key = parsed.text if parsed.text is not None else f"id:{parsed.source_id}"
+        if key in problems:
+            problems[key].candidates.extend(parsed.candidates)
+            problems[key].gold = problems[key].gold or parsed.gold
+        else:
+            problems[key] = parsed
+            order.append(key)
+    if report.lines == 0:
+        report.reject(0, RowError("", "the file has no lines"))
+    if report.rejected_count:
+        raise ImportFailed(report)
+    with transaction.atomic():
+        pool = CandidatePool.objects.create(name=name, campaign=campaign, source=str(path), split_rule=split_rule,
+                                            created_by=user)
+        candidates: list[Candidate] = []
+        correct = 0
+        for index, key in enumerate(order):
+            parsed = problems[key]
+            try:
+                problem = _resolve_problem(parsed)
+            except RowError as error:
+                report.reject(0, error)
+                raise ImportFailed(report) from None
+            gold = parsed.gold if parsed.gold is not None else problem.answer
+            pool_problem = PoolProblem.objects.create(pool=pool, problem=problem, index=index,
+                                                      source_id=parsed.source_id)
+            for number, candidate in enumerate(parsed.candidates):
+                verdict = bool(answers_match(gold, candidate.answer))
+                correct += verdict
+                candidates.append(Candidate(pool_problem=pool_problem, index=number, text=candidate.text,
+                                            steps=candidate.steps, answer=candidate.answer, is_correct=verdict))
+            if len(candidates) >= BATCH:
+                Candidate.objects.bulk_create(candidates)
+                report.imported += len(candidates)
+                candidates = []
+        Candidate.objects.bulk_create(candidates)
+        report.imported += len(candidates)
+        pool.problem_count = len(order)
+        pool.candidate_count = report.imported
+        pool.pool_size = max((len(problems[k].candidates) for k in order), default=0)
+        pool.save(update_fields=["problem_count", "candidate_count", "pool_size"])
+    report.created = {"problems": len(order), "candidates": report.imported, "correct": correct}
+    return pool, report

@@ -1,0 +1,169 @@
+"""Scoring jobs: a registered model scores every candidate of a pool through the same launch backends.
+
+The job runs ``python -m rewards.training score`` (same sequence layout as training) on an input file
+written from the pool; a PRM also scores the held-out (``split == "test"``) labeled solutions of the
+dataset it was trained on, which gives its step AUROC and ProcessBench first-error figures.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
+from rewards.training.data import DatasetError, iter_records
+
+from ..backends import Launch, python_command
+from ..models import Backend, Candidate, CandidatePool, CandidateScore, Kind, RewardModel, ScoringJob
+from . import runner
+from .training import JobInputError, jobs_root
+
+INPUT = "input.jsonl"
+SCORED = "scored.jsonl"
+HELDOUT = "heldout.jsonl"
+HELDOUT_SCORED = "heldout_scored.jsonl"
+
+
+def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend: str = Backend.LOCAL,
+                      user: Any = None) -> ScoringJob:
+    if backend not in Backend.values:
+        raise JobInputError("backend", f"must be one of {', '.join(Backend.values)}, got {backend!r}")
+    if pool.candidate_count == 0:
+        raise JobInputError("pool", f"pool {pool} has no candidates")
+    job = ScoringJob.objects.create(reward_model=reward_model, pool=pool, backend=backend, started_by=user)
+    job.work_dir = str(jobs_root() / f"score-{job.pk}")
+    job.save(update_fields=["work_dir"])
+    from ..tasks import enqueue
+
+    transaction.on_commit(lambda: enqueue(job))
+    return job
+
+
+def _write_input(job: ScoringJob) -> int:
+    """The pool as the scorer's input rows; a PRM skips candidates without steps (they stay unscored)."""
+    work = Path(job.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    kind = job.reward_model.kind
+    rows = 0
+    candidates = (Candidate.objects.filter(pool_problem__pool=job.pool)
+                  .values_list("id", "steps", "pool_problem__problem__text").order_by("pool_problem__index", "index"))
+    with (work / INPUT).open("w", encoding="utf-8") as handle:
+        for candidate_id, steps, prompt in candidates.iterator(chunk_size=2000):
+            if kind == Kind.PRM and not steps:
+                continue
+            row: dict[str, Any] = {"id": candidate_id, "prompt": prompt}
+            if kind == Kind.PRM:
+                row["completions"] = steps
+            else:
+                row["completion"] = "\n".join(steps)
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            rows += 1
+    return rows
+
+
+def _write_heldout(job: ScoringJob) -> int:
+    """Held-out labeled solutions (test split, with ratings) of the PRM's training file."""
+    dataset = Path(job.reward_model.job.dataset_path)
+    rows = 0
+    with (Path(job.work_dir) / HELDOUT).open("w", encoding="utf-8") as handle:
+        try:
+            for _, record in iter_records(dataset):
+                if record.get("split") != "test" or not record.get("completions") or not record.get("ratings"):
+                    continue
+                handle.write(json.dumps({"id": rows, "prompt": record["prompt"], "completions": record["completions"],
+                                         "ratings": record["ratings"]}, ensure_ascii=False) + "\n")
+                rows += 1
+        except (FileNotFoundError, DatasetError):
+            return 0
+    return rows
+
+
+def scoring_launch(job: ScoringJob, *, heldout: bool) -> Launch:
+    work = Path(job.work_dir)
+    location = job.reward_model.location
+    commands = [python_command("rewards.training", "score", "--model", location, "--input", str(work / INPUT),
+                               "--out", str(work / SCORED))]
+    if heldout:
+        commands.append(python_command("rewards.training", "score", "--model", location,
+                                       "--input", str(work / HELDOUT), "--out", str(work / HELDOUT_SCORED)))
+    return Launch(name=f"steplab-score-{job.pk}", work_dir=work, commands=commands,
+                  gpus=1 if job.backend != Backend.LOCAL else 0)
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for _ in handle)
+    except FileNotFoundError:
+        return 0
+
+
+def held_out_step_metrics(path: Path, neutral: str) -> dict[str, Any]:
+    """Step AUROC against the human ratings and ProcessBench first-error figures (threshold 0.5)."""
+    scores: list[float] = []
+    ratings: list[int] = []
+    per_solution: list[list[float]] = []
+    first_errors: list[int] = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            steps, rated = row["step_scores"], row["ratings"]
+            scores += steps
+            ratings += rated
+            per_solution.append(steps)
+            first_errors.append(next((i for i, r in enumerate(rated) if r == -1), -1))
+    figures: dict[str, Any] = {"solutions": len(per_solution), "steps": len(scores), "neutral": neutral}
+    try:
+        figures["step_auroc"] = step_auroc(scores, ratings, neutral=neutral)
+    except ValueError as exc:
+        figures["step_auroc"] = None
+        figures["step_auroc_note"] = str(exc)
+    bench = processbench_metrics(first_errors, step_scores=per_solution)
+    figures["processbench"] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in bench.items()}
+    figures["lowest_step_on_last"] = lowest_step_on_last_rate(per_solution) if per_solution else None
+    return figures
+
+
+def store_scores(job: ScoringJob) -> int:
+    work = Path(job.work_dir)
+    objects = []
+    with (work / SCORED).open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            objects.append(CandidateScore(scoring_job=job, candidate_id=int(row["id"]), score=float(row["score"]),
+                                          score_min=row.get("score_min"), step_scores=row.get("step_scores")))
+    CandidateScore.objects.bulk_create(objects, batch_size=2000)
+    if (work / HELDOUT_SCORED).is_file():
+        neutral = job.reward_model.metrics.get("neutral") or job.reward_model.job.config.get("neutral", "positive")
+        job.step_metrics = held_out_step_metrics(work / HELDOUT_SCORED, neutral)
+        ScoringJob.objects.filter(pk=job.pk).update(step_metrics=job.step_metrics)
+    return len(objects)
+
+
+def scoring_hooks(job: ScoringJob, *, heldout: bool | None = None) -> runner.JobHooks:
+    work = Path(job.work_dir)
+    if heldout is None:
+        heldout = (work / HELDOUT).is_file() and (work / HELDOUT).stat().st_size > 0
+    expected = max(job.pool.candidate_count, 1)
+    return runner.JobHooks(launch=scoring_launch(job, heldout=heldout),
+                           progress=lambda: {"progress": min(_count_lines(work / SCORED) / expected, 0.99)},
+                           on_success=lambda: store_scores(job))
+
+
+def run_scoring_job(job_id: int) -> str | None:
+    job = runner.claim(ScoringJob, job_id)
+    if job is None:
+        return None
+    job = ScoringJob.objects.select_related("reward_model__job", "pool").get(pk=job.pk)
+    if _write_input(job) == 0:
+        runner.finish(job, "failed", error=f"pool {job.pool} has no candidate this {job.reward_model.kind} can score")
+        return job.status
+    heldout = job.reward_model.kind == Kind.PRM and _write_heldout(job) > 0
+    return runner.watch(job, scoring_hooks(job, heldout=heldout))
+
+
+def reap_scoring_jobs() -> list[int]:
+    return runner.reap(ScoringJob, scoring_hooks)
