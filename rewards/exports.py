@@ -206,6 +206,17 @@ class HashingWriter:
     def flush(self) -> None:
         self.handle.flush()
 
+    # pyarrow's ParquetWriter wraps this object as a Python file: it asks for these.
+    @property
+    def closed(self) -> bool:
+        return self.handle.closed
+
+    def tell(self) -> int:
+        return self.size
+
+    def writable(self) -> bool:
+        return True
+
 
 def _parquet_schema(fmt: str) -> Any:
     import pyarrow as pa

@@ -121,7 +121,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing folder
 NODE_MODULES = BASE_DIR / "node_modules"
 STATICFILES_DIRS = [
     BASE_DIR / "static",
@@ -189,6 +190,8 @@ STEPLAB_DEFAULT_LEASE_MINUTES = int(os.environ.get("STEPLAB_DEFAULT_LEASE_MINUTE
 STEPLAB_MAX_STEP_CHARS = int(os.environ.get("STEPLAB_MAX_STEP_CHARS", str(1_000_000)))
 STEPLAB_MAX_STEPS_PER_SOLUTION = int(os.environ.get("STEPLAB_MAX_STEPS_PER_SOLUTION", "10000"))
 STEPLAB_IMPORT_BATCH = int(os.environ.get("STEPLAB_IMPORT_BATCH", "2000"))
+STEPLAB_LOGIN_RATE = os.environ.get("STEPLAB_LOGIN_RATE", "10/m")  # failed-or-not POSTs per address and per username
+RATELIMIT_USE_CACHE = "default"
 
 LOGGING = {
     "version": 1,
@@ -229,6 +232,11 @@ SPECTACULAR_SETTINGS.update({  # Swagger UI from the sidecar package: /api/docs/
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "AssignmentStatusEnum": "annotate.models.AssignmentStatus",
+        "DatasetVersionStatusEnum": "rewards.models.DatasetVersion.Status",
+        "FinishReasonEnum": "annotate.models.FinishReason",
+    },
 })
 # Exports stream here first; only finished files are copied into the default storage.
 STEPLAB_EXPORT_TMP_DIR = Path(os.environ.get("STEPLAB_EXPORT_TMP_DIR", VAR_DIR / "export-tmp"))
@@ -248,3 +256,25 @@ if os.environ.get("STEPLAB_S3_BUCKET"):  # any S3-compatible store (needs django
 CELERY_BEAT_SCHEDULE["snapshot-datasets"] = {"task": "rewards.snapshot_due_datasets", "schedule": 300.0}
 
 # --- Reward-model jobs, evaluation, dashboard, active learning (issues 6–8) -----------------------
+STEPLAB_JOBS_ROOT = Path(os.environ.get("STEPLAB_JOBS_ROOT", VAR_DIR / "jobs"))
+STEPLAB_JOB_HEARTBEAT_TIMEOUT_S = int(os.environ.get("STEPLAB_JOB_HEARTBEAT_TIMEOUT_S", "300"))
+STEPLAB_JOB_POLL_INTERVAL_S = float(os.environ.get("STEPLAB_JOB_POLL_INTERVAL_S", "2"))
+STEPLAB_JOB_MAX_ATTEMPTS = int(os.environ.get("STEPLAB_JOB_MAX_ATTEMPTS", "1"))  # >1: a lost job is retried
+STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS = int(os.environ.get("STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS", "200"))
+STEPLAB_AUTO_TRAIN_HYPER: dict[str, object] = {}
+STEPLAB_BACKBONES: dict[str, str] = {}  # name -> local model folder, offered next to "default"
+STEPLAB_SLURM: dict[str, object] = {"partition": os.environ.get("STEPLAB_SLURM_PARTITION", ""), "cpus_per_task": 8}
+STEPLAB_KUBERNETES: dict[str, object] = {
+    "namespace": os.environ.get("STEPLAB_K8S_NAMESPACE", "steplab"),
+    "image": os.environ.get("STEPLAB_K8S_IMAGE", "steplab:latest"),
+    "volume_claim": os.environ.get("STEPLAB_K8S_VOLUME_CLAIM", "steplab-work"),
+}
+CELERY_TASK_ROUTES = {
+    "jobs.run_training_job": {"queue": "gpu"},
+    "jobs.run_scoring_job": {"queue": "gpu"},
+}
+CELERY_BEAT_SCHEDULE = {
+    **CELERY_BEAT_SCHEDULE,
+    "jobs-reap-stale": {"task": "jobs.reap_stale_jobs", "schedule": 60.0},
+    "jobs-auto-train": {"task": "jobs.auto_train", "schedule": 600.0},
+}

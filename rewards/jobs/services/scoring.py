@@ -137,7 +137,7 @@ def store_scores(job: ScoringJob) -> int:
                                           score_min=row.get("score_min"), step_scores=row.get("step_scores")))
     CandidateScore.objects.bulk_create(objects, batch_size=2000)
     if (work / HELDOUT_SCORED).is_file():
-        neutral = job.reward_model.metrics.get("neutral") or job.reward_model.job.config.get("neutral", "positive")
+        neutral = job.reward_model.job.config.get("neutral", "positive")
         job.step_metrics = held_out_step_metrics(work / HELDOUT_SCORED, neutral)
         ScoringJob.objects.filter(pk=job.pk).update(step_metrics=job.step_metrics)
     return len(objects)

@@ -1,0 +1,114 @@
+"""Evaluation runs: best-of-N for PRM, ORM, majority and pass@N on a pool, computed by rewards.evaluation.
+
+The pool and the stored scores are turned into the estimator's ``Pool`` objects (answers normalised with
+``annotate.grading.normalize_answer`` so that majority voting groups ``\\frac12`` with ``\\frac{1}{2}``
+only when the text matches after normalisation, as the grader's exact-match step does). The same rows
+can be written in the paper's ``scored-test-samples.jsonl`` layout, so the CLI reproduces any run.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from annotate.grading import normalize_answer
+from annotate.models import Campaign
+from rewards.evaluation import Pool, best_of_n, encode_pools, exact_best_of_n
+
+from ..models import Candidate, CandidatePool, EvaluationRun, JobStatus, Kind, ScoringJob
+from .training import JobInputError
+
+AGGREGATIONS = ("product", "min")
+
+
+def _scores(job: ScoringJob | None, aggregation: str) -> dict[int, float]:
+    if job is None:
+        return {}
+    field = "score_min" if aggregation == "min" and job.reward_model.kind == Kind.PRM else "score"
+    return dict(job.scores.values_list("candidate_id", field))
+
+
+def scored_sample_rows(pool: CandidatePool, prm: ScoringJob | None, orm: ScoringJob | None,
+                       aggregation: str = "product") -> Iterator[dict[str, Any]]:
+    """One ``scored-test-samples.jsonl`` object per candidate (scores null where the model gave none)."""
+    prm_scores, orm_scores = _scores(prm, aggregation), _scores(orm, aggregation)
+    rows = (Candidate.objects.filter(pool_problem__pool=pool)
+            .values_list("id", "answer", "is_correct", "pool_problem__problem__text")
+            .order_by("pool_problem__index", "index"))
+    for candidate_id, answer, correct, problem in rows.iterator(chunk_size=5000):
+        yield {"problem": problem, "answer": normalize_answer(answer) if answer else None, "is_correct": correct,
+               "prm_score": prm_scores.get(candidate_id), "orm_score": orm_scores.get(candidate_id)}
+
+
+def pools_for(pool: CandidatePool, prm: ScoringJob | None, orm: ScoringJob | None,
+              aggregation: str = "product") -> list[Pool]:
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in scored_sample_rows(pool, prm, orm, aggregation):
+        grouped[row["problem"]].append(row)
+    return [Pool.from_arrays([r["answer"] for r in rows], [r["is_correct"] for r in rows],
+                             [r["prm_score"] for r in rows], [r["orm_score"] for r in rows], problem=problem)
+            for problem, rows in grouped.items()]
+
+
+def _check_scoring(job: ScoringJob | None, kind: str, pool: CandidatePool) -> None:
+    if job is None:
+        return
+    field = f"{kind}_scoring"
+    if job.status != JobStatus.SUCCEEDED:
+        raise JobInputError(field, f"scoring job {job.pk} is {job.status}, not succeeded")
+    if job.reward_model.kind != kind:
+        raise JobInputError(field, f"scoring job {job.pk} used a {job.reward_model.kind}, not a {kind}")
+    if job.pool_id != pool.pk:
+        raise JobInputError(field, f"scoring job {job.pk} scored pool {job.pool}, not {pool}")
+
+
+def data_efficiency(campaign: Campaign | None, pool: CandidatePool) -> dict[str, list[dict[str, Any]]]:
+    """Best-of-N (closed form, N = pool size) per model against its training-set size, for every model of
+    the campaign that scored this pool: several jobs on nested subsets (``limit``) give the curve."""
+    points: dict[str, list[dict[str, Any]]] = {Kind.PRM: [], Kind.ORM: []}
+    jobs = (ScoringJob.objects.filter(pool=pool, status=JobStatus.SUCCEEDED, reward_model__campaign=campaign)
+            .select_related("reward_model").order_by("reward_model__trained_on", "-id"))
+    seen: set[int] = set()
+    for job in jobs:
+        model = job.reward_model
+        if model.pk in seen:
+            continue
+        seen.add(model.pk)
+        prm, orm = (job, None) if model.kind == Kind.PRM else (None, job)
+        enc = encode_pools(pools_for(pool, prm, orm), pool.pool_size or None)
+        exact = exact_best_of_n(enc, [enc.pool_size])
+        value = exact[model.kind][str(enc.pool_size)] if exact.get(model.kind) else None
+        points[model.kind].append({"model": model.name, "model_id": model.pk, "trained_on": model.trained_on,
+                                   "n": enc.pool_size, "accuracy": value,
+                                   "dataset_version": str(model.dataset_version) if model.dataset_version else None})
+    return points
+
+
+def evaluate_pool(pool: CandidatePool, *, prm_scoring: ScoringJob | None = None,
+                  orm_scoring: ScoringJob | None = None, aggregation: str = "product", trials: int = 400,
+                  seed: int = 0, ns: list[int] | None = None, campaign: Campaign | None = None,
+                  user: Any = None) -> EvaluationRun:
+    if aggregation not in AGGREGATIONS:
+        raise JobInputError("aggregation", f"must be one of {', '.join(AGGREGATIONS)}, got {aggregation!r}")
+    if not 1 <= trials <= 100_000:
+        raise JobInputError("trials", f"must be between 1 and 100000, got {trials}")
+    if prm_scoring is None and orm_scoring is None:
+        raise JobInputError("prm_scoring", "give a PRM or an ORM scoring job (or both)")
+    _check_scoring(prm_scoring, Kind.PRM, pool)
+    _check_scoring(orm_scoring, Kind.ORM, pool)
+    campaign = campaign or pool.campaign or next(
+        (j.reward_model.campaign for j in (prm_scoring, orm_scoring) if j and j.reward_model.campaign), None)
+    pools = pools_for(pool, prm_scoring, orm_scoring, aggregation)
+    try:
+        results = best_of_n(pools, ns=ns, trials=trials, seed=seed, pool_size=pool.pool_size or None)
+    except ValueError as exc:
+        raise JobInputError("ns", str(exc)) from None
+    results["unscored"] = {kind: int(sum(np.isnan(getattr(p, f"{kind}_score")).sum() for p in pools))
+                           for kind in ("prm", "orm")}
+    return EvaluationRun.objects.create(
+        campaign=campaign, pool=pool, prm_scoring=prm_scoring, orm_scoring=orm_scoring, aggregation=aggregation,
+        trials=trials, seed=seed, results=results, created_by=user,
+        step_metrics=prm_scoring.step_metrics if prm_scoring else {},
+        data_efficiency=data_efficiency(campaign, pool))

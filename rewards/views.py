@@ -1,0 +1,51 @@
+"""Researcher pages (session login): API tokens and the list of dataset versions. Rules live in services."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from rewards.models import ApiToken, DatasetVersion
+from rewards.services.access import readable_campaigns
+from rewards.services.tokens import TokenError, create_token, revoke_token
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def tokens(request: HttpRequest) -> HttpResponse:
+    """List the user's tokens; POST makes one and shows its raw value this one time."""
+    new_token = None
+    status = 200
+    if request.method == "POST":
+        try:
+            _, new_token = create_token(request.user, name=request.POST.get("name", ""),
+                                        scope=request.POST.get("scope", ""))
+        except TokenError as error:
+            messages.error(request, str(error))
+            status = 400
+    return render(request, "rewards/tokens.html", {
+        "tokens": ApiToken.objects.filter(user=request.user), "new_token": new_token,
+        "scopes": ApiToken.Scope.choices,
+    }, status=status)
+
+
+@login_required
+@require_POST
+def revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    try:
+        token = revoke_token(request.user, token_id)
+    except TokenError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Token {token.prefix}… revoked.")
+    return redirect("api:tokens")
+
+
+@login_required
+def datasets_page(request: HttpRequest) -> HttpResponse:
+    versions = (DatasetVersion.objects.filter(campaign__in=readable_campaigns(request.user),
+                                              status=DatasetVersion.Status.READY)
+                .select_related("campaign").order_by("campaign__slug", "-number"))
+    return render(request, "rewards/datasets.html", {"versions": versions})
