@@ -48,6 +48,7 @@ from .services.importing import (
     ImportReport,
     RowError,
     bulk_insert,
+    insert_rows,
     valid_rows,
     validate_file,
 )
@@ -312,32 +313,25 @@ def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, 
         ))
     bulk_insert(assignments)
 
-    steps: list[Step] = []
-    for row, solution in zip(rows, solutions, strict=True):
-        steps.extend(Step(solution=solution, index=i) for i in range(len(row.steps)))
-    bulk_insert(steps)
-
-    completions: list[Completion] = []
-    ratings: list[Rating] = []
-    decisions: list[StepDecision] = []
-    step_iter = iter(steps)
-    pending_ratings: list[tuple[Completion, ParsedCompletion, Assignment]] = []
+    step_ids = insert_rows(Step, ["solution_id", "index"],
+                           [(solution.pk, i) for row, solution in zip(rows, solutions, strict=True)
+                            for i in range(len(row.steps))])
+    completion_rows: list[tuple[Any, ...]] = []
+    rating_rows: list[tuple[Any, ...]] = []  # (assignment, rating, flagged); the completion id is added below
+    decision_rows: list[tuple[Any, ...]] = []
+    step_iter = iter(step_ids)
     for row, assignment in zip(rows, assignments, strict=True):
         for parsed_step in row.steps:
-            step = next(step_iter)
+            step_id = next(step_iter)
             for position, parsed in enumerate(parsed_step.completions):
-                completion = Completion(step=step, index=position, text=parsed.text)
-                completions.append(completion)
-                pending_ratings.append((completion, parsed, assignment))
-            decisions.append(StepDecision(assignment=assignment, step=step,
-                                          chosen_completion=parsed_step.chosen_completion,
-                                          human_completion=parsed_step.human_completion))
-    bulk_insert(completions)
-    for completion, parsed, assignment in pending_ratings:
-        ratings.append(Rating(assignment=assignment, completion=completion, rating=parsed.rating,
-                              flagged=parsed.flagged))
-    bulk_insert(ratings)
-    bulk_insert(decisions)
+                completion_rows.append((step_id, position, parsed.text))
+                rating_rows.append((assignment.pk, parsed.rating, parsed.flagged))
+            decision_rows.append((assignment.pk, step_id, parsed_step.chosen_completion, parsed_step.human_completion))
+    completion_ids = insert_rows(Completion, ["step_id", "index", "text"], completion_rows)
+    insert_rows(Rating, ["assignment_id", "completion_id", "rating", "flagged"],
+                [(a, c, r, f) for (a, r, f), c in zip(rating_rows, completion_ids, strict=True)])
+    insert_rows(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], decision_rows)
+    steps, ratings = step_ids, rating_rows
     for name, count in (("solutions", len(solutions)), ("steps", len(steps)), ("ratings", len(ratings))):
         created[name] = created.get(name, 0) + count
 

@@ -1,13 +1,30 @@
-"""Labeler-facing pages. Thin: every rule lives in ``annotate.services``."""
+"""Labeler-facing pages. Thin: every rule lives in ``annotate.services``.
+
+The workspace is server-rendered; htmx posts each rating and swaps back the one step row it changed
+(plus the next row, the progress counter and the "next" control out of band). Errors on htmx requests come
+back as a message retargeted to ``#alerts`` with the status that says what happened (400 bad input,
+403 not allowed, 409 lease gone), so nothing fails silently.
+"""
 from __future__ import annotations
 
+import html
+import re
+from dataclasses import dataclass, field
+
+import markdown
+import nh3
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
 
-from .models import Campaign
+from . import forms
+from .models import Assignment, AssignmentStatus, Campaign, CampaignMode, Membership
+from .services import labeling
+from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace
 
 
 @login_required
@@ -21,3 +38,371 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"ok": True})
+
+
+# --- Math and Markdown ----------------------------------------------------------------------------------------
+
+_MATH = re.compile(r"\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|(?<!\\)\$[^$\n]+?(?<!\\)\$", re.S)
+
+
+def _wrap_bare_boxed(text: str) -> str:
+    r"""Put ``\(…\)`` around a ``\boxed{…}`` written outside math so KaTeX renders it too."""
+    out, position = [], 0
+    while (start := text.find("\\boxed{", position)) != -1:
+        depth, end = 0, start + len("\\boxed")
+        while end < len(text):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            end += 1
+            if depth == 0:
+                break
+        if depth != 0:  # unbalanced: leave as it is
+            break
+        out.append(text[position:start] + "\\(" + text[start:end] + "\\)")
+        position = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def math_source(text: str) -> str:
+    r"""Text ready for KaTeX auto-render: math delimiters kept, bare ``\boxed{}`` wrapped. Still plain text."""
+    pieces, position = [], 0
+    for match in _MATH.finditer(text):
+        pieces.append(_wrap_bare_boxed(text[position:match.start()]))
+        pieces.append(match.group(0))
+        position = match.end()
+    pieces.append(_wrap_bare_boxed(text[position:]))
+    return "".join(pieces)
+
+
+def answer_source(answer: str | None) -> str:
+    """The ground-truth answer as display math unless it already carries its own delimiters."""
+    if not answer:
+        return ""
+    if _MATH.search(answer) or "\\boxed" in answer:
+        return math_source(answer)
+    return f"\\({answer}\\)"
+
+
+def render_markdown(text: str) -> str:
+    """Campaign instructions: Markdown to sanitised HTML, with math passed through untouched for KaTeX."""
+    stash: list[str] = []
+
+    def keep(match: re.Match[str]) -> str:
+        stash.append(match.group(0))
+        return f"\x00{len(stash) - 1}\x00"
+
+    protected = _MATH.sub(keep, text or "")
+    rendered = markdown.markdown(protected, extensions=["extra", "sane_lists"], output_format="html")
+    rendered = re.sub(r"\x00(\d+)\x00", lambda m: html.escape(stash[int(m.group(1))], quote=False), rendered)
+    return nh3.clean(rendered, link_rel="noopener noreferrer nofollow", url_schemes={"http", "https", "mailto"})
+
+
+# --- View models ----------------------------------------------------------------------------------------------
+
+RATING_BUTTONS = [(-1, "−1", "bad", "Bad: this step is wrong (1 or -)"),
+                  (0, "0", "okay", "Okay: reasonable but not helpful (2 or 0)"),
+                  (1, "+1", "great", "Great: correct and helpful (3 or +)")]
+
+
+@dataclass
+class CompletionView:
+    index: int
+    text: str
+    rating: int | None
+    flagged: bool
+
+
+@dataclass
+class StepRow:
+    index: int
+    completions: list[CompletionView]
+    state: str  # "open" (can be rated), "done" (read-only), "locked" (an earlier step comes first)
+    is_current: bool
+    chosen: int | None = None
+    human_text: str | None = None
+    can_choose: bool = False
+    can_write: bool = False
+    oob: bool = False
+    choosable: set[int] = field(default_factory=set)
+
+    @property
+    def number(self) -> int:
+        return self.index + 1
+
+    @property
+    def rating(self) -> int | None:
+        return self.completions[0].rating if self.completions else None
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.completions and self.completions[0].flagged)
+
+
+def _rows(ws: Workspace, progress: Progress, *, oob: set[int] = frozenset()) -> list[StepRow]:  # type: ignore[assignment]
+    assignment = ws.assignment
+    stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
+    is_open = assignment.status == AssignmentStatus.LEASED
+    rows = []
+    for step in ws.steps:
+        completions = []
+        for completion in step.completions.all():
+            rating = ws.ratings.get((step.index, completion.index))
+            completions.append(CompletionView(completion.index, math_source(completion.text),
+                                              rating.rating if rating else None,
+                                              bool(rating.flagged) if rating else False))
+        decision = ws.decisions.get(step.index)
+        if stepwise:
+            editable = is_open and not progress.has_error and step.index <= progress.first_open
+            state = "open" if editable else ("locked" if is_open and step.index > progress.first_open else "done")
+        else:
+            state = "open" if is_open and step.index == progress.first_open else (
+                "locked" if is_open and step.index > progress.first_open else "done")
+        row = StepRow(index=step.index, completions=completions, state=state,
+                      is_current=is_open and step.index == progress.first_open, oob=step.index in oob)
+        if decision is not None and not stepwise:
+            row.chosen, row.human_text = decision.chosen_completion, decision.human_text
+        if not stepwise and state == "open":
+            all_rated = all(c.rating is not None for c in completions)
+            row.can_choose = all_rated
+            row.choosable = {c.index for c in completions if c.rating is not None and c.rating != -1}
+            row.can_write = all_rated and not any(c.rating == 1 for c in completions)
+        rows.append(row)
+    return rows
+
+
+def _workspace_context(request: HttpRequest, ws: Workspace, progress: Progress, **extra: object) -> dict:
+    assignment = ws.assignment
+    campaign = assignment.solution.campaign
+    heartbeat_s = max(5, min(60, campaign.lease_minutes * 60 // 3))
+    context = {
+        "assignment": assignment, "campaign": campaign, "problem": assignment.solution.problem,
+        "problem_text": math_source(assignment.solution.problem.text),
+        "answer": answer_source(assignment.solution.problem.answer),
+        "instructions_html": render_markdown(campaign.instructions),
+        "rows": _rows(ws, progress), "progress": progress, "rating_buttons": RATING_BUTTONS,
+        "is_open": assignment.status == AssignmentStatus.LEASED,
+        "is_expired": assignment.status == AssignmentStatus.EXPIRED,
+        "stepwise": campaign.mode == CampaignMode.STEPWISE, "heartbeat_s": heartbeat_s,
+        "next_ready": _next_ready(assignment, progress),
+    }
+    context.update(extra)
+    return context
+
+
+def _next_ready(assignment: Assignment, progress: Progress) -> bool:
+    return assignment.status != AssignmentStatus.LEASED or (progress.done == progress.total and not progress.has_error)
+
+
+# --- Responses ------------------------------------------------------------------------------------------------
+
+def _alert(request: HttpRequest, message: str, status: int, *, assignment: Assignment | None = None) -> HttpResponse:
+    """An error as the page shows it: into #alerts for htmx, as a page of its own otherwise."""
+    context = {"message": message, "status": status, "assignment": assignment,
+               "expired": status == 409}
+    if request.htmx:
+        response = render(request, "annotate/_alert.html", context, status=status)
+        response["HX-Retarget"] = "#alerts"
+        response["HX-Reswap"] = "innerHTML"
+        return response
+    return render(request, "annotate/error.html", context, status=status)
+
+
+def _error_response(request: HttpRequest, error: LabelingError, assignment_id: int | None = None) -> HttpResponse:
+    status = 403 if isinstance(error, NotAllowed) else 409 if isinstance(error, LeaseExpired) else 400
+    assignment = None
+    if isinstance(error, LeaseExpired) and assignment_id is not None:
+        assignment = Assignment.objects.filter(pk=assignment_id).first()
+    return _alert(request, str(error), status, assignment=assignment)
+
+
+def _workspace_error(request: HttpRequest, assignment_id: int, message: str, status: int) -> HttpResponse:
+    """A refused form POST (finish / next) re-shows the workspace with the reason; nothing saved is lost."""
+    try:
+        ws = labeling.load_workspace(assignment_id, request.user)
+    except NotAllowed as error:
+        return _alert(request, str(error), 403)
+    context = _workspace_context(request, ws, labeling.progress_of(ws.assignment), error=message,
+                                 error_status=status)
+    return render(request, "annotate/workspace.html", context, status=status)
+
+
+def _form_error(request: HttpRequest, assignment_id: int, error: LabelingError) -> HttpResponse:
+    if isinstance(error, NotAllowed):
+        return _alert(request, str(error), 403)
+    return _workspace_error(request, assignment_id, str(error), 409 if isinstance(error, LeaseExpired) else 400)
+
+
+def _rows_response(request: HttpRequest, assignment_id: int, step_index: int, *,
+                   include_next: bool) -> HttpResponse:
+    """The changed row, then (out of band) the row after it, the progress counter and the "next" control."""
+    if not request.htmx:
+        return redirect("annotate:workspace", assignment_id)
+    wanted = [step_index, step_index + 1] if include_next else [step_index]
+    ws = labeling.load_workspace(assignment_id, request.user, step_indexes=wanted)
+    if ws.assignment.status != AssignmentStatus.LEASED:
+        # The pass just ended (a −1 in stepwise mode): show the finished workspace.
+        response = HttpResponse(status=200)
+        response["HX-Redirect"] = reverse("annotate:workspace", args=[assignment_id])
+        return response
+    progress = labeling.progress_of(ws.assignment)
+    rows = _rows(ws, progress, oob={index for index in wanted if index != step_index})
+    return render(request, "annotate/_rows_update.html", {
+        "rows": rows, "assignment": ws.assignment, "progress": progress, "rating_buttons": RATING_BUTTONS,
+        "stepwise": ws.assignment.solution.campaign.mode == CampaignMode.STEPWISE,
+        "next_ready": _next_ready(ws.assignment, progress), "is_open": True,
+    })
+
+
+# --- Pages ----------------------------------------------------------------------------------------------------
+
+def _member_campaign(request: HttpRequest, slug: str) -> tuple[Campaign, Membership | None]:
+    campaign = get_object_or_404(Campaign, slug=slug)
+    membership = Membership.objects.filter(campaign=campaign, user=request.user, is_active=True).first()
+    return campaign, membership
+
+
+@login_required
+@require_GET
+def campaign_page(request: HttpRequest, slug: str) -> HttpResponse:
+    campaign, membership = _member_campaign(request, slug)
+    if membership is None:
+        return _alert(request, "You are not a member of this campaign.", 403)
+    open_assignment = Assignment.objects.filter(solution__campaign=campaign, labeler=request.user,
+                                                status=AssignmentStatus.LEASED).first()
+    return render(request, "annotate/campaign.html", {
+        "campaign": campaign, "membership": membership, "open_assignment": open_assignment,
+        "instructions_html": render_markdown(campaign.instructions),
+    })
+
+
+@login_required
+@require_POST
+def start(request: HttpRequest, slug: str) -> HttpResponse:
+    campaign = get_object_or_404(Campaign, slug=slug)
+    try:
+        outcome = labeling.lease_next_solution(campaign, request.user)
+    except NotAllowed as error:
+        return _alert(request, str(error), 403)
+    if outcome.assignment is None:
+        messages.info(request, outcome.reason)
+        return redirect("annotate:campaign", slug)
+    return redirect("annotate:workspace", outcome.assignment.pk)
+
+
+@login_required
+@require_GET
+def workspace(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    try:
+        ws = labeling.load_workspace(assignment_id, request.user)
+    except NotAllowed as error:
+        return _alert(request, str(error), 403)
+    if ws.assignment.status == AssignmentStatus.LEASED:
+        labeling.renew_lease(ws.assignment)  # an open page is a live lease
+    progress = labeling.progress_of(ws.assignment)
+    return render(request, "annotate/workspace.html", _workspace_context(request, ws, progress))
+
+
+@login_required
+@require_POST
+def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    form = forms.RatingForm(request.POST)
+    if not form.is_valid():
+        return _alert(request, forms.first_error(form), 400)
+    data = form.cleaned_data
+    try:
+        labeling.record_rating(assignment_id, request.user, step_index=data["step_index"], rating=data["rating"],
+                               completion_index=data["completion_index"], time_ms=data["time_ms"])
+        return _rows_response(request, assignment_id, data["step_index"], include_next=True)
+    except LabelingError as error:
+        return _error_response(request, error, assignment_id)
+
+
+@login_required
+@require_POST
+def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    form = forms.FlagForm(request.POST)
+    if not form.is_valid():
+        return _alert(request, forms.first_error(form), 400)
+    data = form.cleaned_data
+    try:
+        labeling.flag_step(assignment_id, request.user, step_index=data["step_index"], flagged=data["flagged"],
+                           completion_index=data["completion_index"])
+        return _rows_response(request, assignment_id, data["step_index"], include_next=False)
+    except LabelingError as error:
+        return _error_response(request, error, assignment_id)
+
+
+@login_required
+@require_POST
+def decide(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    form = forms.DecisionForm(request.POST)
+    if not form.is_valid():
+        return _alert(request, forms.first_error(form), 400)
+    data = form.cleaned_data
+    try:
+        labeling.decide_step(assignment_id, request.user, step_index=data["step_index"],
+                             chosen_completion=data["chosen_completion"], human_text=data["human_text"] or None)
+        return _rows_response(request, assignment_id, data["step_index"], include_next=True)
+    except LabelingError as error:
+        return _error_response(request, error, assignment_id)
+
+
+def _go_next(request: HttpRequest, outcome: labeling.LeaseOutcome, slug: str) -> HttpResponse:
+    if outcome.assignment is None:
+        messages.info(request, outcome.reason)
+        return redirect("annotate:campaign", slug)
+    return redirect("annotate:workspace", outcome.assignment.pk)
+
+
+@login_required
+@require_POST
+def finish(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    """Bad problem / give up (each with its reason), then straight on to the next solution."""
+    form = forms.FinishForm(request.POST)
+    if not form.is_valid():
+        return _workspace_error(request, assignment_id, forms.first_error(form), 400)
+    try:
+        assignment = labeling.finish_assignment(assignment_id, request.user, reason=form.cleaned_data["reason"],
+                                                text=form.cleaned_data["reason_text"])
+        outcome = labeling.lease_next_solution(assignment.solution.campaign, request.user)
+    except LabelingError as error:
+        return _form_error(request, assignment_id, error)
+    return _go_next(request, outcome, assignment.solution.campaign.slug)
+
+
+@login_required
+@require_POST
+def next_solution(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    """Submit a complete pass (every step rated, no −1) or leave a finished one, and lease the next."""
+    try:
+        outcome = labeling.finish_and_lease_next(assignment_id, request.user)
+    except LabelingError as error:
+        return _form_error(request, assignment_id, error)
+    slug = Assignment.objects.filter(pk=assignment_id).values_list("solution__campaign__slug", flat=True).first()
+    if slug is None:
+        raise Http404
+    return _go_next(request, outcome, slug)
+
+
+@login_required
+@require_POST
+def heartbeat(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    try:
+        expires = labeling.heartbeat(assignment_id, request.user)
+    except LabelingError as error:
+        return _error_response(request, error, assignment_id)
+    response = HttpResponse(status=204)
+    response["X-Lease-Expires"] = expires.isoformat()
+    return response
+
+
+@login_required
+@require_POST
+def resume(request: HttpRequest, assignment_id: int) -> HttpResponse:
+    """Take an expired lease back (when its slot is still free) so the ratings given on it count."""
+    try:
+        labeling.resume_expired_lease(assignment_id, request.user)
+    except LabelingError as error:
+        return _error_response(request, error, assignment_id)
+    return redirect("annotate:workspace", assignment_id)
+

@@ -77,3 +77,8 @@ def celery_worker_process(django_db_setup, django_db_blocker):  # type: ignore[n
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:
         process.kill()
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    """Fault-injection tests restart PostgreSQL and Redis: run them after everything else."""
+    items.sort(key=lambda item: item.get_closest_marker("faults") is not None)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from django.db import connection, models
+from django.utils import timezone
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_REPORTED_ERRORS = 1000
@@ -174,6 +175,43 @@ def bulk_insert(objects: list[M]) -> list[M]:
             for obj in objects:
                 copy.write_row([_db_value(f, getattr(obj, f.attname)) for f in concrete])
     return objects
+
+
+def insert_rows(model: type[models.Model], fields: list[str], rows: list[tuple[Any, ...]]) -> list[int]:
+    """Insert plain value tuples — no model instances, which cost more than the COPY itself on the big tables
+    (steps, completions, ratings) — and return the new primary keys in order.
+
+    ``fields`` are attnames (``solution_id``); other concrete fields get their default, timestamps "now".
+    """
+    if not rows:
+        return []
+    meta = model._meta
+    by_attname = {f.attname: f for f in meta.concrete_fields}
+    unknown = [name for name in fields if name not in by_attname]
+    if unknown:
+        raise ValueError(f"{meta.label} has no field {unknown[0]!r}")
+    if connection.vendor != "postgresql":
+        objects = [model(**dict(zip(fields, row, strict=True))) for row in rows]
+        model.objects.bulk_create(objects, batch_size=500)  # type: ignore[attr-defined]
+        return [obj.pk for obj in objects]
+    now = timezone.now()
+    pk = meta.pk
+    rest = [f for f in meta.concrete_fields if f is not pk and f.attname not in fields]
+    filler = tuple(now if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+                   else _db_value(f, f.get_default()) for f in rest)
+    json_positions = [i for i, name in enumerate(fields) if isinstance(by_attname[name], models.JSONField)]
+    ids = allocate_ids(model, len(rows))
+    columns = ", ".join(connection.ops.quote_name(f.column)
+                        for f in [pk, *(by_attname[name] for name in fields), *rest])  # type: ignore[list-item]
+    table = connection.ops.quote_name(meta.db_table)
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for new_id, row in zip(ids, rows, strict=True):
+                if json_positions:
+                    row = tuple(json.dumps(v) if i in json_positions and v is not None else v
+                                for i, v in enumerate(row))
+                copy.write_row((new_id, *row, *filler))
+    return ids
 
 
 def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:

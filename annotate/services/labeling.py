@@ -201,6 +201,10 @@ def _locked_open_assignment(assignment_id: int, user: User, now: datetime) -> As
         )
     if assignment.status != AssignmentStatus.LEASED:
         raise LabelingError("This solution is already finished; ratings can no longer change.")
+    # A labeler removed from the campaign mid-lease can no longer write to it.
+    if not Membership.objects.filter(campaign_id=assignment.solution.campaign_id, user_id=assignment.labeler_id,
+                                     is_active=True, role__in=(Role.LABELER, Role.ADMIN)).exists():
+        raise NotAllowed("You are not an active labeler in this campaign any more.")
     # A clock-expired lease that the reaper has not taken yet is still the labeler's: keep it and renew.
     assignment.lease_expires_at = now + timedelta(minutes=assignment.solution.campaign.lease_minutes)
     return assignment
@@ -239,6 +243,8 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
             raise LabelingError(f"Step {step_index} has no completion {completion_index}.")
         if campaign.mode == CampaignMode.STEPWISE and rating is not None:
             _check_in_order(assignment, step_index)
+        elif campaign.mode == CampaignMode.CONVERSATIONAL:
+            _check_decided_before(assignment, step_index)
         current = Rating.objects.filter(assignment=assignment, completion=completion).first()
         new_flag = flagged if flagged is not None else (current.flagged if current else False)
         if current is None:
@@ -280,6 +286,16 @@ def _check_in_order(assignment: Assignment, step_index: int) -> None:
     if len(rated) < step_index:
         missing = min(set(range(step_index)) - set(rated))
         raise LabelingError(f"Rate step {missing + 1} first: steps are rated in order.")
+
+
+def _check_decided_before(assignment: Assignment, step_index: int) -> None:
+    """Conversational mode: a step's candidates are rated only once every earlier step has a continuation."""
+    if step_index == 0:
+        return
+    decided = StepDecision.objects.filter(assignment=assignment, step__index__lt=step_index).filter(
+        Q(chosen_completion__isnull=False) | Q(human_completion__isnull=False)).count()
+    if decided < step_index:
+        raise LabelingError(f"Choose or write a continuation for step {decided + 1} first.")
 
 
 def flag_step(assignment_id: int, user: User, *, step_index: int, flagged: bool,
@@ -397,3 +413,114 @@ def release_lease(assignment: Assignment) -> None:
         if updated:
             Solution.objects.filter(pk=assignment.solution_id, label_count__gt=0).update(
                 label_count=F("label_count") - 1)
+
+
+def heartbeat(assignment_id: int, user: User, *, now: datetime | None = None) -> datetime:
+    """The open workspace's keep-alive: renew the labeler's own open lease, or say clearly that it is gone."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        assignment = _locked_open_assignment(assignment_id, user, now)
+        assignment.save(update_fields=["lease_expires_at", "updated_at"])
+    assert assignment.lease_expires_at is not None
+    return assignment.lease_expires_at
+
+
+def resume_expired_lease(assignment_id: int, user: User, *, now: datetime | None = None) -> Assignment:
+    """Take an expired lease back, ratings and all, while its solution still has a free slot.
+
+    Without this, ratings given before a lease was reaped would stay behind on a pass nobody can finish.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        assignment = (Assignment.objects.select_for_update(of=("self",)).select_related("solution__campaign")
+                      .filter(pk=assignment_id).first())
+        if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
+            raise NotAllowed("This is not your assignment.")
+        if assignment.status == AssignmentStatus.LEASED:
+            return assignment
+        if assignment.status != AssignmentStatus.EXPIRED:
+            raise LabelingError("This solution is already finished.")
+        campaign = assignment.solution.campaign
+        labeler_membership(campaign, user)
+        solution = Solution.objects.select_for_update().get(pk=assignment.solution_id)
+        gold = solution.is_quality_control or solution.is_screening
+        if not gold and solution.label_count >= campaign.overlap:
+            raise LeaseExpired("Your lease expired and this solution went to another labeler. The ratings you "
+                               "gave are kept; start labeling to get a new solution.")
+        if _open_assignment(campaign, user) is not None:
+            raise LabelingError("Finish your open solution first.")
+        Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)
+        assignment.status = AssignmentStatus.LEASED
+        assignment.lease_expires_at = now + timedelta(minutes=campaign.lease_minutes)
+        assignment.save(update_fields=["status", "lease_expires_at", "updated_at"])
+        return assignment
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Everything the workspace page shows for one assignment, loaded in a fixed number of queries."""
+
+    assignment: Assignment
+    steps: list[Step]
+    ratings: dict[tuple[int, int], Rating]  # (step index, completion index) -> rating
+    decisions: dict[int, StepDecision]  # step index -> decision
+
+
+def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | None = None) -> Workspace:
+    """The labeler's own assignment with its steps (all, or only ``step_indexes``), ratings and decisions."""
+    assignment = (Assignment.objects.select_related("solution__campaign", "solution__problem")
+                  .filter(pk=assignment_id).first())
+    if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
+        raise NotAllowed("This is not your assignment.")
+    campaign = assignment.solution.campaign
+    if not Membership.objects.filter(campaign=campaign, user_id=assignment.labeler_id, is_active=True,
+                                     role__in=(Role.LABELER, Role.ADMIN)).exists():
+        raise NotAllowed("You are not an active labeler in this campaign.")
+    steps = Step.objects.filter(solution_id=assignment.solution_id).order_by("index")
+    ratings = Rating.objects.filter(assignment=assignment).select_related("completion__step")
+    decisions = StepDecision.objects.filter(assignment=assignment).select_related("step")
+    if step_indexes is not None:
+        steps = steps.filter(index__in=step_indexes)
+        ratings = ratings.filter(completion__step__index__in=step_indexes)
+        decisions = decisions.filter(step__index__in=step_indexes)
+    return Workspace(
+        assignment=assignment,
+        steps=list(steps.prefetch_related(models.Prefetch("completions", Completion.objects.order_by("index")))),
+        ratings={(r.completion.step.index, r.completion.index): r for r in ratings},
+        decisions={d.step.index: d for d in decisions},
+    )
+
+
+@dataclass(frozen=True)
+class Progress:
+    total: int
+    done: int  # stepwise: steps rated; conversational: steps with a continuation
+    first_open: int  # index of the first step still to do (== total when none)
+    has_error: bool
+
+
+def progress_of(assignment: Assignment) -> Progress:
+    """How far a pass is: two aggregate queries whatever the solution's length."""
+    total = Step.objects.filter(solution_id=assignment.solution_id).count()
+    if assignment.solution.campaign.mode == CampaignMode.STEPWISE:
+        rows = list(Rating.objects.filter(assignment=assignment, completion__index=0, rating__isnull=False)
+                    .values_list("completion__step__index", "rating"))
+        done_indexes = {index for index, _ in rows}
+        has_error = any(value == -1 for _, value in rows)
+    else:
+        done_indexes = set(StepDecision.objects.filter(assignment=assignment).filter(
+            Q(chosen_completion__isnull=False) | Q(human_completion__isnull=False)).values_list("step__index",
+                                                                                               flat=True))
+        has_error = False
+    first_open = next((index for index in range(total) if index not in done_indexes), total)
+    return Progress(total=total, done=len(done_indexes), first_open=first_open, has_error=has_error)
+
+
+def finish_and_lease_next(assignment_id: int, user: User, *, now: datetime | None = None) -> LeaseOutcome:
+    """The "next solution" control: submit an open pass as ``solution`` (rules apply), then lease the next one."""
+    assignment = Assignment.objects.select_related("solution__campaign").filter(pk=assignment_id).first()
+    if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
+        raise NotAllowed("This is not your assignment.")
+    if assignment.status == AssignmentStatus.LEASED:
+        finish_assignment(assignment_id, user, reason=FinishReason.SOLUTION, now=now)
+    return lease_next_solution(assignment.solution.campaign, user, now=now)

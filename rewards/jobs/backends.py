@@ -154,6 +154,7 @@ class LocalBackend:
 
     def submit(self, launch: Launch) -> str:
         script = self.write_script(launch)
+        (launch.work_dir / EXIT_FILE).unlink(missing_ok=True)  # never read a previous attempt's status
         process = subprocess.Popen(["bash", str(script)], cwd=settings.BASE_DIR, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self._children[process.pid] = process
@@ -252,6 +253,7 @@ class SlurmBackend:
     def submit(self, launch: Launch) -> str:
         launch.work_dir.mkdir(parents=True, exist_ok=True)
         launch.script_path.write_text(self.script(launch), encoding="utf-8")
+        (launch.work_dir / EXIT_FILE).unlink(missing_ok=True)
         out = self._run(["sbatch", "--parsable", str(launch.script_path)]).strip()
         job_id = out.split(";", 1)[0]  # --parsable prints "id" or "id;cluster"
         if not job_id.isdigit():
@@ -349,6 +351,7 @@ class KubernetesBackend:
         launch.script_path.write_text("#!/usr/bin/env bash\n" + script_body(launch), encoding="utf-8")
         manifest_path = launch.work_dir / "job.k8s.json"
         manifest_path.write_text(json.dumps(self.manifest(launch), indent=2) + "\n", encoding="utf-8")
+        (launch.work_dir / EXIT_FILE).unlink(missing_ok=True)
         self._run(["kubectl", "apply", "-f", str(manifest_path)])
         return launch.name
 

@@ -88,7 +88,7 @@ def test_stepwise_file_is_trl_stepwise_supervision_and_steplab_trainer_reads_it(
     assert {"prompt", "completions", "labels"} <= set(get_dataset_column_names(loaded))
     row = loaded[0]
     assert not is_conversational(row)
-    assert maybe_apply_chat_template(row, tokenizer=None)["completions"] == row["completions"]  # type: ignore[arg-type]
+    assert maybe_apply_chat_template(row, processing_class=None)["completions"] == row["completions"]  # type: ignore[arg-type]
     rows = read_dataset(path, "prm")
     assert len(rows) == 24 and all(len(r.steps) == len(r.labels) for r in rows)
     outcome = _load(storage_dirs["media"] / version.file_name("outcome"), "json")
@@ -172,7 +172,9 @@ def test_beat_picks_campaigns_that_are_due_and_changed(labeled_campaign, storage
     assert campaigns_due() == [], "interval not elapsed"
     later = timezone.now() + timedelta(minutes=labeled_campaign.export_interval_minutes + 1)
     assert campaigns_due(later) == [], "elapsed but labels unchanged"
-    Assignment.objects.filter(pk=Assignment.objects.order_by("pk").first().pk).update(finish_reason_text="edited")
+    edited = Assignment.objects.order_by("pk").first()
+    edited.finish_reason_text = "edited by an admin"
+    edited.save()  # bumps updated_at, as every service write does
     assert campaigns_due(later) == [labeled_campaign]
     labeled_campaign.is_active = False
     labeled_campaign.save()

@@ -4,7 +4,9 @@ Data: the PRM800K phase-1 test trajectories (101 problems, real human step ratin
 project's own importer and exported with ``rewards.exports.export_campaign`` into Django's default
 storage, as the dataset-version builder does. The reconstructed rows carry no grader verdict, so a
 solution's ``is_correct`` (needed by the outcome format) is set from the labeler's finish reason
-("solution": every step through the answer rated acceptable), as tests/training does.
+("solution": every step through the answer rated acceptable), as tests/training does. Phase-1
+trajectories carry no −1 step (negatives are only among the alternatives), so the 10 genuine phase-2
+rows are imported too; export seed 3 with a 30 % test split puts 2 of their −1 steps in the test split.
 """
 from __future__ import annotations
 
@@ -22,10 +24,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 PRM800K_TEST = "prm800k/phase1_test_reconstructed.jsonl"
+PRM800K_GENUINE = "prm800k/genuine_rows.jsonl"
 FAST_HYPER = {"max_steps": 3, "batch_size": 4, "max_length": 128, "logging_steps": 1}
 
 
-def make_version(campaign: Any, *, test_fraction: float = 0.2, number: int = 1) -> Any:
+def make_version(campaign: Any, *, test_fraction: float = 0.3, seed: int = 3, number: int = 1) -> Any:
     """Export a campaign's labels into storage and record a ready DatasetVersion for them."""
     from django.core.files.storage import default_storage
 
@@ -37,7 +40,7 @@ def make_version(campaign: Any, *, test_fraction: float = 0.2, number: int = 1) 
     for fmt in ("trl-stepwise", "outcome"):
         name = f"{folder}/{fmt}.jsonl"
         written = export_campaign(campaign, fmt, Path(default_storage.path(name)),
-                                  ExportOptions(test_fraction=test_fraction))
+                                  ExportOptions(seed=seed, test_fraction=test_fraction))
         files[fmt] = {"name": name, "sha256": written.sha256, "bytes": written.size, "rows": written.rows}
     return DatasetVersion.objects.create(campaign=campaign, number=number, status=DatasetVersion.Status.READY,
                                          content_sha256=uuid.uuid4().hex, folder=folder, files=files)
@@ -50,6 +53,7 @@ def labeled_campaign(campaign_factory, shared_data: Path):  # type: ignore[no-un
 
     campaign = campaign_factory(f"jobs-{uuid.uuid4().hex[:6]}")
     import_prm800k(shared_data / PRM800K_TEST, campaign, skip_invalid=True)  # 4 rows: "give_up_or_unknown"
+    import_prm800k(shared_data / PRM800K_GENUINE, campaign)  # phase-2 rows: their -1 steps are the negatives
     solved = Assignment.objects.filter(solution__campaign=campaign, finish_reason="solution").values("solution_id")
     Solution.objects.filter(campaign=campaign).update(is_correct=False)
     Solution.objects.filter(pk__in=solved).update(is_correct=True)

@@ -7,6 +7,7 @@ dataset it was trained on, which gives its step AUROC and ProcessBench first-err
 from __future__ import annotations
 
 import json
+import uuid
 import math
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend
     if pool.candidate_count == 0:
         raise JobInputError("pool", f"pool {pool} has no candidates")
     job = ScoringJob.objects.create(reward_model=reward_model, pool=pool, backend=backend, started_by=user)
-    job.work_dir = str(jobs_root() / f"score-{job.pk}")
+    job.work_dir = str(jobs_root() / f"score-{job.pk}-{uuid.uuid4().hex[:8]}")
     job.save(update_fields=["work_dir"])
     from ..tasks import enqueue
 

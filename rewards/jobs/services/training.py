@@ -6,6 +6,7 @@ queued, so a misspelt hyper-parameter is refused in the form, not hours later on
 from __future__ import annotations
 
 import json
+import uuid
 import math
 import re
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool
         kind=request.kind, dataset_version=version, campaign=version.campaign if version else None,
         dataset_path=str(path), config=config, backend=request.backend, started_by=user, auto_started=auto,
         total_steps=config.get("max_steps"))
-    work_dir = jobs_root() / f"train-{job.pk}"
+    work_dir = jobs_root() / f"train-{job.pk}-{uuid.uuid4().hex[:8]}"
     config["output_dir"] = str(work_dir / "output")
     job.work_dir, job.output_dir, job.config = str(work_dir), config["output_dir"], config
     job.save(update_fields=["work_dir", "output_dir", "config"])

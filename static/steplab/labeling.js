@@ -1,0 +1,173 @@
+// The labeling workspace: keyboard shortcuts, per-step timing, focus that survives htmx row swaps, and
+// visible errors. Every rating still goes through the server (hx-post); nothing here decides a rule.
+(function () {
+  "use strict";
+
+  var KEY_RATINGS = { "1": "-1", "-": "-1", "2": "0", "0": "0", "3": "1", "+": "1", "=": "1" };
+  var focusKey = null; // "step:completion" of the focused unit, kept across swaps
+  var lastActionAt = Date.now(); // per-step time: since page load or the previous rating
+
+  function workspace() { return document.getElementById("workspace"); }
+  function units() { return Array.prototype.slice.call(document.querySelectorAll("[data-focus-unit]")); }
+
+  function keyOf(unit) {
+    var row = unit.closest("[data-step-index]");
+    var completion = unit.getAttribute("data-completion-index") || "0";
+    return (row ? row.getAttribute("data-step-index") : "?") + ":" + completion;
+  }
+
+  function focusUnit(unit) {
+    units().forEach(function (u) { u.classList.remove("is-focused"); });
+    if (!unit) { return; }
+    unit.classList.add("is-focused");
+    focusKey = keyOf(unit);
+    unit.focus({ preventScroll: true });
+    unit.scrollIntoView({ block: "nearest" });
+  }
+
+  function focused() {
+    var all = units();
+    for (var i = 0; i < all.length; i++) { if (keyOf(all[i]) === focusKey) { return all[i]; } }
+    return null;
+  }
+
+  function firstToDo() {
+    var all = units();
+    for (var i = 0; i < all.length; i++) {
+      if (!all[i].hasAttribute("data-rated") && !all[i].querySelector("button[data-rating]:disabled")) { return all[i]; }
+    }
+    return all.length ? all[all.length - 1] : null;
+  }
+
+  function move(delta) {
+    var all = units();
+    if (!all.length) { return; }
+    var index = all.indexOf(focused());
+    index = index < 0 ? 0 : Math.max(0, Math.min(all.length - 1, index + delta));
+    focusUnit(all[index]);
+  }
+
+  function isTyping(target) {
+    if (!target || !target.tagName) { return false; }
+    var tag = target.tagName.toLowerCase();
+    return tag === "input" || tag === "textarea" || tag === "select" || target.isContentEditable;
+  }
+
+  function showAlert(message) {
+    var box = document.getElementById("alerts");
+    if (!box) { return; }
+    box.innerHTML = "";
+    var div = document.createElement("div");
+    div.className = "alert alert-client";
+    var p = document.createElement("p");
+    p.textContent = message; // text only: never HTML from anywhere
+    div.appendChild(p);
+    box.appendChild(div);
+  }
+
+  function clickIfEnabled(button) {
+    if (button && !button.disabled) { button.click(); return true; }
+    return false;
+  }
+
+  function toggleHelp() {
+    var dialog = document.getElementById("shortcuts");
+    if (!dialog) { return; }
+    if (dialog.open) { dialog.close(); } else { dialog.showModal(); }
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (!workspace() || event.ctrlKey || event.metaKey || event.altKey || isTyping(event.target)) { return; }
+    var key = event.key;
+    if (key === "?") { event.preventDefault(); toggleHelp(); return; }
+    var dialog = document.getElementById("shortcuts");
+    if (dialog && dialog.open) { return; }
+    var unit = focused() || firstToDo();
+    if (KEY_RATINGS.hasOwnProperty(key)) {
+      if (!unit) { return; }
+      event.preventDefault();
+      focusUnit(unit);
+      clickIfEnabled(unit.querySelector('button[data-rating="' + KEY_RATINGS[key] + '"]'));
+    } else if (key === "j" || key === "ArrowDown") {
+      event.preventDefault(); move(1);
+    } else if (key === "k" || key === "ArrowUp") {
+      event.preventDefault(); move(-1);
+    } else if (key === "f") {
+      if (!unit) { return; }
+      event.preventDefault(); focusUnit(unit); clickIfEnabled(unit.querySelector("button[data-flag]"));
+    } else if (key === "c") {
+      if (!unit) { return; }
+      event.preventDefault(); clickIfEnabled(unit.querySelector("button[data-choose]"));
+    } else if (key === "Enter") {
+      var next = document.querySelector('[data-action="next"]');
+      if (!next) { return; }
+      event.preventDefault();
+      if (next.getAttribute("aria-disabled") === "true") {
+        showAlert("Not finished yet: rate every step (or give a −1) before going to the next solution.");
+        return;
+      }
+      next.click();
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var target = event.target.closest ? event.target.closest("[data-action='shortcuts']") : null;
+    if (target) { toggleHelp(); return; }
+    var unit = event.target.closest ? event.target.closest("[data-focus-unit]") : null;
+    if (unit) { focusUnit(unit); }
+  });
+
+  // Per-step time: how long since the previous rating (or page load), sent with every rating.
+  document.addEventListener("htmx:configRequest", function (event) {
+    var elt = event.detail.elt;
+    if (elt && elt.hasAttribute && elt.hasAttribute("data-rating")) {
+      event.detail.parameters.time_ms = String(Math.max(0, Date.now() - lastActionAt));
+      var unit = elt.closest("[data-focus-unit]");
+      if (unit) { focusKey = keyOf(unit); }
+    }
+  });
+
+  // Refused requests come back retargeted to #alerts (HX-Retarget): show them instead of dropping them.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var xhr = event.detail.xhr;
+    if (xhr.status >= 400 && xhr.getResponseHeader("HX-Retarget")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    } else if (xhr.status >= 400) {
+      showAlert("The server refused this (" + xhr.status + "). It was not saved; reload the page.");
+    } else if (xhr.status < 300) {
+      var box = document.getElementById("alerts");
+      if (box && event.detail.target && event.detail.target.id !== "alerts" && box.querySelector(".alert-client")) {
+        box.innerHTML = "";
+      }
+    }
+  });
+
+  document.addEventListener("htmx:sendError", function () {
+    showAlert("Connection lost: your last action was NOT saved. Check your connection and do it again; " +
+      "everything saved before is kept.");
+  });
+
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var elt = event.detail.elt;
+    var requester = event.detail.requestConfig ? event.detail.requestConfig.elt : null;
+    if (!elt || !elt.matches || !elt.matches(".step-row")) { return; }
+    if (requester && requester.hasAttribute && requester.hasAttribute("data-rating")) {
+      lastActionAt = Date.now();
+      // After a rating, move on to the next unit that still needs one.
+      var all = units();
+      var current = focused();
+      var index = all.indexOf(current);
+      var next = null;
+      for (var i = index + 1; i < all.length; i++) { if (!all[i].hasAttribute("data-rated")) { next = all[i]; break; } }
+      focusUnit(next || current || firstToDo());
+    } else {
+      focusUnit(focused() || firstToDo());
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!workspace()) { return; }
+    focusUnit(firstToDo());
+  });
+})();

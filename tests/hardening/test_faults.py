@@ -1,0 +1,109 @@
+"""Fault injection on the real services: PostgreSQL restarted and Redis stopped while labelers work.
+
+These tests stop and start the machine's own PostgreSQL and Redis (as `./run test` would start them), so they
+are marked `faults` and run last (tests/conftest.py orders them); they need root and `pg_ctlcluster`.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from annotate.models import Assignment, Completion, Membership, Problem, Rating, Role, Solution, Step
+
+pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
+
+REDIS_START = ["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",
+               "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"]
+
+
+def _need_root_and(tool: str) -> None:
+    if os.geteuid() != 0 or shutil.which(tool) is None:
+        pytest.skip(f"needs root and {tool} to control the local service")
+
+
+def _wait(check, seconds: float = 30) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError("service did not come back")
+
+
+def _pg(action: str) -> None:
+    version = sorted(os.listdir("/etc/postgresql"))[0]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action], check=True,
+                   capture_output=True)
+
+
+def _pg_ready() -> bool:
+    return subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"]).returncode == 0
+
+
+def _labeling_setup(campaign_factory, make_user, steps: int = 3):  # type: ignore[no-untyped-def]
+    campaign = campaign_factory("faults")
+    problem = Problem.objects.create(text="What is $1+1$?", answer="2")
+    solution = Solution.objects.create(campaign=campaign, problem=problem)
+    for index in range(steps):
+        Completion.objects.create(step=Step.objects.create(solution=solution, index=index), index=0,
+                                  text=f"step {index}")
+    user = make_user("lab", password="pw-Steplab-1")
+    Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+    return campaign, user
+
+
+def test_postgres_restart_fails_cleanly_then_recovers(client, campaign_factory, make_user) -> None:
+    _need_root_and("pg_ctlcluster")
+    from annotate.services.labeling import lease_next_solution, record_rating
+
+    campaign, user = _labeling_setup(campaign_factory, make_user)
+    assignment = lease_next_solution(campaign, user).assignment
+    record_rating(assignment.pk, user, step_index=0, rating=1)
+    client.raise_request_exception = False
+    try:
+        _pg("stop")
+        down = client.get("/healthz")
+        assert down.status_code == 500  # a clean server error, not a hang or a half-written row
+    finally:
+        _pg("start")
+        _wait(_pg_ready)
+        connection.close()  # this test process's connection died with the server
+    _wait(lambda: client.get("/healthz").status_code == 200)
+    record_rating(assignment.pk, user, step_index=1, rating=1)
+    ratings = dict(Rating.objects.filter(assignment=assignment).values_list("completion__step__index", "rating"))
+    assert ratings == {0: 1, 1: 1}
+    assert Assignment.objects.filter(solution__campaign=campaign).count() == 1
+
+
+def _redis_up() -> bool:
+    return subprocess.run(["redis-cli", "-p", "6379", "ping"], capture_output=True).returncode == 0
+
+
+def test_labeling_keeps_working_while_redis_is_down(client, campaign_factory, make_user) -> None:
+    _need_root_and("redis-server")
+    from annotate.services.labeling import lease_next_solution, record_rating
+
+    campaign, user = _labeling_setup(campaign_factory, make_user)
+    try:
+        subprocess.run(["redis-cli", "-p", "6379", "shutdown", "nosave"], capture_output=True)
+        _wait(lambda: not _redis_up())
+        # Login (its rate limiter fails open without the cache), the home page and the services still work.
+        response = client.post("/accounts/login/", {"username": "lab", "password": "pw-Steplab-1"})
+        assert response.status_code == 302
+        assert client.get("/").status_code == 200
+        assignment = lease_next_solution(campaign, user).assignment
+        for index in range(3):
+            record_rating(assignment.pk, user, step_index=index, rating=1)
+        assert Rating.objects.filter(assignment=assignment).count() == 3
+    finally:
+        Path("/var/lib/redis").mkdir(parents=True, exist_ok=True)
+        Path("/var/log/redis").mkdir(parents=True, exist_ok=True)
+        if not _redis_up():
+            subprocess.run(REDIS_START, check=True)
+        _wait(_redis_up)
