@@ -68,3 +68,21 @@ class RatingRevisionAdmin(admin.ModelAdmin):
 class StepDecisionAdmin(admin.ModelAdmin):
     list_display = ("id", "assignment", "step", "chosen_completion")
     raw_id_fields = ("assignment", "step")
+
+
+@admin.register(models.ImportJob)
+class ImportJobAdmin(admin.ModelAdmin):
+    list_display = ("id", "campaign", "kind", "original_name", "status", "imported", "rejected_count", "created_at")
+    list_filter = ("kind", "status")
+    readonly_fields = ("rejected", "created")
+
+
+@admin.register(models.ResolvedLabel)
+class ResolvedLabelAdmin(admin.ModelAdmin):
+    list_display = ("id", "solution", "step", "rating", "reviewer", "updated_at")
+    raw_id_fields = ("solution", "step", "reviewer")
+
+
+@admin.register(models.CampaignMetrics)
+class CampaignMetricsAdmin(admin.ModelAdmin):
+    list_display = ("campaign", "computed_at", "duration_ms")

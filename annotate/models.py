@@ -35,6 +35,14 @@ class Campaign(models.Model):
         default=60, help_text="How often Celery beat snapshots this campaign's labels (0 = never)."
     )
     is_active = models.BooleanField(default=True)
+    # Issue 4: labelers whose agreement with gold falls below this are flagged (and paused if asked).
+    quality_threshold = models.FloatField(
+        default=0.6, help_text="Gold first-error agreement below which a labeler is flagged (0–1)."
+    )
+    quality_min_items = models.PositiveIntegerField(
+        default=5, help_text="Gold items a labeler must have done before the threshold applies."
+    )
+    pause_below_threshold = models.BooleanField(default=False, help_text="Also pause flagged labelers.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -66,6 +74,8 @@ class Membership(models.Model):
     # Screening outcome for labelers: None = not yet decided.
     passed_screening = models.BooleanField(null=True, blank=True)
     is_paused = models.BooleanField(default=False, help_text="Paused labelers get no new work.")
+    # Issue 4: set when the labeler's agreement with gold fell below the campaign's quality threshold.
+    quality_flagged_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -225,6 +235,8 @@ class Assignment(models.Model):
             models.Index(fields=["lease_expires_at"], condition=Q(status="leased"), name="assignment_open_expiry_idx"),
             # Periodic exports: "changed since the last version".
             models.Index(fields=["updated_at"], name="assignment_updated_idx"),
+            # Campaign dashboard (issue 4): labels per hour over the last day.
+            models.Index(fields=["finished_at"], condition=Q(status="submitted"), name="assignment_finished_idx"),
         ]
 
     def __str__(self) -> str:
@@ -295,3 +307,93 @@ class StepDecision(models.Model):
         if isinstance(value, dict):
             return value.get("text")
         return value if isinstance(value, str) else None
+
+
+# --- Campaign admin and quality (issue 4) -----------------------------------------------------------------
+
+class ImportKind(models.TextChoices):
+    PROBLEMS = "problems", "Problems (MATH-style JSONL)"
+    SOLUTIONS = "solutions", "Solutions (generator samples JSONL)"
+    PRM800K = "prm800k", "PRM800K labels (JSONL)"
+
+
+class ImportJobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class ImportJob(models.Model):
+    """A browser upload run by a Celery worker through the same importer services as the commands."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="import_jobs")
+    kind = models.CharField(max_length=20, choices=ImportKind.choices)
+    file = models.FileField(upload_to="imports/%Y/%m/")
+    original_name = models.CharField(max_length=255)
+    skip_invalid = models.BooleanField(default=False)
+    split_rule = models.CharField(max_length=20, default="auto")
+    generation = models.IntegerField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=ImportJobStatus.choices, default=ImportJobStatus.QUEUED)
+    phase = models.CharField(max_length=20, blank=True)
+    progress = models.FloatField(default=0.0, help_text="0–1")
+    total_lines = models.PositiveIntegerField(default=0)
+    lines = models.PositiveIntegerField(default=0)
+    imported = models.PositiveIntegerField(default=0)
+    rejected_count = models.PositiveIntegerField(default=0)
+    rejected = models.JSONField(default=list, blank=True, help_text="[{line, field, message}] (first 1,000)")
+    created = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(progress__gte=0) & Q(progress__lte=1), name="importjob_progress_0_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} ({self.kind}, {self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (ImportJobStatus.SUCCEEDED, ImportJobStatus.FAILED)
+
+    @property
+    def percent(self) -> int:
+        return round(self.progress * 100)
+
+
+class ResolvedLabel(models.Model):
+    """A reviewer's adjudicated rating of one step, kept beside the labelers' raw ratings (never replacing them)."""
+
+    step = models.OneToOneField(Step, on_delete=models.CASCADE, related_name="resolved_label")
+    solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="resolved_labels")
+    rating = models.SmallIntegerField()
+    note = models.TextField(blank=True)
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(rating__in=[-1, 0, 1]), name="resolved_rating_range"),
+        ]
+
+    def __str__(self) -> str:
+        return f"resolved {self.rating} on step {self.step_id}"
+
+
+class CampaignMetrics(models.Model):
+    """Quality metrics too slow for a page view, precomputed by a Celery task (latest row per campaign)."""
+
+    campaign = models.OneToOneField(Campaign, on_delete=models.CASCADE, related_name="metrics")
+    data = models.JSONField(default=dict)
+    computed_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"metrics of {self.campaign_id} at {self.computed_at:%Y-%m-%d %H:%M}"

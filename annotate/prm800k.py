@@ -46,9 +46,11 @@ from .models import (
 from .services.importing import (
     ImportFailed,
     ImportReport,
+    ProgressCallback,
     RowError,
     bulk_insert,
     insert_rows,
+    refresh_planner_statistics,
     valid_rows,
     validate_file,
 )
@@ -336,18 +338,20 @@ def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, 
         created[name] = created.get(name, 0) + count
 
 
-def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False) -> ImportReport:
+def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False,
+                   progress: ProgressCallback | None = None) -> ImportReport:
     """Import a PRM800K JSONL file into ``campaign``; all or nothing unless ``skip_invalid``."""
     path = Path(path)
     report = ImportReport(file=str(path))
-    validate_file(path, parse_row, report)
+    validate_file(path, parse_row, report, progress)
     if report.rejected_count and not skip_invalid:
         raise ImportFailed(report)
     lookups = _Lookups()
     with transaction.atomic():
-        for batch in valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH):
+        for batch in valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, progress):
             _import_batch(campaign, [row for _, row in batch], lookups, report.created)
             report.imported += len(batch)
+    refresh_planner_statistics(Problem, Solution, Assignment, Step, Completion, Rating, StepDecision)
     return report
 
 
@@ -362,16 +366,28 @@ def _iso(value: datetime | None) -> str | None:
 def iter_prm800k_rows(assignments: Any, chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
     """Stream finished assignments as PRM800K rows, in constant memory (a few queries per chunk)."""
     last_pk = 0
-    base = assignments.order_by("pk").select_related("solution__problem", "labeler")
+    base = assignments.order_by("pk").select_related("solution")
+    problems: dict[int, Problem] = {}
+    usernames: dict[int, str] = {}
     while True:
         chunk = list(base.filter(pk__gt=last_pk)[:chunk_size])
         if not chunk:
             return
         last_pk = chunk[-1].pk
-        yield from _rows_for_chunk(chunk)
+        # Problems and labelers repeat across a chunk: load each once instead of once per row.
+        problem_ids = {a.solution.problem_id for a in chunk} - problems.keys()
+        problems.update(Problem.objects.in_bulk(problem_ids))
+        user_ids = {a.labeler_id for a in chunk if a.labeler_id} - usernames.keys()
+        usernames.update(get_user_model().objects.filter(pk__in=user_ids).values_list("pk", "username"))
+        for assignment in chunk:
+            assignment.solution.problem = problems[assignment.solution.problem_id]
+        yield from _rows_for_chunk(chunk, usernames)
+        if len(problems) > 50_000:  # bound the caches on huge campaigns
+            problems.clear()
+            usernames.clear()
 
 
-def _rows_for_chunk(chunk: list[Assignment]) -> Iterator[dict[str, Any]]:
+def _rows_for_chunk(chunk: list[Assignment], usernames: dict[int, str]) -> Iterator[dict[str, Any]]:
     solution_ids = {a.solution_id for a in chunk}
     steps_by_solution: dict[int, list[int]] = defaultdict(list)
     for step_id, solution_id in Step.objects.filter(solution_id__in=solution_ids).order_by(
@@ -397,12 +413,13 @@ def _rows_for_chunk(chunk: list[Assignment]) -> Iterator[dict[str, Any]]:
     rated_completions = {key[1] for key in ratings}
     for assignment in chunk:
         yield _row(assignment, steps_by_solution[assignment.solution_id], completions_by_step, ratings, decisions,
-                   rated_completions)
+                   rated_completions, usernames)
 
 
 def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[int, list[tuple[int, str]]],
          ratings: dict[tuple[int, int], tuple[int | None, bool | None]],
-         decisions: dict[tuple[int, int], tuple[int | None, Any]], rated_completions: set[int]) -> dict[str, Any]:
+         decisions: dict[tuple[int, int], tuple[int | None, Any]], rated_completions: set[int],
+         usernames: dict[int, str]) -> dict[str, Any]:
     solution = assignment.solution
     extra = solution.source_extra or {}
     label_steps = []
@@ -431,7 +448,7 @@ def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[
     if assignment.source_extra.get("timestamp_null"):
         timestamp = None
     row: dict[str, Any] = {
-        "labeler": assignment.labeler.username if assignment.labeler else None,
+        "labeler": usernames.get(assignment.labeler_id) if assignment.labeler_id else None,
         "timestamp": timestamp,
         "generation": solution.generation,
         "is_quality_control_question": solution.is_quality_control,

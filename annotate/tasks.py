@@ -17,3 +17,32 @@ def ping_database(campaign_slug: str) -> dict[str, int]:
     from .models import Solution
 
     return {"solutions": Solution.objects.filter(campaign__slug=campaign_slug).count()}
+
+
+@shared_task(name="annotate.run_import_job")
+def run_import_job_task(job_id: int) -> str | None:
+    """A browser upload (issue 4); the service claims the job once, so a redelivery does nothing."""
+    from .services.campaigns import run_import_job
+
+    job = run_import_job(job_id)
+    return job.status if job else None
+
+
+@shared_task(name="annotate.compute_campaign_metrics")
+def compute_campaign_metrics_task(campaign_id: int) -> int:
+    """Precompute a campaign's quality metrics (too slow for a page view) and flag low-quality labelers."""
+    from .models import Campaign
+    from .services.agreement import compute_campaign_metrics
+
+    return compute_campaign_metrics(Campaign.objects.get(pk=campaign_id)).duration_ms
+
+
+@shared_task(name="annotate.compute_all_campaign_metrics")
+def compute_all_campaign_metrics_task() -> int:
+    """Beat: refresh the metrics of every active campaign, one task each."""
+    from .models import Campaign
+
+    ids = list(Campaign.objects.filter(is_active=True).values_list("pk", flat=True))
+    for campaign_id in ids:
+        compute_campaign_metrics_task.delay(campaign_id)
+    return len(ids)

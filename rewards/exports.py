@@ -30,10 +30,12 @@ from django.db.models import QuerySet
 
 from annotate.models import Assignment, AssignmentStatus, Campaign, Completion, FinishReason, Rating, Step, StepDecision
 from annotate.prm800k import iter_prm800k_rows
+from annotate.services.adjudication import resolved_step_ratings
 
 FORMATS = ("prm800k", "trl-stepwise", "outcome")
 NEUTRAL_POLICIES = ("positive", "negative", "exclude")
 LABELED_REASONS = (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
+LABEL_SOURCES = ("raw", "resolved")
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,14 @@ class ExportOptions:
     include_qc: bool = False
     finish_reasons: tuple[str, ...] = tuple(LABELED_REASONS)
     generations: tuple[int, ...] | None = None
+    # "raw": every labeler's own ratings; "resolved": adjudicated solutions as one row of resolved labels.
+    labels: str = "raw"
 
     def __post_init__(self) -> None:
         if self.neutral not in NEUTRAL_POLICIES:
             raise ValueError(f"neutral must be one of {', '.join(NEUTRAL_POLICIES)}, got {self.neutral!r}")
+        if self.labels not in LABEL_SOURCES:
+            raise ValueError(f"labels must be one of {', '.join(LABEL_SOURCES)}, got {self.labels!r}")
         if not 0 <= self.test_fraction < 1:
             raise ValueError("test_fraction must be in [0, 1)")
 
@@ -79,6 +85,7 @@ def iter_stepwise_rows(assignments: QuerySet[Assignment], options: ExportOptions
                        chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
     last_pk = 0
     base = assignments.order_by("pk").select_related("solution__problem")
+    resolved_done: set[int] = set()
     while True:
         chunk = list(base.filter(pk__gt=last_pk)[:chunk_size])
         if not chunk:
@@ -98,10 +105,48 @@ def iter_stepwise_rows(assignments: QuerySet[Assignment], options: ExportOptions
             "assignment_id", "completion_id", "rating")}
         decisions = {(a, s): (c, h) for a, s, c, h in StepDecision.objects.filter(assignment_id__in=ids).values_list(
             "assignment_id", "step_id", "chosen_completion", "human_completion")}
+        resolved = resolved_step_ratings(solution_ids) if options.labels == "resolved" else {}
         for assignment in chunk:
+            if assignment.solution_id in resolved:  # adjudicated: one row of resolved labels per solution
+                if assignment.solution_id not in resolved_done:
+                    resolved_done.add(assignment.solution_id)
+                    row = _resolved_row(assignment, steps[assignment.solution_id], texts,
+                                        resolved[assignment.solution_id], options)
+                    if row is not None:
+                        yield row
+                continue
             row = _stepwise_row(assignment, steps[assignment.solution_id], texts, ratings, decisions, options)
             if row is not None:
                 yield row
+
+
+def _resolved_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
+                  resolved: dict[int, int], options: ExportOptions) -> dict[str, Any] | None:
+    """A TRL row from a solution's resolved labels (issue 4): steps in order until one lacks a label or is −1."""
+    completions: list[str] = []
+    labels: list[bool] = []
+    raw: list[int] = []
+    for position, step_id in enumerate(step_ids):
+        rating, entry = resolved.get(position), texts.get((step_id, 0))
+        if rating is None or entry is None:
+            break
+        label = _label_for(rating, options.neutral)
+        if label is not None:
+            completions.append(entry[1])
+            labels.append(label)
+            raw.append(rating)
+        if rating == -1:
+            break
+    if not completions:
+        return None
+    problem = assignment.solution.problem
+    return {
+        "prompt": problem.text, "completions": completions, "labels": labels, "ratings": raw,
+        "split": split_of(problem.text_sha256, options.seed, options.test_fraction),
+        "problem_id": problem.source_id or problem.text_sha256[:16],
+        "solution_id": assignment.solution_id,
+        "assignment_id": None,  # resolved labels belong to no single labeling
+    }
 
 
 def _stepwise_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
@@ -182,6 +227,8 @@ def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
 
 def iter_format_rows(campaign: Campaign, fmt: str, options: ExportOptions) -> Iterator[dict[str, Any]]:
     if fmt == "prm800k":
+        if options.labels != "raw":
+            raise ValueError("prm800k is the lossless raw format: labels='resolved' applies to trl-stepwise")
         return iter_prm800k_rows(labeled_assignments(campaign, options, all_finished=True))
     if fmt == "trl-stepwise":
         return iter_stepwise_rows(labeled_assignments(campaign, options), options)

@@ -90,11 +90,19 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
 
 T = TypeVar("T")
 
+# Optional progress hook of every importer: called with (phase, line number) every PROGRESS_EVERY lines;
+# phases are "validate" (first pass), "check" (solutions: problem lookups) and "import" (the writing pass).
+ProgressCallback = Callable[[str, int], None]
+PROGRESS_EVERY = 500
 
-def validate_file(path: Path, parse: Callable[[Any], T], report: ImportReport) -> int:
+
+def validate_file(path: Path, parse: Callable[[Any], T], report: ImportReport,
+                  progress: ProgressCallback | None = None) -> int:
     """First pass: count lines and collect errors without keeping rows in memory."""
     valid = 0
     for number, value in iter_json_lines(path):
+        if progress is not None and number % PROGRESS_EVERY == 0:
+            progress("validate", number)
         report.lines += 1
         if isinstance(value, RowError):
             report.reject(number, value)
@@ -108,10 +116,13 @@ def validate_file(path: Path, parse: Callable[[Any], T], report: ImportReport) -
     return valid
 
 
-def valid_rows(path: Path, parse: Callable[[Any], T], batch_size: int) -> Iterator[list[tuple[int, T]]]:
+def valid_rows(path: Path, parse: Callable[[Any], T], batch_size: int, progress: ProgressCallback | None = None,
+               phase: str = "import") -> Iterator[list[tuple[int, T]]]:
     """Second pass: parsed valid rows in batches."""
     batch: list[tuple[int, T]] = []
     for number, value in iter_json_lines(path):
+        if progress is not None and number % PROGRESS_EVERY == 0:
+            progress(phase, number)
         if isinstance(value, RowError):
             continue
         try:
@@ -212,6 +223,17 @@ def insert_rows(model: type[models.Model], fields: list[str], rows: list[tuple[A
                                 for i, v in enumerate(row))
                 copy.write_row((new_id, *row, *filler))
     return ids
+
+
+def refresh_planner_statistics(*model_classes: type[models.Model]) -> None:
+    """ANALYZE the tables a bulk import filled. Without fresh statistics PostgreSQL plans the next queries for
+    the old (often empty) tables and picks sequential scans: measured, an export after a 1M-rating import ran
+    200x slower per chunk until autovacuum caught up."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for model in model_classes:
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
 
 
 def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:

@@ -13,7 +13,8 @@ from ..grading import answers_match
 from ..models import Campaign, Completion, Problem, Solution, Step, text_digest
 from ..prm800k import content_digest
 from ..steps import SPLIT_RULES, answer_from_steps, split_solution
-from .importing import ImportFailed, ImportReport, RowError, bulk_insert, valid_rows, validate_file
+from .importing import (ImportFailed, ImportReport, ProgressCallback, RowError, bulk_insert, refresh_planner_statistics, valid_rows,
+                        validate_file)
 
 LEVEL = re.compile(r"^(?:Level\s*)?(\d+)$", re.IGNORECASE)
 
@@ -58,16 +59,17 @@ def parse_problem(obj: Any) -> ProblemRow:
     )
 
 
-def import_problems(path: Path | str, *, skip_invalid: bool = False) -> ImportReport:
+def import_problems(path: Path | str, *, skip_invalid: bool = False,
+                    progress: ProgressCallback | None = None) -> ImportReport:
     """Create or update problems (matched on ``unique_id``, else on the problem text)."""
     path = Path(path)
     report = ImportReport(file=str(path))
-    validate_file(path, parse_problem, report)
+    validate_file(path, parse_problem, report, progress)
     if report.rejected_count and not skip_invalid:
         raise ImportFailed(report)
     created = updated = 0
     with transaction.atomic():
-        for batch in valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH):
+        for batch in valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH, progress):
             rows = [row for _, row in batch]
             by_source = {p.source_id: p for p in Problem.objects.filter(
                 source_id__in=[r.source_id for r in rows if r.source_id])}
@@ -195,15 +197,16 @@ def _problem_key(row: SolutionRow) -> str:
 
 
 def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False,
-                     split_rule: str = "auto", generation: int | None = None) -> ImportReport:
+                     split_rule: str = "auto", generation: int | None = None,
+                     progress: ProgressCallback | None = None) -> ImportReport:
     """Import generator samples into a campaign, split into steps and graded against the ground truth."""
     path = Path(path)
     parse = make_solution_parser(split_rule)
     report = ImportReport(file=str(path))
-    validate_file(path, parse, report)
+    validate_file(path, parse, report, progress)
     # Unknown problems are row errors too: check them in a second, batched pass.
     unknown: list[tuple[int, RowError]] = []
-    for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH):
+    for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress, "check"):
         problems = _resolve_problems([row for _, row in batch])
         for number, row in batch:
             if _problem_key(row) not in problems:
@@ -217,7 +220,7 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
     bad_lines = {number for number, _ in unknown}
     counts = {"solutions": 0, "steps": 0, "graded_correct": 0, "graded_wrong": 0, "ungraded": 0}
     with transaction.atomic():
-        for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH):
+        for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress):
             batch = [(n, r) for n, r in batch if n not in bad_lines]
             problems = _resolve_problems([row for _, row in batch])
             solutions = []
@@ -249,5 +252,6 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
             counts["solutions"] += len(solutions)
             counts["steps"] += len(steps)
             report.imported += len(batch)
+    refresh_planner_statistics(Solution, Step, Completion)
     report.created = counts
     return report

@@ -1,5 +1,18 @@
+"""Reward-model pages, mounted at /models/."""
 from django.urls import path
+
+from . import views
 
 app_name = "jobs"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("jobs/new/", views.job_new, name="job_new"),
+    path("jobs/<int:pk>/", views.job_detail, name="job"),
+    path("jobs/<int:pk>/progress/", views.job_progress, name="job_progress"),
+    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
+    path("dashboard/", views.dashboard, name="dashboard"),
+    path("dashboard/figures/<str:name>.<str:fmt>", views.figure, name="figure"),
+    path("dashboard/<slug:slug>/", views.dashboard, name="campaign_dashboard"),
+    path("dashboard/<slug:slug>/figures/<str:name>.<str:fmt>", views.figure, name="campaign_figure"),
+]

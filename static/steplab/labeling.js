@@ -2,6 +2,8 @@
 // visible errors. Every rating still goes through the server (hx-post); nothing here decides a rule.
 (function () {
   "use strict";
+  // Swapped rows must take the next click at once: htmx wires new buttons up when it settles.
+  if (window.htmx) { window.htmx.config.defaultSettleDelay = 0; }
 
   var KEY_RATINGS = { "1": "-1", "-": "-1", "2": "0", "0": "0", "3": "1", "+": "1", "=": "1" };
   var focusKey = null; // "step:completion" of the focused unit, kept across swaps
@@ -76,37 +78,61 @@
     if (dialog.open) { dialog.close(); } else { dialog.showModal(); }
   }
 
-  document.addEventListener("keydown", function (event) {
-    if (!workspace() || event.ctrlKey || event.metaKey || event.altKey || isTyping(event.target)) { return; }
-    var key = event.key;
-    if (key === "?") { event.preventDefault(); toggleHelp(); return; }
-    var dialog = document.getElementById("shortcuts");
-    if (dialog && dialog.open) { return; }
+  // Keys pressed while a row request is in flight wait for its swap, so fast typing never hits stale buttons.
+  var pending = 0;
+  var queue = [];
+
+  function isRowRequest(elt) {
+    return !!(elt && elt.matches && elt.matches("[data-rating], [data-flag], [data-choose], form.write-own"));
+  }
+
+  function handleKey(key) {
     var unit = focused() || firstToDo();
+    if (unit && unit.querySelector("button[data-rating]:disabled") && firstToDo()) { unit = firstToDo(); }
     if (KEY_RATINGS.hasOwnProperty(key)) {
-      if (!unit) { return; }
-      event.preventDefault();
-      focusUnit(unit);
-      clickIfEnabled(unit.querySelector('button[data-rating="' + KEY_RATINGS[key] + '"]'));
+      if (unit) { focusUnit(unit); clickIfEnabled(unit.querySelector('button[data-rating="' + KEY_RATINGS[key] + '"]')); }
     } else if (key === "j" || key === "ArrowDown") {
-      event.preventDefault(); move(1);
+      move(1);
     } else if (key === "k" || key === "ArrowUp") {
-      event.preventDefault(); move(-1);
+      move(-1);
     } else if (key === "f") {
-      if (!unit) { return; }
-      event.preventDefault(); focusUnit(unit); clickIfEnabled(unit.querySelector("button[data-flag]"));
+      if (unit) { focusUnit(unit); clickIfEnabled(unit.querySelector("button[data-flag]")); }
     } else if (key === "c") {
-      if (!unit) { return; }
-      event.preventDefault(); clickIfEnabled(unit.querySelector("button[data-choose]"));
+      if (unit) { clickIfEnabled(unit.querySelector("button[data-choose]")); }
     } else if (key === "Enter") {
       var next = document.querySelector('[data-action="next"]');
       if (!next) { return; }
-      event.preventDefault();
       if (next.getAttribute("aria-disabled") === "true") {
         showAlert("Not finished yet: rate every step (or give a −1) before going to the next solution.");
         return;
       }
       next.click();
+    }
+  }
+
+  function drain() {
+    while (queue.length && pending === 0) { handleKey(queue.shift()); }
+  }
+
+  var HANDLED_KEYS = /^([-+=0-3jkfc]|ArrowDown|ArrowUp|Enter)$/;
+  document.addEventListener("keydown", function (event) {
+    if (!workspace() || event.ctrlKey || event.metaKey || event.altKey || isTyping(event.target)) { return; }
+    if (event.key === "?") { event.preventDefault(); toggleHelp(); return; }
+    var dialog = document.getElementById("shortcuts");
+    if ((dialog && dialog.open) || !HANDLED_KEYS.test(event.key)) { return; }
+    event.preventDefault();
+    if (pending > 0) { queue.push(event.key); return; }
+    handleKey(event.key);
+  });
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (isRowRequest(event.detail.elt)) { pending += 1; }
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var config = event.detail.requestConfig;
+    if (isRowRequest(config ? config.elt : event.detail.elt)) {
+      pending = Math.max(0, pending - 1);
+      if (pending === 0) { setTimeout(drain, 0); }
     }
   });
 
@@ -148,22 +174,36 @@
       "everything saved before is kept.");
   });
 
+  // One request can swap several rows (the rated one and, out of band, the next): act once per request.
+  var handled = typeof WeakSet === "function" ? new WeakSet() : null;
   document.addEventListener("htmx:afterSwap", function (event) {
     var elt = event.detail.elt;
-    var requester = event.detail.requestConfig ? event.detail.requestConfig.elt : null;
+    var xhr = event.detail.xhr;
     if (!elt || !elt.matches || !elt.matches(".step-row")) { return; }
+    if (handled && xhr) { if (handled.has(xhr)) { return; } handled.add(xhr); }
+    var requester = event.detail.requestConfig ? event.detail.requestConfig.elt : null;
+    var all = units();
+    var current = focused();
     if (requester && requester.hasAttribute && requester.hasAttribute("data-rating")) {
       lastActionAt = Date.now();
-      // After a rating, move on to the next unit that still needs one.
-      var all = units();
-      var current = focused();
+      // After a rating, move on to the next unit that still needs one and can take it.
       var index = all.indexOf(current);
       var next = null;
-      for (var i = index + 1; i < all.length; i++) { if (!all[i].hasAttribute("data-rated")) { next = all[i]; break; } }
+      for (var i = index + 1; i < all.length; i++) {
+        if (!all[i].hasAttribute("data-rated") && !all[i].querySelector("button[data-rating]:disabled")) {
+          next = all[i]; break;
+        }
+      }
       focusUnit(next || current || firstToDo());
     } else {
-      focusUnit(focused() || firstToDo());
+      focusUnit(current || firstToDo());
     }
+  });
+
+  // htmx's settle step resets swapped rows' class attributes: put the focus ring back afterwards.
+  document.addEventListener("htmx:afterSettle", function () {
+    var unit = focused();
+    if (unit && !unit.classList.contains("is-focused")) { unit.classList.add("is-focused"); }
   });
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -1,0 +1,331 @@
+"""Campaign administration: who may manage what, settings, members, progress, browser imports.
+
+The dashboard's figures here run a fixed number of aggregate queries whatever the campaign's size; the
+slow quality metrics live in ``agreement`` and are precomputed by a Celery task.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.files.uploadedfile import UploadedFile
+from django.db import connection, transaction
+from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from ..models import (
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    FinishReason,
+    ImportJob,
+    ImportJobStatus,
+    ImportKind,
+    Membership,
+    Role,
+)
+from ..steps import SPLIT_RULES
+
+
+class CampaignAdminError(Exception):
+    """A bad admin request; ``field`` names the input at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+
+
+# --- permissions ---------------------------------------------------------------------------------------------
+
+def can_manage(user: AbstractBaseUser | AnonymousUser, campaign: Campaign) -> bool:
+    """Staff, or an active admin member of this campaign."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if user.is_staff:
+        return True
+    return Membership.objects.filter(campaign=campaign, user=user, role=Role.ADMIN, is_active=True).exists()
+
+
+def managed_campaigns(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Campaign]:
+    if not user.is_authenticated:
+        return Campaign.objects.none()
+    if user.is_staff:
+        return Campaign.objects.all()
+    return Campaign.objects.filter(memberships__user=user, memberships__role=Role.ADMIN,
+                                   memberships__is_active=True).distinct()
+
+
+def can_manage_any(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(user.is_authenticated and user.is_active and (user.is_staff or managed_campaigns(user).exists()))
+
+
+# --- campaign settings ---------------------------------------------------------------------------------------
+
+CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
+                   "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
+                   "pause_below_threshold")
+
+
+@transaction.atomic
+def create_campaign(*, creator: AbstractBaseUser, **fields: Any) -> Campaign:
+    """A new campaign; its creator becomes an admin member so they can manage it without staff rights."""
+    if Campaign.objects.filter(slug=fields.get("slug")).exists():
+        raise CampaignAdminError("slug", f"a campaign {fields.get('slug')!r} already exists")
+    campaign = Campaign.objects.create(**{k: v for k, v in fields.items() if k in CAMPAIGN_FIELDS})
+    Membership.objects.create(campaign=campaign, user=creator, role=Role.ADMIN)
+    return campaign
+
+
+def update_campaign(campaign: Campaign, **fields: Any) -> Campaign:
+    for key, value in fields.items():
+        if key not in CAMPAIGN_FIELDS:
+            raise CampaignAdminError(key, "is not a campaign setting")
+        setattr(campaign, key, value)
+    campaign.save()
+    return campaign
+
+
+def set_archived(campaign: Campaign, archived: bool) -> Campaign:
+    """Archiving hides the campaign from labelers; nothing is deleted and it can be restored."""
+    Campaign.objects.filter(pk=campaign.pk).update(is_active=not archived, updated_at=timezone.now())
+    campaign.is_active = not archived
+    return campaign
+
+
+# --- members -------------------------------------------------------------------------------------------------
+
+@transaction.atomic
+def add_member(campaign: Campaign, username: str, role: str) -> Membership:
+    """Add a user with a role, or reactivate and re-role an existing membership."""
+    if role not in Role.values:
+        raise CampaignAdminError("role", f"must be one of {', '.join(Role.values)}, got {role!r}")
+    user = get_user_model().objects.filter(username=username.strip()).first()
+    if user is None:
+        raise CampaignAdminError("username", f"no user named {username!r}")
+    membership, created = Membership.objects.select_for_update().get_or_create(
+        campaign=campaign, user=user, defaults={"role": role})
+    if not created:
+        membership.role, membership.is_active = role, True
+        membership.save(update_fields=["role", "is_active"])
+    return membership
+
+
+def set_member_state(membership: Membership, *, is_active: bool | None = None, is_paused: bool | None = None) -> Membership:
+    changes = {}
+    if is_active is not None:
+        changes["is_active"] = is_active
+    if is_paused is not None:
+        changes["is_paused"] = is_paused
+        if not is_paused:
+            changes["quality_flagged_at"] = None  # the admin has looked at it
+    Membership.objects.filter(pk=membership.pk).update(**changes)
+    for key, value in changes.items():
+        setattr(membership, key, value)
+    return membership
+
+
+# --- progress ------------------------------------------------------------------------------------------------
+
+@dataclass
+class GenerationProgress:
+    generation: int | None
+    total: int = 0
+    todo: int = 0
+    in_progress: int = 0
+    done: int = 0
+    qc: int = 0
+
+
+@dataclass
+class CampaignProgress:
+    generations: list[GenerationProgress]
+    totals: GenerationProgress
+    finish_reasons: dict[str, int]
+    labelings_last_24h: int
+    labelings_per_hour: list[tuple[datetime, int]] = field(default_factory=list)
+
+    @property
+    def per_hour_24h(self) -> float:
+        return self.labelings_last_24h / 24
+
+
+_PROGRESS_SQL = """
+WITH per_solution AS (
+    SELECT a.solution_id,
+           count(*) FILTER (WHERE a.status = 'submitted' AND NOT a.is_gold) AS submitted,
+           count(*) FILTER (WHERE a.status = 'leased') AS open
+    FROM annotate_assignment a JOIN annotate_solution s2 ON s2.id = a.solution_id
+    WHERE s2.campaign_id = %(campaign)s
+    GROUP BY a.solution_id
+)
+SELECT s.generation,
+       count(*) AS total,
+       count(*) FILTER (WHERE s.is_quality_control OR s.is_screening) AS qc,
+       count(*) FILTER (WHERE NOT (s.is_quality_control OR s.is_screening)
+                        AND coalesce(p.submitted, 0) >= %(overlap)s) AS done,
+       count(*) FILTER (WHERE NOT (s.is_quality_control OR s.is_screening)
+                        AND coalesce(p.submitted, 0) < %(overlap)s
+                        AND (coalesce(p.open, 0) > 0 OR coalesce(p.submitted, 0) > 0)) AS in_progress
+FROM annotate_solution s LEFT JOIN per_solution p ON p.solution_id = s.id
+WHERE s.campaign_id = %(campaign)s
+GROUP BY s.generation
+ORDER BY s.generation NULLS LAST
+"""
+
+
+def campaign_progress(campaign: Campaign, *, now: datetime | None = None) -> CampaignProgress:
+    """Solutions total / to do / in progress / done / QC by generation, finish reasons, labelings per hour.
+
+    A regular solution is done once it has ``overlap`` finished labelings; QC and screening solutions are
+    counted apart (every labeler sees them). Three queries, whatever the campaign's size.
+    """
+    now = now or timezone.now()
+    generations: list[GenerationProgress] = []
+    with connection.cursor() as cursor:
+        cursor.execute(_PROGRESS_SQL, {"campaign": campaign.pk, "overlap": campaign.overlap})
+        for generation, total, qc, done, in_progress in cursor.fetchall():
+            generations.append(GenerationProgress(generation, total, total - qc - done - in_progress,
+                                                  in_progress, done, qc))
+    totals = GenerationProgress(None)
+    for row in generations:
+        for key in ("total", "todo", "in_progress", "done", "qc"):
+            setattr(totals, key, getattr(totals, key) + getattr(row, key))
+    finished = Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED,
+                                         is_gold=False)
+    reasons = {reason: 0 for reason in FinishReason.values}
+    for reason, count in finished.values_list("finish_reason").annotate(n=Count("id")).order_by():
+        reasons[reason] = count
+    since = now - timedelta(hours=24)
+    hourly = list(finished.filter(finished_at__gte=since).annotate(hour=TruncHour("finished_at"))
+                  .values_list("hour").annotate(n=Count("id")).order_by("hour"))
+    return CampaignProgress(generations, totals, reasons, sum(n for _, n in hourly), hourly)
+
+
+def member_summaries(campaign: Campaign) -> list[dict[str, Any]]:
+    """Members with their finished labelings and open leases (one query)."""
+    done = Count("user__assignments", filter=Q(user__assignments__solution__campaign=campaign,
+                                                user__assignments__status=AssignmentStatus.SUBMITTED))
+    open_ = Count("user__assignments", filter=Q(user__assignments__solution__campaign=campaign,
+                                                 user__assignments__status=AssignmentStatus.LEASED))
+    rows = (Membership.objects.filter(campaign=campaign).select_related("user")
+            .annotate(done=done, open=open_).order_by("role", "user__username"))
+    return list(rows)
+
+
+# --- browser imports -----------------------------------------------------------------------------------------
+
+PHASE_SPAN = {  # where each importer pass sits on the 0–1 progress bar
+    "validate": (0.0, 0.45),
+    "check": (0.45, 0.55),
+    "import": (0.55, 1.0),
+}
+
+
+def count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(1 for _ in handle)
+
+
+@transaction.atomic
+def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, user: AbstractBaseUser,
+                      skip_invalid: bool = False, split_rule: str = "auto",
+                      generation: int | None = None) -> ImportJob:
+    """Store the upload and queue the import (the task is sent once the job row is committed)."""
+    if kind not in ImportKind.values:
+        raise CampaignAdminError("kind", f"must be one of {', '.join(ImportKind.values)}, got {kind!r}")
+    if split_rule not in SPLIT_RULES:
+        raise CampaignAdminError("split_rule", f"must be one of {', '.join(SPLIT_RULES)}")
+    if not upload.size:
+        raise CampaignAdminError("file", "is empty")
+    job = ImportJob(campaign=campaign, kind=kind, original_name=upload.name or "upload.jsonl",
+                    skip_invalid=skip_invalid, split_rule=split_rule, generation=generation, created_by=user)
+    job.file.save(Path(upload.name or "upload.jsonl").name, upload, save=False)
+    job.save()
+    from ..tasks import run_import_job_task
+
+    transaction.on_commit(lambda: run_import_job_task.delay(job.pk))
+    return job
+
+
+def _claim_job(job_id: int) -> ImportJob | None:
+    """Move a queued job to running exactly once (a redelivered task finds it taken)."""
+    now = timezone.now()
+    claimed = ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.QUEUED).update(
+        status=ImportJobStatus.RUNNING, started_at=now)
+    return ImportJob.objects.select_related("campaign").get(pk=job_id) if claimed else None
+
+
+def run_import_job(job_id: int) -> ImportJob | None:
+    """Run an uploaded import through the same services (and validation) as the management commands."""
+    from ..prm800k import import_prm800k
+    from .importing import ImportFailed, ImportReport
+    from .problems import import_problems, import_solutions
+
+    job = _claim_job(job_id)
+    if job is None:
+        return None
+    path = Path(job.file.path)
+    total = max(count_lines(path), 1)
+    ImportJob.objects.filter(pk=job.pk).update(total_lines=total)
+    last = {"value": 0.0}
+
+    def progress(phase: str, line: int) -> None:
+        start, end = PHASE_SPAN.get(phase, (0.0, 1.0))
+        value = min(1.0, start + (end - start) * min(line, total) / total)
+        if value - last["value"] >= 0.01:
+            last["value"] = value
+            _write_progress(job.pk, phase, value)
+
+    report: ImportReport
+    status, error = ImportJobStatus.SUCCEEDED, ""
+    try:
+        if job.kind == ImportKind.PROBLEMS:
+            report = import_problems(path, skip_invalid=job.skip_invalid, progress=progress)
+        elif job.kind == ImportKind.SOLUTIONS:
+            report = import_solutions(path, job.campaign, skip_invalid=job.skip_invalid, split_rule=job.split_rule,
+                                      generation=job.generation, progress=progress)
+        else:
+            report = import_prm800k(path, job.campaign, skip_invalid=job.skip_invalid, progress=progress)
+    except ImportFailed as failed:
+        report, status = failed.report, ImportJobStatus.FAILED
+        error = (f"{report.rejected_count} invalid line(s); nothing was imported "
+                 "(tick “skip invalid lines” to import the valid ones)")
+    except Exception as exc:  # noqa: BLE001 — the job must record any failure, the worker keeps running
+        report, status, error = ImportReport(file=job.original_name), ImportJobStatus.FAILED, f"{type(exc).__name__}: {exc}"
+    ImportJob.objects.filter(pk=job.pk).update(
+        status=status, error=error, progress=1.0, phase="done", lines=report.lines, imported=report.imported,
+        rejected_count=report.rejected_count, created=report.created, finished_at=timezone.now(),
+        rejected=[{"line": r.line, "field": r.field, "message": r.message} for r in report.rejected],
+    )
+    _close_progress_connection()
+    job.refresh_from_db()
+    return job
+
+
+PROGRESS_ALIAS = "import_progress"
+
+
+def _close_progress_connection() -> None:
+    from django.db import connections
+
+    if PROGRESS_ALIAS in connections.settings:
+        connections[PROGRESS_ALIAS].close()
+
+
+def _write_progress(job_id: int, phase: str, value: float) -> None:
+    """Progress goes through a second database connection so pollers see it while the import's
+    transaction is still open."""
+    from django.db import connections
+
+    alias = PROGRESS_ALIAS
+    if alias not in connections.settings:
+        connections.settings[alias] = {**connections.settings["default"]}
+    with connections[alias].cursor() as cursor:
+        cursor.execute(f"UPDATE {ImportJob._meta.db_table} SET progress = %s, phase = %s WHERE id = %s",
+                       [value, phase, job_id])

@@ -1,0 +1,280 @@
+"""The campaign admin workspace under /manage/: thin views over ``annotate.services.campaigns``,
+``agreement`` and ``adjudication``.
+
+Only staff and the campaign's active admin members get in; everyone else signed in gets 403, and
+anonymous visitors are sent to the login page.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.signals import user_logged_in
+from django.contrib.auth.views import redirect_to_login
+from django.dispatch import receiver
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from . import forms_manage as forms
+from .models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, ImportJob, Membership, Solution
+from .services import adjudication, campaigns
+from .services.campaigns import CampaignAdminError
+from .views import math_source, render_markdown
+
+View = Callable[..., HttpResponse]
+
+
+@receiver(user_logged_in)
+def remember_manager(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+    """Mark campaign admins' sessions at login so the nav shows "Manage" without a query on every page."""
+    if request is not None and hasattr(request, "session"):
+        request.session["steplab_manager"] = campaigns.can_manage_any(user)
+
+
+def manager_required(view: View) -> View:
+    """Any page of the workspace not tied to one campaign: staff or an admin of some campaign."""
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not campaigns.can_manage_any(request.user):
+            raise PermissionDenied("only staff and campaign admins can manage campaigns")
+        return view(request, *args, **kwargs)
+    return wrapper
+
+
+def campaign_admin_required(view: View) -> View:
+    """A campaign's page: staff or that campaign's admin; the campaign is passed in place of its slug."""
+    @wraps(view)
+    def wrapper(request: HttpRequest, slug: str, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        campaign = get_object_or_404(Campaign, slug=slug)
+        if not campaigns.can_manage(request.user, campaign):
+            raise PermissionDenied(f"you are not an admin of campaign {slug}")
+        return view(request, campaign, *args, **kwargs)
+    return wrapper
+
+
+def _form_errors(form: Any) -> str:
+    return "; ".join(f"{error}" for errors in form.errors.values() for error in errors)
+
+
+# --- campaigns ------------------------------------------------------------------------------------------------
+
+@manager_required
+def index(request: HttpRequest) -> HttpResponse:
+    rows = campaigns.managed_campaigns(request.user).annotate(
+        n_solutions=Count("solutions", distinct=True),
+        n_members=Count("memberships", filter=Q(memberships__is_active=True), distinct=True)).order_by(
+        "-is_active", "name")
+    return render(request, "annotate/manage/index.html", {"campaigns": rows})
+
+
+@manager_required
+@require_http_methods(["GET", "POST"])
+def campaign_new(request: HttpRequest) -> HttpResponse:
+    form = forms.CampaignForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            campaign = campaigns.create_campaign(creator=request.user, **form.cleaned_data)
+        except CampaignAdminError as error:
+            form.add_error(error.field if error.field in form.fields else None, error.message)
+        else:
+            messages.success(request, f"Campaign {campaign.slug} created.")
+            return redirect("manage:dashboard", slug=campaign.slug)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "annotate/manage/campaign_form.html", {"form": form, "campaign": None}, status=status)
+
+
+@campaign_admin_required
+@require_http_methods(["GET", "POST"])
+def campaign_edit(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    form = forms.CampaignForm(request.POST or None, instance=campaign)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        messages.success(request, "Settings saved.")
+        return redirect("manage:dashboard", slug=campaign.slug)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "annotate/manage/campaign_form.html", {
+        "form": form, "campaign": campaign, "instructions_html": render_markdown(campaign.instructions)},
+        status=status)
+
+
+@campaign_admin_required
+@require_POST
+def campaign_archive(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    archived = request.POST.get("archived", "1") != "0"
+    campaigns.set_archived(campaign, archived)
+    messages.success(request, f"Campaign {'archived' if archived else 'restored'}.")
+    return redirect("manage:dashboard", slug=campaign.slug)
+
+
+@campaign_admin_required
+def dashboard(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    """Fixed number of queries whatever the size: progress aggregates plus the precomputed metrics."""
+    metrics = CampaignMetrics.objects.filter(campaign=campaign).first()
+    flagged = Membership.objects.filter(campaign=campaign, quality_flagged_at__isnull=False).count()
+    imports = list(ImportJob.objects.filter(campaign=campaign)[:5])
+    return render(request, "annotate/manage/dashboard.html", {
+        "campaign": campaign, "progress": campaigns.campaign_progress(campaign), "metrics": metrics,
+        "m": metrics.data if metrics else None, "flagged": flagged, "imports": imports,
+        "instructions_html": render_markdown(campaign.instructions),
+    })
+
+
+@campaign_admin_required
+@require_POST
+def metrics_refresh(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    from .tasks import compute_campaign_metrics_task
+
+    compute_campaign_metrics_task.delay(campaign.pk)
+    messages.info(request, "Quality metrics are being recomputed; reload in a moment.")
+    return redirect("manage:dashboard", slug=campaign.slug)
+
+
+# --- members --------------------------------------------------------------------------------------------------
+
+@campaign_admin_required
+@require_http_methods(["GET", "POST"])
+def members(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    form = forms.MemberForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                membership = campaigns.add_member(campaign, form.cleaned_data["username"], form.cleaned_data["role"])
+            except CampaignAdminError as error:
+                form.add_error(error.field if error.field in form.fields else None, error.message)
+            else:
+                messages.success(request, f"{membership.user.username} is now {membership.role}.")
+                return redirect("manage:members", slug=campaign.slug)
+        status = 400
+    return render(request, "annotate/manage/members.html", {
+        "campaign": campaign, "form": form, "members": campaigns.member_summaries(campaign)}, status=status)
+
+
+@campaign_admin_required
+@require_POST
+def member_state(request: HttpRequest, campaign: Campaign, user_id: int) -> HttpResponse:
+    membership = get_object_or_404(Membership, campaign=campaign, user_id=user_id)
+    form = forms.MemberStateForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse(_form_errors(form), status=400, content_type="text/plain")
+    action = form.cleaned_data["action"]
+    campaigns.set_member_state(membership, **{
+        "deactivate": {"is_active": False}, "activate": {"is_active": True},
+        "pause": {"is_paused": True}, "unpause": {"is_paused": False}}[action])
+    messages.success(request, f"{membership.user.username}: {action}d.")
+    return redirect(request.POST.get("next") or reverse("manage:members", args=[campaign.slug]))
+
+
+@campaign_admin_required
+def labeler(request: HttpRequest, campaign: Campaign, user_id: int) -> HttpResponse:
+    membership = get_object_or_404(Membership.objects.select_related("user"), campaign=campaign, user_id=user_id)
+    recent = (Assignment.objects.filter(solution__campaign=campaign, labeler_id=user_id)
+              .select_related("solution").order_by("-finished_at", "-id")[:50])
+    metrics = CampaignMetrics.objects.filter(campaign=campaign).first()
+    gold = over_time = None
+    if metrics:
+        gold = next((row for row in metrics.data.get("gold_by_labeler", []) if row["labeler_id"] == user_id), None)
+        over_time = metrics.data.get("quality_over_time", {}).get(str(user_id), [])
+    counts = dict(Assignment.objects.filter(solution__campaign=campaign, labeler_id=user_id)
+                  .values_list("status").annotate(n=Count("id")).order_by())
+    return render(request, "annotate/manage/labeler.html", {
+        "campaign": campaign, "membership": membership, "recent": recent, "gold": gold, "over_time": over_time,
+        "metrics": metrics, "counts": counts, "submitted": counts.get(AssignmentStatus.SUBMITTED, 0),
+    })
+
+
+# --- imports --------------------------------------------------------------------------------------------------
+
+@campaign_admin_required
+@require_http_methods(["GET", "POST"])
+def imports(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    form = forms.UploadForm(request.POST or None, request.FILES or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                job = campaigns.create_import_job(
+                    campaign, kind=data["kind"], upload=data["file"], user=request.user,
+                    skip_invalid=data["skip_invalid"], split_rule=data["split_rule"], generation=data["generation"])
+            except CampaignAdminError as error:
+                form.add_error(error.field if error.field in form.fields else None, error.message)
+            else:
+                return redirect("manage:import", slug=campaign.slug, job_id=job.pk)
+        status = 400
+    jobs = ImportJob.objects.filter(campaign=campaign).select_related("created_by")[:50]
+    return render(request, "annotate/manage/imports.html", {"campaign": campaign, "form": form, "jobs": jobs},
+                  status=status)
+
+
+@campaign_admin_required
+def import_job(request: HttpRequest, campaign: Campaign, job_id: int) -> HttpResponse:
+    job = get_object_or_404(ImportJob, campaign=campaign, pk=job_id)
+    return render(request, "annotate/manage/import_job.html", {"campaign": campaign, "job": job})
+
+
+@campaign_admin_required
+def import_progress(request: HttpRequest, campaign: Campaign, job_id: int) -> HttpResponse:
+    """The htmx-polled progress bar; once the job is finished it tells htmx to show the whole result."""
+    job = get_object_or_404(ImportJob, campaign=campaign, pk=job_id)
+    response = render(request, "annotate/manage/_import_progress.html", {"campaign": campaign, "job": job})
+    if job.is_finished and request.htmx:
+        response["HX-Refresh"] = "true"
+    return response
+
+
+# --- adjudication ---------------------------------------------------------------------------------------------
+
+@campaign_admin_required
+def adjudication_list(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    return render(request, "annotate/manage/adjudication_list.html", {
+        "campaign": campaign, "items": adjudication.disagreements(campaign)})
+
+
+@campaign_admin_required
+@require_http_methods(["GET", "POST"])
+def adjudication_review(request: HttpRequest, campaign: Campaign, solution_id: int) -> HttpResponse:
+    solution = get_object_or_404(Solution.objects.select_related("problem", "campaign"), campaign=campaign,
+                                 pk=solution_id)
+    status, errors = 200, []
+    if request.method == "POST":
+        values: dict[int, int | None] = {}
+        notes: dict[int, str] = {}
+        for key, raw in request.POST.items():
+            if not key.startswith("step-"):
+                continue
+            try:
+                index = int(key.removeprefix("step-"))
+                values[index] = None if raw == "" else int(raw)
+            except ValueError:
+                errors.append(f"{key}: rating must be -1, 0, 1 or empty, got {raw!r}")
+                continue
+            notes[index] = request.POST.get(f"note-{index}", "")
+        if not errors:
+            try:
+                count = adjudication.set_resolved_labels(solution, values, request.user, notes)
+            except CampaignAdminError as error:
+                errors.append(str(error))
+            else:
+                messages.success(request, f"Saved: {count} step(s) carry a resolved label.")
+                return redirect("manage:review", slug=campaign.slug, solution_id=solution.pk)
+        status = 400
+    result = adjudication.review(solution)
+    for row in result.rows:
+        row.texts = [math_source(text) for text in row.texts]
+    return render(request, "annotate/manage/review.html", {
+        "campaign": campaign, "review": result, "solution": solution, "errors": errors,
+        "problem_text": math_source(solution.problem.text),
+        "choices": [(-1, "−1"), (0, "0"), (1, "+1")],
+    }, status=status)
+

@@ -1,0 +1,26 @@
+from django.contrib import admin
+
+from .models import CandidatePool, EvaluationRun, RewardModel, ScoringJob, TrainingJob
+
+
+@admin.register(TrainingJob)
+class TrainingJobAdmin(admin.ModelAdmin):
+    list_display = ("id", "kind", "campaign", "dataset_version", "backend", "status", "progress", "created_at")
+    list_filter = ("status", "kind", "backend")
+    raw_id_fields = ("dataset_version", "campaign", "started_by")
+
+
+@admin.register(RewardModel)
+class RewardModelAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "kind", "campaign", "trained_on", "created_at")
+    raw_id_fields = ("job", "campaign", "dataset_version")
+
+
+@admin.register(ScoringJob)
+class ScoringJobAdmin(admin.ModelAdmin):
+    list_display = ("id", "reward_model", "pool", "status", "progress", "created_at")
+    raw_id_fields = ("reward_model", "pool", "started_by")
+
+
+admin.site.register(CandidatePool)
+admin.site.register(EvaluationRun)

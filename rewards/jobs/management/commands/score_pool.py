@@ -1,0 +1,32 @@
+"""manage.py score_pool --pool NAME --model ID [--backend local|slurm|kubernetes]"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...models import CandidatePool, RewardModel
+from ...services.scoring import start_scoring_job
+from ...services.training import JobInputError
+
+
+class Command(BaseCommand):
+    help = "Queue a scoring job: a registered reward model scores every candidate of a pool."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--pool", required=True, help="pool name")
+        parser.add_argument("--model", required=True, type=int, help="RewardModel id")
+        parser.add_argument("--backend", default="local")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        pool = CandidatePool.objects.filter(name=options["pool"]).first()
+        if pool is None:
+            raise CommandError(f"--pool: no pool named {options['pool']!r}")
+        model = RewardModel.objects.filter(pk=options["model"]).first()
+        if model is None:
+            raise CommandError(f"--model: no reward model {options['model']}")
+        try:
+            job = start_scoring_job(model, pool, backend=options["backend"])
+        except JobInputError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"scoring job {job.pk} queued")

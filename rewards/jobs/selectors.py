@@ -1,0 +1,120 @@
+"""Read-side queries for the pages: a fixed number of queries whatever the number of runs and models."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from annotate.models import Campaign
+from rewards.models import DatasetVersion
+
+from .models import EvaluationRun, JobStatus, Kind, RewardModel, ScoringJob, TrainingJob
+
+METHOD_LABELS = {"prm": "PRM", "orm": "ORM", "majority": "Majority vote", "pass": "pass@N"}
+RUNS_SHOWN = 20
+
+
+def training_jobs(campaigns: QuerySet[Campaign], *, staff: bool) -> QuerySet[TrainingJob]:
+    jobs = TrainingJob.objects.select_related("dataset_version__campaign", "campaign", "started_by")
+    if staff:
+        return jobs
+    return jobs.filter(campaign__in=campaigns)
+
+
+def ready_versions(campaigns: QuerySet[Campaign]) -> QuerySet[DatasetVersion]:
+    return (DatasetVersion.objects.filter(campaign__in=campaigns, status=DatasetVersion.Status.READY)
+            .select_related("campaign").order_by("campaign__slug", "-number"))
+
+
+def _scoring_label(job: ScoringJob | None) -> dict[str, Any] | None:
+    if job is None:
+        return None
+    model = job.reward_model
+    return {"model": model.name, "model_id": model.pk, "kind": model.kind, "scoring_job": job.pk,
+            "dataset_version": str(model.dataset_version) if model.dataset_version else None,
+            "trained_on": model.trained_on}
+
+
+def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
+    """One row per N: mean and std per method, and the closed form where it exists."""
+    results = run.results
+    rows = []
+    for n in results.get("ns", []):
+        row: dict[str, Any] = {"n": n}
+        for method in METHOD_LABELS:
+            figures = (results["methods"].get(method) or {}).get(str(n))
+            row[f"{method}_mean"] = figures["mean"] if figures else None
+            row[f"{method}_std"] = figures["std"] if figures else None
+            exact = (results.get("exact") or {}).get(method) or {}
+            if method != "majority":
+                row[f"{method}_exact"] = exact.get(str(n))
+        rows.append(row)
+    return rows
+
+
+def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
+    rows, seen = [], set()
+    for job in scorings:
+        if job.reward_model_id in seen:
+            continue
+        seen.add(job.reward_model_id)
+        metrics, model = job.step_metrics, job.reward_model
+        bench = metrics.get("processbench", {})
+        validation = (model.metrics.get("validation") or {}).get("step_level") or {}
+        rows.append({"model": model.name, "model_id": model.pk,
+                     "dataset_version": str(model.dataset_version) if model.dataset_version else None,
+                     "trained_on": model.trained_on, "heldout_solutions": metrics.get("solutions"),
+                     "heldout_steps": metrics.get("steps"), "step_auroc": metrics.get("step_auroc"),
+                     "first_error_acc": bench.get("error_acc"), "no_error_acc": bench.get("correct_acc"),
+                     "processbench_f1": bench.get("f1"), "validation_step_auroc": validation.get("auroc")})
+    return rows
+
+
+def history_rows(runs: list[EvaluationRun]) -> list[dict[str, Any]]:
+    """Best-of-N at the largest N per dataset version (newest run per version): is the newest PRM better?"""
+    by_version: dict[int, dict[str, Any]] = {}
+    for run in runs:  # newest first
+        for kind, job in ((Kind.PRM, run.prm_scoring), (Kind.ORM, run.orm_scoring)):
+            if job is None or job.reward_model.dataset_version is None:
+                continue
+            version = job.reward_model.dataset_version
+            row = by_version.setdefault(version.pk, {"dataset_version": str(version), "number": version.number,
+                                              "prm": None, "orm": None, "pool": run.pool.name})
+            if row[kind] is None and run.results.get("ns"):
+                n = str(run.results["ns"][-1])
+                exact = (run.results.get("exact") or {}).get(kind) or {}
+                mean = ((run.results["methods"].get(kind) or {}).get(n) or {}).get("mean")
+                row[kind] = exact.get(n, mean)
+    return sorted(by_version.values(), key=lambda r: (r["dataset_version"], r["number"]))
+
+
+def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -> dict[str, Any]:
+    """Everything the dashboard shows, as plain data (also served as JSON/CSV downloads)."""
+    scope = [campaign.pk] if campaign is not None else campaigns.values("pk")
+    runs = list(EvaluationRun.objects.filter(campaign__in=scope).select_related(
+        "pool", "prm_scoring__reward_model__dataset_version__campaign",
+        "orm_scoring__reward_model__dataset_version__campaign")
+        .order_by("-created_at", "-id")[:RUNS_SHOWN])
+    scorings = list(ScoringJob.objects.filter(reward_model__campaign__in=scope, reward_model__kind=Kind.PRM,
+                                              status=JobStatus.SUCCEEDED).exclude(step_metrics={})
+                    .select_related("reward_model__dataset_version__campaign").order_by("-finished_at", "-id")[:200])
+    latest = runs[0] if runs else None
+    return {
+        "latest": latest,
+        "runs": [{"id": run.pk, "pool": run.pool.name, "created_at": run.created_at.isoformat(),
+                  "trials": run.trials, "aggregation": run.aggregation,
+                  "problems": run.results.get("problems"), "pool_size": run.results.get("pool_size"),
+                  "prm": _scoring_label(run.prm_scoring), "orm": _scoring_label(run.orm_scoring)} for run in runs],
+        "figures": {
+            "best-of-n": best_of_n_rows(latest) if latest else [],
+            "step-metrics": step_metric_rows(scorings),
+            "data-efficiency": [{"kind": kind, **point} for kind, points in
+                                (latest.data_efficiency.items() if latest else []) for point in points],
+            "history": history_rows(runs),
+        },
+    }
+
+
+def reward_models(campaigns: QuerySet[Campaign], *, staff: bool) -> QuerySet[RewardModel]:
+    models = RewardModel.objects.select_related("dataset_version__campaign", "campaign")
+    return models if staff else models.filter(campaign__in=campaigns)

@@ -1,0 +1,130 @@
+"""Launch backends. Local runs for real; Slurm and Kubernetes cannot run here (no cluster on this machine),
+so their sbatch script, manifest and command lines are checked through a recording runner (a fake for the
+cluster only)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rewards.jobs.backends import KubernetesBackend, Launch, LocalBackend, SlurmBackend, script_body
+
+
+class Recorder:
+    """Stands in for sbatch/sacct/squeue/scancel/kubectl: records argv, answers from a script of replies."""
+
+    def __init__(self, replies: dict[str, tuple[int, str, str]]) -> None:
+        self.calls: list[list[str]] = []
+        self.replies = replies
+
+    def __call__(self, argv):  # type: ignore[no-untyped-def]
+        self.calls.append(list(argv))
+        code, out, err = self.replies.get(argv[0] + (" " + argv[1] if argv[0] == "kubectl" else ""), (0, "", ""))
+        return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def _launch(tmp_path: Path, gpus: int = 1) -> Launch:
+    return Launch(name="steplab-train-7", work_dir=tmp_path / "train-7", gpus=gpus, time_limit_minutes=90,
+                  commands=[[sys.executable, "-m", "rewards.training", "train", "--config", str(tmp_path / "job 7.json")]])
+
+
+def test_script_runs_commands_in_order_and_records_the_exit_status(tmp_path: Path) -> None:
+    body = script_body(_launch(tmp_path))
+    assert "export HF_HUB_OFFLINE=1" in body and "export PYTHONPATH=" in body
+    assert f"'{tmp_path}/job 7.json'" in body  # quoted: a space cannot split the argument
+    assert body.index("rm -f") < body.index("rewards.training") < body.index("echo $status")
+
+
+def test_slurm_sbatch_script_and_command_lines(tmp_path: Path, settings) -> None:
+    settings.STEPLAB_SLURM = {"partition": "gpu-h200", "account": "steplab", "cpus_per_task": 16}
+    recorder = Recorder({"sbatch": (0, "4242;cluster\n", ""), "sacct": (0, "RUNNING|0:0\n", "")})
+    backend = SlurmBackend(runner=recorder)
+    launch = _launch(tmp_path, gpus=2)
+    assert backend.submit(launch) == "4242"
+    script = launch.script_path.read_text()
+    lines = script.splitlines()
+    assert lines[0] == "#!/usr/bin/env bash"
+    for expected in ("#SBATCH --job-name=steplab-train-7", f"#SBATCH --output={launch.work_dir}/slurm-%j.out",
+                     "#SBATCH --time=90", "#SBATCH --gres=gpu:2", "#SBATCH --partition=gpu-h200",
+                     "#SBATCH --account=steplab", "#SBATCH --cpus-per-task=16"):
+        assert expected in lines
+    assert max(i for i, l in enumerate(lines) if l.startswith("#SBATCH")) < lines.index("set -uo pipefail")
+    assert "rewards.training train --config" in script
+    assert recorder.calls[0] == ["sbatch", "--parsable", str(launch.script_path)]
+
+    assert backend.poll(launch, "4242").state == "running"
+    assert recorder.calls[1] == ["sacct", "-j", "4242", "-X", "--noheader", "--parsable2", "--format=State,ExitCode"]
+    recorder.replies["sacct"] = (0, "FAILED|1:0\n", "")
+    failed = backend.poll(launch, "4242")
+    assert (failed.state, failed.exit_code) == ("failed", 1) and "FAILED" in failed.reason
+    recorder.replies["sacct"] = (0, "CANCELLED by 1000|0:15\n", "")
+    assert backend.poll(launch, "4242").state == "cancelled"
+    recorder.replies["sacct"] = (0, "", "")
+    recorder.replies["squeue"] = (0, "PENDING\n", "")
+    assert backend.poll(launch, "4242").state == "running"
+    assert recorder.calls[-1] == ["squeue", "-h", "-j", "4242", "-o", "%T"]
+    (launch.work_dir / "exit_code").write_text("0\n")
+    recorder.replies["sacct"] = (0, "COMPLETED|0:0\n", "")
+    assert backend.poll(launch, "4242").state == "succeeded"
+    backend.cancel(launch, "4242")
+    assert recorder.calls[-1] == ["scancel", "4242"]
+
+
+def test_slurm_refusal_names_the_command(tmp_path: Path) -> None:
+    from rewards.jobs.backends import BackendError
+
+    backend = SlurmBackend(runner=Recorder({"sbatch": (1, "", "sbatch: error: invalid partition")}))
+    with pytest.raises(BackendError, match="sbatch --parsable .* failed \\(exit 1\\): sbatch: error: invalid partition"):
+        backend.submit(_launch(tmp_path))
+
+
+def test_kubernetes_manifest_and_kubectl_command_lines(tmp_path: Path, settings) -> None:
+    settings.STEPLAB_KUBERNETES = {"namespace": "ml", "image": "registry.local/steplab:1.2", "volume_claim": "work",
+                                   "work_root": str(tmp_path)}
+    recorder = Recorder({"kubectl get": (0, json.dumps({"status": {"active": 1}}), "")})
+    backend = KubernetesBackend(runner=recorder)
+    launch = _launch(tmp_path, gpus=1)
+    assert backend.submit(launch) == "steplab-train-7"
+    manifest = json.loads((launch.work_dir / "job.k8s.json").read_text())
+    assert manifest["apiVersion"] == "batch/v1" and manifest["kind"] == "Job"
+    assert manifest["metadata"] == {"name": "steplab-train-7", "namespace": "ml",
+                                    "labels": {"app.kubernetes.io/part-of": "steplab", "steplab/job": "steplab-train-7"}}
+    spec = manifest["spec"]
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 90 * 60
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    container = pod["containers"][0]
+    assert container["image"] == "registry.local/steplab:1.2"
+    assert container["command"] == ["bash", str(launch.script_path)]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert container["volumeMounts"] == [{"name": "steplab-work", "mountPath": str(tmp_path)}]
+    assert pod["volumes"] == [{"name": "steplab-work", "persistentVolumeClaim": {"claimName": "work"}}]
+    assert recorder.calls[0] == ["kubectl", "apply", "-f", str(launch.work_dir / "job.k8s.json")]
+
+    assert backend.poll(launch, "steplab-train-7").state == "running"
+    assert recorder.calls[1] == ["kubectl", "get", "job", "steplab-train-7", "-n", "ml", "-o", "json"]
+    recorder.replies["kubectl get"] = (0, json.dumps({"status": {"failed": 1, "conditions": [
+        {"type": "Failed", "reason": "DeadlineExceeded"}]}}), "")
+    failed = backend.poll(launch, "steplab-train-7")
+    assert failed.state == "failed" and "DeadlineExceeded" in failed.reason
+    backend.cancel(launch, "steplab-train-7")
+    assert recorder.calls[-1][:4] == ["kubectl", "delete", "job", "steplab-train-7"]
+
+
+def test_local_backend_runs_for_real_and_keeps_stderr(tmp_path: Path) -> None:
+    backend = LocalBackend()
+    launch = Launch(name="t", work_dir=tmp_path / "w", commands=[
+        [sys.executable, "-c", "print('first')"],
+        [sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"],
+        [sys.executable, "-c", "print('never')"]])
+    pid = backend.submit(launch)
+    deadline = time.time() + 30
+    while (result := backend.poll(launch, pid)).state == "running" and time.time() < deadline:
+        time.sleep(0.1)
+    assert (result.state, result.exit_code) == ("failed", 3)
+    assert (launch.work_dir / "stdout.log").read_text() == "first\n"
+    assert (launch.work_dir / "stderr.log").read_text() == "boom\n"

@@ -1,0 +1,220 @@
+"""Pages: access matrix, starting and cancelling jobs, the htmx progress partial, the dashboard and downloads."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.jobs.conftest import FAST_HYPER
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def users(make_user, labeled_campaign, campaign_factory):  # type: ignore[no-untyped-def]
+    from annotate.models import Membership, Role
+
+    made = {name: make_user(name) for name in ("admin", "researcher", "labeler", "outsider", "other")}
+    made["staff"] = make_user("staff", is_staff=True)
+    Membership.objects.create(campaign=labeled_campaign, user=made["admin"], role=Role.ADMIN)
+    Membership.objects.create(campaign=labeled_campaign, user=made["researcher"], role=Role.RESEARCHER)
+    Membership.objects.create(campaign=labeled_campaign, user=made["labeler"], role=Role.LABELER)
+    other = campaign_factory("other-campaign")
+    Membership.objects.create(campaign=other, user=made["other"], role=Role.ADMIN)
+    return made
+
+
+def _job(dataset_version):  # type: ignore[no-untyped-def]
+    from rewards.jobs.services.training import TrainingRequest, start_training_job
+
+    return start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=FAST_HYPER))
+
+
+@pytest.mark.parametrize("who, index, job_page, dashboard", [
+    ("staff", 200, 200, 200), ("admin", 200, 200, 200), ("researcher", 200, 200, 200),
+    ("labeler", 403, 404, 403), ("outsider", 403, 404, 403), ("other", 200, 404, 404),
+])
+def test_access_matrix(client, users, dataset_version, who, index, job_page, dashboard) -> None:  # type: ignore[no-untyped-def]
+    job = _job(dataset_version)
+    client.force_login(users[who])
+    assert client.get("/models/").status_code == index
+    assert client.get(f"/models/jobs/{job.pk}/").status_code == job_page
+    assert client.get(f"/models/jobs/{job.pk}/progress/").status_code == job_page
+    assert client.post(f"/models/jobs/{job.pk}/cancel/").status_code in ((302,) if job_page == 200 else (job_page,))
+    assert client.get(f"/models/dashboard/{dataset_version.campaign.slug}/").status_code == dashboard
+
+
+def test_anonymous_is_sent_to_login(client, dataset_version) -> None:  # type: ignore[no-untyped-def]
+    assert client.get("/models/").status_code == 302
+    assert client.get("/models/dashboard/").url.startswith("/accounts/login/")
+
+
+def test_other_campaigns_jobs_are_not_listed(client, users, dataset_version) -> None:  # type: ignore[no-untyped-def]
+    job = _job(dataset_version)
+    client.force_login(users["other"])
+    assert f'data-job="{job.pk}"' not in client.get("/models/").content.decode()
+    client.force_login(users["researcher"])
+    assert f'data-job="{job.pk}"' in client.get("/models/").content.decode()
+
+
+def test_start_job_from_the_form(client, users, dataset_version, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.models import TrainingJob
+
+    client.force_login(users["researcher"])
+    page = client.get("/models/jobs/new/").content.decode()
+    assert str(dataset_version) in page and 'value="default"' in page
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = client.post("/models/jobs/new/", {"dataset_version": dataset_version.pk, "kind": "orm",
+                                                     "base_model": "default", "backend": "local", "max_steps": 4,
+                                                     "learning_rate": 1e-4, "batch_size": 2, "max_length": 128})
+    job = TrainingJob.objects.get()
+    assert response.status_code == 302 and response.url == f"/models/jobs/{job.pk}/"
+    assert len(callbacks) == 1  # the Celery task is sent only after commit
+    assert (job.kind, job.status, job.started_by, job.campaign) == ("orm", "queued", users["researcher"],
+                                                                    dataset_version.campaign)
+    assert job.config["max_steps"] == 4 and job.config["learning_rate"] == 1e-4
+    assert job.dataset_path.endswith("outcome.jsonl") and job.config["dataset"] == job.dataset_path
+    assert json.loads((__import__("pathlib").Path(job.work_dir) / "job.json").read_text()) == job.config
+
+
+def test_bad_input_names_the_field(client, users, dataset_version) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.models import TrainingJob
+    from rewards.jobs.services.training import JobInputError, TrainingRequest, start_training_job
+
+    client.force_login(users["admin"])
+    response = client.post("/models/jobs/new/", {"dataset_version": dataset_version.pk, "kind": "prm",
+                                                 "base_model": "nope", "backend": "local", "max_length": 8})
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert 'data-error-for="max_length"' in html and 'data-error-for="base_model"' in html
+    with pytest.raises(JobInputError) as bad:
+        start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper={"lerning_rate": 1}))
+    assert bad.value.field == "lerning_rate"
+    with pytest.raises(JobInputError) as bad:
+        start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper={"epochs": -1}))
+    assert bad.value.field == "epochs" and "config key 'epochs' must be in" in str(bad.value)
+    with pytest.raises(JobInputError) as bad:
+        start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, base_model="/etc"))
+    assert bad.value.field == "base_model"
+    dataset_version.files.pop("outcome")
+    dataset_version.save()
+    with pytest.raises(JobInputError, match="dataset_version: .* has no outcome or outcome-parquet file"):
+        start_training_job(TrainingRequest(kind="orm", dataset_version=dataset_version))
+    assert not TrainingJob.objects.exists()
+
+
+def test_progress_partial_polls_while_active_and_cancel_of_a_queued_job(client, users, dataset_version) -> None:  # type: ignore[no-untyped-def]
+    job = _job(dataset_version)
+    client.force_login(users["researcher"])
+    partial = client.get(f"/models/jobs/{job.pk}/progress/").content.decode()
+    assert 'hx-trigger="every 2s"' in partial and 'data-job-status="queued"' in partial
+    response = client.post(f"/models/jobs/{job.pk}/cancel/", HTTP_HX_REQUEST="true")
+    html = response.content.decode()
+    assert 'data-job-status="cancelled"' in html and "hx-trigger" not in html
+    job.refresh_from_db()
+    assert job.status == "cancelled" and job.finished_at is not None
+
+
+def test_job_page_shows_curve_metrics_and_error(client, users, dataset_version) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.models import TrainingJob
+
+    job = _job(dataset_version)
+    TrainingJob.objects.filter(pk=job.pk).update(
+        status="failed", error="the process exited with status 1\n--- stderr (tail) ---\nerror: boom",
+        curve=[{"step": 1, "loss": 0.9}, {"step": 2, "loss": 0.7}],
+        metrics={"train": {"loss": 0.8}, "validation": {"loss": 0.75, "solution_level": {"accuracy": 0.6}}})
+    client.force_login(users["researcher"])
+    html = client.get(f"/models/jobs/{job.pk}/").content.decode()
+    assert 'id="curve-data"' in html and '"loss": 0.7' in html
+    assert "error: boom" in html and "0.7500" in html
+    assert "vendor/chartjs/chart.umd.js" in html
+
+
+def test_evaluation_input_errors_name_the_field(scored_pool) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.services.evaluation import evaluate_pool
+    from rewards.jobs.services.training import JobInputError
+
+    pool, scorings = scored_pool
+    with pytest.raises(JobInputError, match="^prm_scoring: .* used a orm, not a prm"):
+        evaluate_pool(pool, prm_scoring=scorings["orm"])
+    with pytest.raises(JobInputError, match="^trials:"):
+        evaluate_pool(pool, prm_scoring=scorings["prm"], trials=0)
+    with pytest.raises(JobInputError, match="^ns:"):
+        evaluate_pool(pool, prm_scoring=scorings["prm"], ns=[100])
+
+
+def test_evaluation_matches_the_estimator_on_the_same_data(scored_pool) -> None:  # type: ignore[no-untyped-def]
+    """Built independently from the stored rows: the run's figures are the estimator's on these pools."""
+    from rewards.evaluation import Pool, best_of_n
+    from rewards.jobs.models import Candidate
+    from rewards.jobs.services.evaluation import evaluate_pool
+
+    pool, scorings = scored_pool
+    run = evaluate_pool(pool, prm_scoring=scorings["prm"], orm_scoring=scorings["orm"], trials=300, seed=11,
+                        aggregation="min")
+    pools = []
+    for pool_problem in pool.problems.order_by("index"):
+        cands = list(Candidate.objects.filter(pool_problem=pool_problem).order_by("index"))
+        prm = {s.candidate_id: s.score_min for s in scorings["prm"].scores.all()}
+        orm = {s.candidate_id: s.score for s in scorings["orm"].scores.all()}
+        pools.append(Pool.from_arrays([c.answer.strip() if c.answer else None for c in cands],
+                                      [c.is_correct for c in cands], [prm[c.pk] for c in cands],
+                                      [orm[c.pk] for c in cands]))
+    expected = best_of_n(pools, trials=300, seed=11, pool_size=8)
+    assert run.results["methods"] == expected["methods"]
+    assert run.results["exact"] == expected["exact"]
+    # pass@N is a property of the pool alone: the closed form, by hand, for N = pool size
+    assert run.results["exact"]["pass"]["8"] == pytest.approx(
+        sum(any(c.is_correct for c in pp.candidates.all()) for pp in pool.problems.all()) / 3)
+    assert run.step_metrics["step_auroc"] == 0.75
+    assert [p["trained_on"] for p in run.data_efficiency["prm"]] == [90]
+
+
+def _runs(scored_pool, count: int) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.services.evaluation import evaluate_pool
+
+    pool, scorings = scored_pool
+    for seed in range(count):
+        evaluate_pool(pool, prm_scoring=scorings["prm"], orm_scoring=scorings["orm"], trials=20, seed=seed)
+
+
+def test_dashboard_query_count_is_flat(client, users, scored_pool) -> None:  # type: ignore[no-untyped-def]
+    pool, _ = scored_pool
+    client.force_login(users["researcher"])
+    url = f"/models/dashboard/{pool.campaign.slug}/"
+    _runs(scored_pool, 1)
+    with CaptureQueriesContext(connection) as one:
+        assert client.get(url).status_code == 200
+    _runs(scored_pool, 6)
+    with CaptureQueriesContext(connection) as seven:
+        html = client.get(url).content.decode()
+    assert len(seven) == len(one), [q["sql"] for q in seven.captured_queries]
+    assert html.count('data-n="') == 4 and "prm model" in html and 'data-chart="best-of-n"' in html
+    with CaptureQueriesContext(connection) as global_page:
+        assert client.get("/models/dashboard/").status_code == 200
+    assert len(global_page) <= len(one) + 1
+
+
+def test_figure_downloads(client, users, scored_pool) -> None:  # type: ignore[no-untyped-def]
+    pool, _ = scored_pool
+    _runs(scored_pool, 1)
+    client.force_login(users["admin"])
+    slug = pool.campaign.slug
+    page = client.get(f"/models/dashboard/{slug}/").content.decode()
+    for name in ("best-of-n", "step-metrics", "data-efficiency", "history"):
+        assert f'data-download="{name}.csv"' in page and f'data-download="{name}.json"' in page
+    data = client.get(f"/models/dashboard/{slug}/figures/best-of-n.json").json()
+    assert [row["n"] for row in data["rows"]] == [1, 2, 4, 8]
+    response = client.get(f"/models/dashboard/{slug}/figures/best-of-n.csv")
+    assert response["Content-Disposition"] == f'attachment; filename="{slug}-best-of-n.csv"'
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert len(rows) == 4 and float(rows[-1]["pass_mean"]) == data["rows"][-1]["pass_mean"]
+    steps = client.get(f"/models/dashboard/{slug}/figures/step-metrics.json").json()["rows"]
+    assert steps[0]["processbench_f1"] == 0.615
+    assert client.get(f"/models/dashboard/{slug}/figures/nope.json").status_code == 404
+    client.force_login(users["other"])
+    assert client.get(f"/models/dashboard/{slug}/figures/best-of-n.json").status_code == 404

@@ -1,0 +1,207 @@
+"""The workspace in real headless Chromium against a live server: mouse, keyboard, reload, modes, math, XSS."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from annotate.models import Assignment, AssignmentStatus, CampaignMode, Rating, StepDecision
+
+from .conftest import PASSWORD, add_solution
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "labeling"
+
+
+def log_in(page: Page, base: str, username: str) -> None:
+    page.goto(f"{base}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    expect(page.locator("h1")).to_have_text("Your campaigns")
+
+
+def start_labeling(page: Page, slug: str) -> None:
+    page.click(f'[data-campaign="{slug}"]')
+    page.click('[data-action="start"]')
+    expect(page.locator("#workspace")).to_be_visible()
+
+
+def row(page: Page, index: int):  # type: ignore[no-untyped-def]
+    return page.locator(f'[data-step-index="{index}"]')
+
+
+def pressed(page: Page, index: int, value: str):  # type: ignore[no-untyped-def]
+    return row(page, index).locator(f'button[data-rating="{value}"]')
+
+
+@pytest.fixture
+def algebra(campaign_factory, member, math500_rows):  # type: ignore[no-untyped-def]
+    campaign = campaign_factory("algebra", name="Algebra", instructions="Rate each step. Math: $a^2+b^2=c^2$.")
+    problem = math500_rows[0]
+    for sample in range(3):
+        add_solution(campaign, [
+            "We have $r = \\sqrt{0^2 + 3^2} = 3$.",
+            "The angle is $\\theta = \\frac{\\pi}{2}$ since the point lies on the positive $y$-axis.",
+            "So the polar coordinates are \\(\\left(3, \\frac{\\pi}{2}\\right)\\).",
+            "The answer is \\boxed{\\left(3, \\frac{\\pi}{2}\\right)}",
+        ], problem_text=problem["problem"] if sample == 0 else f"{problem['problem']} (copy {sample})",
+            answer=problem["answer"])
+    member(campaign, "ann")
+    return campaign
+
+
+def test_keyboard_only_labeling_of_a_whole_solution(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+    log_in(page, live_server.url, "ann")
+    start_labeling(page, "algebra")
+    first = Assignment.objects.get(labeler__username="ann")
+    page.keyboard.press("?")
+    expect(page.locator("#shortcuts")).to_be_visible()
+    page.keyboard.press("?")
+    expect(page.locator("#shortcuts")).to_be_hidden()
+    # Typing in a text field never rates.
+    page.fill("textarea[name=reason_text]", "")
+    page.focus("textarea[name=reason_text]")
+    page.keyboard.type("3 2 1 j f")
+    page.locator("textarea[name=reason_text]").evaluate("el => el.blur()")
+    page.wait_for_timeout(300)
+    assert not Rating.objects.exists()
+    page.keyboard.press("3")
+    expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
+    expect(row(page, 1)).to_have_class(re.compile("is-focused"))
+    page.keyboard.press("0")  # "0" = okay, on the step focus moved to
+    expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "true")
+    page.keyboard.press("k")  # back up and change step 2's rating in place
+    page.keyboard.press("+")
+    expect(pressed(page, 1, "1")).to_have_attribute("aria-pressed", "true")
+    expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "false")
+    page.keyboard.press("f")  # focus moved on to step 3 (the next one to rate)
+    expect(row(page, 2).locator("button[data-flag]")).to_have_attribute("aria-pressed", "true")
+    page.keyboard.press("2")
+    expect(pressed(page, 2, "0")).to_have_attribute("aria-pressed", "true")
+    page.keyboard.press("3")
+    expect(pressed(page, 3, "1")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#progress")).to_contain_text("4 / 4 steps rated")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"/assignments/\d+/$"))
+    expect(page.locator("#workspace")).not_to_have_attribute("data-assignment", str(first.pk))
+    first.refresh_from_db()
+    assert first.finish_reason == "solution" and first.total_time_ms is not None
+    ratings = list(Rating.objects.filter(assignment=first).order_by("completion__step__index")
+                   .values_list("rating", "flagged"))
+    assert ratings == [(1, False), (1, False), (0, True), (1, False)]
+    assert all(t is not None and t >= 0 for t in Rating.objects.values_list("time_ms", flat=True))
+
+
+def test_mouse_rating_survives_reload_and_minus_one_ends_it(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+    log_in(page, live_server.url, "ann")
+    start_labeling(page, "algebra")
+    pressed(page, 0, "1").click()
+    expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
+    expect(pressed(page, 2, "1")).to_be_disabled()  # in order: step 3 waits for step 2
+    pressed(page, 1, "0").click()
+    expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "true")
+    page.reload()
+    expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
+    expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#progress")).to_contain_text("2 / 4 steps rated")
+    # Leaving and coming back through the campaign page resumes the same solution.
+    page.goto(f"{live_server.url}/c/algebra/")
+    expect(page.locator('[data-action="start"]')).to_have_text("Resume labeling")
+    page.click('[data-action="start"]')
+    expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "true")
+    pressed(page, 2, "-1").click()
+    expect(page.locator("[data-finished]")).to_have_attribute("data-finished", "found_error")
+    expect(pressed(page, 3, "1")).to_be_disabled()
+    assignment = Assignment.objects.get(labeler__username="ann")
+    assert assignment.finish_reason == "found_error" and assignment.status == AssignmentStatus.SUBMITTED
+    assert list(Rating.objects.order_by("completion__step__index").values_list("rating", flat=True)) == [1, 0, -1]
+
+
+def test_give_up_and_bad_problem_with_reasons(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+    log_in(page, live_server.url, "ann")
+    start_labeling(page, "algebra")
+    page.click('[data-action="give-up"]')
+    expect(page.locator("#alerts")).to_contain_text("reason_text is required")
+    page.fill("textarea[name=reason_text]", "I cannot follow step 2")
+    page.click('[data-action="give-up"]')
+    expect(page.locator("#alerts")).to_be_empty()
+    page.fill("textarea[name=reason_text]", "The problem statement is cut off")
+    page.click('[data-action="bad-problem"]')
+    expect(page.locator("#alerts")).to_be_empty()
+    done = dict(Assignment.objects.filter(status=AssignmentStatus.SUBMITTED)
+                .values_list("finish_reason", "finish_reason_text"))
+    assert done == {"give_up": "I cannot follow step 2", "bad_problem": "The problem statement is cut off"}
+    assert Assignment.objects.filter(status=AssignmentStatus.LEASED).count() == 1
+
+
+def test_katex_renders_and_workspace_screenshot(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+    log_in(page, live_server.url, "ann")
+    start_labeling(page, "algebra")
+    expect(page.locator(".problem .katex").first).to_be_visible()
+    expect(row(page, 3).locator(".katex")).to_have_count(1)  # the bare \boxed{} too
+    expect(page.locator(".answer .katex")).to_have_count(1)
+    visible = page.locator("#steps").inner_text() + page.locator(".problem").inner_text()
+    assert "$" not in visible and "\\frac" not in visible and "\\boxed" not in visible
+    page.click(".instructions-box summary")
+    expect(page.locator(".instructions-box .katex")).to_have_count(1)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "workspace.png"), full_page=True)
+    assert (ARTIFACTS / "workspace.png").stat().st_size > 10_000
+
+
+def test_hostile_step_text_runs_no_code(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+    campaign = campaign_factory("xss")
+    add_solution(campaign, [
+        "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned=2\">",
+        "Click $\\href{javascript:window.__pwned=3}{\\text{here}}$ or \\(\\url{javascript:window.__pwned=4}\\)",
+    ])
+    member(campaign, "eve")
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in(page, live_server.url, "eve")
+    start_labeling(page, "xss")
+    expect(row(page, 1).locator(".katex")).to_have_count(2)
+    expect(row(page, 0)).to_contain_text("<script>window.__pwned = 1</script>")  # shown as text
+    assert page.locator("a[href^='javascript']").count() == 0
+    row(page, 1).locator(".katex").first.click()
+    page.wait_for_timeout(200)
+    assert page.evaluate("window.__pwned") is None and dialogs == []
+
+
+def test_conversational_mode_end_to_end(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+    campaign = campaign_factory("chat", mode=CampaignMode.CONVERSATIONAL)
+    add_solution(campaign, [["$2 + 2 = 4$", "$2 + 2 = 5$"], ["So the answer is $4$.", "So the answer is $5$."]],
+                 problem_text="What is $2 + 2$?", answer="4")
+    member(campaign, "ann")
+    log_in(page, live_server.url, "ann")
+    start_labeling(page, "chat")
+    expect(row(page, 1)).to_contain_text("Continue from step 1 first.")
+    step0 = row(page, 0)
+    page.keyboard.press("3")  # candidate 1 of step 1: +1
+    expect(step0.locator('[data-completion-index="0"] button[data-rating="1"]')).to_have_attribute(
+        "aria-pressed", "true")
+    step0.locator('[data-completion-index="1"] button[data-rating="-1"]').click()  # candidate 2: −1 (mouse)
+    expect(step0.locator('[data-completion-index="1"] button[data-rating="-1"]')).to_have_attribute(
+        "aria-pressed", "true")
+    expect(step0.locator('[data-completion-index="1"] button[data-choose]')).to_be_disabled()
+    step0.locator('[data-completion-index="0"] button[data-choose]').click()
+    step1 = row(page, 1)
+    expect(step1.locator("[data-completion-index]")).to_have_count(2)
+    step1.locator('[data-completion-index="0"] button[data-rating="0"]').click()
+    step1.locator('[data-completion-index="1"] button[data-rating="-1"]').click()
+    step1.locator("textarea[name=human_text]").fill("So $2 + 2 = 4$, the answer is $4$.")
+    step1.locator('[data-action="write-own"]').click()
+    expect(page.locator("#progress")).to_contain_text("2 / 2 steps decided")
+    expect(row(page, 1).locator(".human-step .katex")).to_have_count(2)
+    page.click('[data-action="next"]')
+    expect(page.locator(".messages")).to_contain_text("No work left")
+    assignment = Assignment.objects.get()
+    assert assignment.finish_reason == "solution"
+    decisions = {d.step.index: (d.chosen_completion, d.human_text)
+                 for d in StepDecision.objects.select_related("step")}
+    assert decisions == {0: (0, None), 1: (None, "So $2 + 2 = 4$, the answer is $4$.")}
+    assert sorted(Rating.objects.values_list("completion__step__index", "completion__index", "rating")) == [
+        (0, 0, 1), (0, 1, -1), (1, 0, 0), (1, 1, -1)]
