@@ -1,18 +1,16 @@
 import pytest
-from playwright.sync_api import Page, expect
-from .test_browser import log_in, start_labeling, pressed, row, algebra  # noqa
+from playwright.sync_api import Page
+from . import test_browser as tb
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-def test_debug(page: Page, live_server, algebra) -> None:
+@pytest.mark.parametrize("n", range(3))
+def test_debug(page: Page, live_server, campaign_factory, member, n) -> None:
     logs = []
     page.on("console", lambda m: logs.append(m.text))
-    page.on("response", lambda r: logs.append(f"RESP {r.url} {r.status}"))
-    log_in(page, live_server.url, "ann")
-    start_labeling(page, "algebra")
-    page.evaluate("""document.addEventListener('htmx:afterSwap', e => console.log('afterSwap', e.detail.elt.id, document.querySelector('.is-focused') && document.querySelector('.is-focused').id));
-    document.addEventListener('htmx:oobBeforeSwap', e => console.log('oob', e.detail.target && e.detail.target.id));""")
-    page.keyboard.press("3")
-    expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
-    page.wait_for_timeout(500)
-    print(row(page, 1).evaluate("e => e.outerHTML")[:600])
-    print("\n".join(logs))
+    page.on("response", lambda r: logs.append(f"RESP {r.request.method} {r.url} {r.status} {r.request.post_data}") if "/assignments/" in r.url else None)
+    try:
+        tb.test_conversational_mode_end_to_end(page, live_server, campaign_factory, member)
+    except Exception:
+        print("\n".join(logs))
+        print(page.locator('[data-step-index="1"]').evaluate("e => e.outerHTML"))
+        raise

@@ -19,6 +19,7 @@ from annotate.models import (
     Role,
     Solution,
     Step,
+    StepDecision,
 )
 
 PASSWORD = "pw-Steplab-1"
@@ -46,6 +47,8 @@ def label(solution: Solution, user: Any, ratings: list[int | None], reason: str 
     completions = list(Completion.objects.filter(step__solution=solution, index=0).order_by("step__index"))
     for completion, rating in zip(completions, ratings):
         Rating.objects.create(assignment=assignment, completion=completion, rating=rating, time_ms=step_time_ms)
+        # as record_rating does in stepwise mode: a rated step is the one the labeler continued with
+        StepDecision.objects.create(assignment=assignment, step_id=completion.step_id, chosen_completion=0)
     return assignment
 
 

@@ -1,0 +1,105 @@
+"""Browser uploads become Celery jobs run by a real worker through the same importers as the commands."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from annotate.models import ImportJob, ImportJobStatus, Problem, Solution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def jsonl(rows: list[Any]) -> bytes:
+    return b"".join((r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in rows)
+
+
+def wait_for(job_id: int, timeout: float = 60) -> ImportJob:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = ImportJob.objects.get(pk=job_id)
+        if job.is_finished:
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"import job {job_id} still {job.status} after {timeout} s")
+
+
+def upload(client, slug: str, kind: str, content: bytes, **extra: Any) -> ImportJob:  # type: ignore[no-untyped-def]
+    response = client.post(reverse("manage:imports", args=[slug]),
+                           {"kind": kind, "file": SimpleUploadedFile(f"{kind}.jsonl", content), **extra})
+    assert response.status_code == 302, response.content.decode()[:500]
+    return ImportJob.objects.latest("id")
+
+
+def test_problems_then_solutions_through_the_worker(client, celery_worker_process, campaign_factory,  # type: ignore[no-untyped-def]
+                                                    make_user, shared_data: Path) -> None:
+    campaign = campaign_factory("uploads")
+    client.force_login(make_user("boss", is_staff=True))
+    rows = [json.loads(line) for _, line in zip(range(30), (shared_data / "math" / "math500.jsonl").open())]
+    job = wait_for(upload(client, "uploads", "problems", jsonl(rows)).pk)
+    assert job.status == ImportJobStatus.SUCCEEDED, job.error
+    assert (job.lines, job.imported, job.rejected_count, job.progress) == (30, 30, 0, 1.0)
+    assert Problem.objects.count() == 30
+
+    samples = [{"problem_id": rows[0]["unique_id"], "solution": "We add.\n\nSo the answer is $\\boxed{5}$."},
+               {"problem_id": "test/nowhere/1.json", "solution": "x"},
+               {"problem_id": rows[1]["unique_id"]},
+               b"{not json"]
+    failed = wait_for(upload(client, "uploads", "solutions", jsonl(samples)).pk)
+    assert failed.status == ImportJobStatus.FAILED and "nothing was imported" in failed.error
+    assert Solution.objects.count() == 0
+    by_line = {r["line"]: r for r in failed.rejected}
+    assert sorted(by_line) == [2, 3, 4]
+    assert by_line[2]["field"] == "problem_id" and "not a known problem" in by_line[2]["message"]
+    assert by_line[3]["field"] == "solution"
+    assert "not valid JSON" in by_line[4]["message"]
+    page = client.get(reverse("manage:import", args=["uploads", failed.pk])).content.decode()
+    assert page.count("data-rejected-line=") == 3
+
+    skipped = wait_for(upload(client, "uploads", "solutions", jsonl(samples), skip_invalid="on").pk)
+    assert skipped.status == ImportJobStatus.SUCCEEDED and (skipped.imported, skipped.rejected_count) == (1, 3)
+    assert Solution.objects.filter(campaign=campaign).count() == 1
+
+
+def test_prm800k_upload_and_bad_form(client, celery_worker_process, campaign_factory, make_user,  # type: ignore[no-untyped-def]
+                                     shared_data: Path) -> None:
+    campaign_factory("prm")
+    client.force_login(make_user("boss", is_staff=True))
+    content = (shared_data / "prm800k" / "genuine_rows.jsonl").read_bytes()
+    job = wait_for(upload(client, "prm", "prm800k", content).pk)
+    assert job.status == ImportJobStatus.SUCCEEDED, job.error
+    assert job.imported == 10 and job.created["solutions"] == 10
+    bad = client.post(reverse("manage:imports", args=["prm"]), {"kind": "videos"})
+    text = bad.content.decode()
+    assert bad.status_code == 400
+    assert 'data-field-error="kind"' in text and 'data-field-error="file"' in text
+
+
+def test_browser_upload_shows_rejected_lines_and_imports_nothing(  # type: ignore[no-untyped-def]
+        live_server, page, client, celery_worker_process, campaign_factory, make_user, tmp_path: Path) -> None:
+    campaign_factory("browser")
+    client.force_login(make_user("boss", is_staff=True))
+    page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
+                               "url": live_server.url}])
+    bad = tmp_path / "problems.jsonl"
+    bad.write_bytes(jsonl([{"problem": "What is $1+1$?", "answer": "2"}, {"answer": "3"},
+                           {"problem": "Fine", "level": "Level x"}, {"problem": "Also fine"}]))
+    page.goto(f"{live_server.url}/manage/c/browser/imports/")
+    page.select_option("select[name=kind]", "problems")
+    page.set_input_files("input[name=file]", str(bad))
+    page.click("[data-upload]")
+    page.wait_for_selector("[data-import-progress], #import-progress")
+    page.wait_for_selector("[data-import-result]", timeout=60_000)  # htmx polls until the job is done
+    lines = page.locator("[data-rejected-line]")
+    assert lines.count() == 2
+    assert lines.nth(0).get_attribute("data-rejected-line") == "2"
+    assert "is missing" in lines.nth(0).inner_text() and "problem" in lines.nth(0).inner_text()
+    assert "level" in lines.nth(1).inner_text()
+    assert page.locator("[data-imported]").inner_text() == "0"
+    assert page.locator("[data-import-status]").get_attribute("data-import-status") == "failed"
+    assert Problem.objects.count() == 0
