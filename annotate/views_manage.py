@@ -122,8 +122,9 @@ def dashboard(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     metrics = CampaignMetrics.objects.filter(campaign=campaign).first()
     flagged = Membership.objects.filter(campaign=campaign, quality_flagged_at__isnull=False).count()
     imports = list(ImportJob.objects.filter(campaign=campaign)[:5])
+    progress, progress_at = campaigns.cached_campaign_progress(campaign, fresh=request.GET.get("fresh") == "1")
     return render(request, "annotate/manage/dashboard.html", {
-        "campaign": campaign, "progress": campaigns.campaign_progress(campaign), "metrics": metrics,
+        "campaign": campaign, "progress": progress, "progress_at": progress_at, "metrics": metrics,
         "m": metrics.data if metrics else None, "flagged": flagged, "imports": imports,
         "instructions_html": render_markdown(campaign.instructions),
     })

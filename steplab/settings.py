@@ -216,6 +216,7 @@ CELERY_BEAT_SCHEDULE = {
 # --- Labeling workspace (issue 3) -----------------------------------------------------------------
 
 # --- Campaign admin and quality (issue 4) ---------------------------------------------------------
+STEPLAB_DASHBOARD_CACHE_SECONDS = int(os.environ.get("STEPLAB_DASHBOARD_CACHE_SECONDS", "30"))
 STEPLAB_UPLOAD_MAX_BYTES = int(os.environ.get("STEPLAB_UPLOAD_MAX_BYTES", str(512 * 1024 * 1024)))
 CELERY_BEAT_SCHEDULE["campaign-metrics"] = {"task": "annotate.compute_all_campaign_metrics", "schedule": 900.0}
 

@@ -8,8 +8,9 @@ from .settings import env_bool
 DEBUG = False
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SESSION_COOKIE_SECURE = True
-CSRF_COOKIE_SECURE = True
+# Secure (HTTPS-only) cookies; only a loopback benchmark over plain HTTP turns them off.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=True)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=True)
 SECURE_HSTS_SECONDS = 31_536_000
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True

@@ -207,6 +207,26 @@ def campaign_progress(campaign: Campaign, *, now: datetime | None = None) -> Cam
     return CampaignProgress(generations, totals, reasons, sum(n for _, n in hourly), hourly)
 
 
+def progress_cache_key(campaign: Campaign) -> str:
+    # created_at makes the key unique even when a recreated database reuses a primary key
+    return f"steplab:manage:progress:{campaign.pk}:{campaign.created_at.timestamp():.6f}"
+
+
+def cached_campaign_progress(campaign: Campaign, *, fresh: bool = False) -> tuple[CampaignProgress, datetime]:
+    """The progress figures and when they were computed, cached for ``STEPLAB_DASHBOARD_CACHE_SECONDS``:
+    on a campaign of 100,000 solutions the three aggregates take a few hundred ms, too slow for every view."""
+    from django.conf import settings
+    from django.core.cache import cache
+
+    key = progress_cache_key(campaign)
+    cached = None if fresh else cache.get(key)
+    if cached is not None:
+        return cached
+    value = (campaign_progress(campaign), timezone.now())
+    cache.set(key, value, settings.STEPLAB_DASHBOARD_CACHE_SECONDS)
+    return value
+
+
 def member_summaries(campaign: Campaign) -> list[dict[str, Any]]:
     """Members with their finished labelings and open leases (one query)."""
     done = Count("user__assignments", filter=Q(user__assignments__solution__campaign=campaign,

@@ -12,5 +12,5 @@ def test_debug(page: Page, live_server, campaign_factory, member, n) -> None:
         tb.test_conversational_mode_end_to_end(page, live_server, campaign_factory, member)
     except Exception:
         print("\n".join(logs))
-        print(page.locator('[data-step-index="1"]').evaluate("e => e.outerHTML"))
+        print(page.evaluate("document.getElementById('workspace').outerHTML")[-6000:])
         raise
