@@ -281,4 +281,7 @@ CELERY_BEAT_SCHEDULE = {
     **CELERY_BEAT_SCHEDULE,
     "jobs-reap-stale": {"task": "jobs.reap_stale_jobs", "schedule": 60.0},
     "jobs-auto-train": {"task": "jobs.auto_train", "schedule": 600.0},
+    "jobs-auto-generations": {"task": "jobs.auto_start_generations", "schedule": 600.0},
 }
+# Active learning: the next generation starts once this share of the current one has a submitted labeling.
+STEPLAB_GENERATION_AUTO_LABELED_SHARE = float(os.environ.get("STEPLAB_GENERATION_AUTO_LABELED_SHARE", "0.9"))

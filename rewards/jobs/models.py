@@ -124,10 +124,17 @@ class RewardModel(models.Model):
         return self.name
 
 
+class PoolPurpose(models.TextChoices):
+    EVALUATION = "evaluation", "Held-out problems for best-of-N evaluation"
+    LABELING = "labeling", "Candidates to label (active learning chooses from it)"
+
+
 class CandidatePool(models.Model):
-    """N sampled solutions per held-out problem, graded against the ground truth, for best-of-N."""
+    """N sampled solutions per problem, graded against the ground truth: held-out problems for best-of-N,
+    or (``purpose`` labeling) the campaign's candidate pool its generations choose from."""
 
     name = models.CharField(max_length=200, unique=True)
+    purpose = models.CharField(max_length=16, choices=PoolPurpose.choices, default=PoolPurpose.EVALUATION)
     campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="candidate_pools")
     source = models.CharField(max_length=500, blank=True, help_text="File it was imported from.")
@@ -164,6 +171,9 @@ class Candidate(models.Model):
     steps = models.JSONField(default=list)
     answer = models.TextField(null=True, blank=True, help_text="Extracted final answer; null = none reached.")
     is_correct = models.BooleanField(default=False)
+    # Set when a generation turned this candidate into labeling work: it is never selected again.
+    solution = models.OneToOneField("annotate.Solution", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="pool_candidate")
 
     class Meta:
         ordering = ["pool_problem", "index"]
@@ -219,3 +229,50 @@ class EvaluationRun(models.Model):
 
     def __str__(self) -> str:
         return f"evaluation {self.pk} on {self.pool}"
+
+
+class GenerationStatus(models.TextChoices):
+    SCORING = "scoring", "Scoring the pool"
+    COMPLETED = "completed", "Selected: labeling work created"
+    FAILED = "failed", "Failed"
+
+
+class Generation(models.Model):
+    """One round of active learning: the current PRM scores the unlabeled pool, a strategy picks a batch,
+    the batch becomes the campaign's labeling work of generation ``number``.
+
+    At most one generation per campaign is scoring at a time (partial unique constraint), so two
+    triggers (button, API, periodic task) cannot choose from the same pool at once.
+    """
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="generations")
+    number = models.IntegerField(help_text="g: Solution.generation of the work it created.")
+    pool = models.ForeignKey(CandidatePool, on_delete=models.PROTECT, related_name="generations")
+    strategy = models.CharField(max_length=32)
+    strategy_config = models.JSONField(default=dict, blank=True, help_text="Validated options, defaults filled in.")
+    reward_model = models.ForeignKey(RewardModel, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="generations")
+    dataset_version = models.ForeignKey("rewards.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+", help_text="The version the reward model was trained on.")
+    scoring_job = models.OneToOneField(ScoringJob, null=True, blank=True, on_delete=models.SET_NULL,
+                                       related_name="generation")
+    batch_size = models.PositiveIntegerField()
+    selected_count = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=GenerationStatus.choices, default=GenerationStatus.SCORING)
+    error = models.TextField(blank=True)
+    auto_started = models.BooleanField(default=False, help_text="Started by the periodic task.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["campaign", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "number"], name="generation_unique_number"),
+            models.UniqueConstraint(fields=["campaign"], condition=Q(status="scoring"),
+                                    name="generation_one_scoring_per_campaign"),
+        ]
+
+    def __str__(self) -> str:
+        return f"generation {self.number} of {self.campaign_id} ({self.status})"

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 
-from annotate.models import Campaign
+from annotate.models import AssignmentStatus, Campaign, FinishReason, Solution
 from rewards.models import DatasetVersion
 
-from .models import EvaluationRun, JobStatus, Kind, RewardModel, ScoringJob, TrainingJob
+from .models import EvaluationRun, Generation, JobStatus, Kind, RewardModel, ScoringJob, TrainingJob
 
 METHOD_LABELS = {"prm": "PRM", "orm": "ORM", "majority": "Majority vote", "pass": "pass@N"}
 RUNS_SHOWN = 20
@@ -118,3 +118,64 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
 def reward_models(campaigns: QuerySet[Campaign], *, staff: bool) -> QuerySet[RewardModel]:
     models = RewardModel.objects.select_related("dataset_version__campaign", "campaign")
     return models if staff else models.filter(campaign__in=campaigns)
+
+
+def _validation(model: RewardModel) -> dict[str, Any]:
+    validation = model.metrics.get("validation") or {}
+    return {"model": model.name, "model_id": model.pk,
+            "step_auroc": (validation.get("step_level") or {}).get("auroc"),
+            "solution_accuracy": (validation.get("solution_level") or {}).get("accuracy")}
+
+
+def generation_rows(campaign: Campaign) -> list[dict[str, Any]]:
+    """Per generation: selected, labeled, the share of labeled convincing-wrong selections where a labeler
+    found an error, and the PRM retrained after it.
+
+    "Retrained after g": the best PRM (``services.generations`` rule) on the newest ready dataset version cut
+    after g completed and before g+1 started, i.e. the version that holds g's labels when g+1 chooses.
+    Four queries whatever the number of generations.
+    """
+    from .services.generations import best_prm_of
+
+    generations = list(Generation.objects.filter(campaign=campaign).select_related("reward_model", "created_by")
+                       .order_by("number"))
+    if not generations:
+        return []
+    submitted = Q(assignments__status=AssignmentStatus.SUBMITTED, assignments__is_gold=False)
+    cw = Q(provenance__reason="convincing_wrong")
+    counts = {row["generation"]: row for row in Solution.objects.filter(
+        campaign=campaign, generation__in=[g.number for g in generations], provenance__source="active_learning")
+        .values("generation").annotate(
+            labeled=Count("id", distinct=True, filter=submitted),
+            cw_labeled=Count("id", distinct=True, filter=cw & submitted),
+            cw_found=Count("id", distinct=True, filter=cw & submitted
+                           & Q(assignments__finish_reason=FinishReason.FOUND_ERROR)))}
+    versions = list(DatasetVersion.objects.filter(campaign=campaign, status=DatasetVersion.Status.READY)
+                    .values_list("pk", "number", "created_at").order_by("number"))
+    prms = list(RewardModel.objects.filter(campaign=campaign, kind=Kind.PRM, job__status=JobStatus.SUCCEEDED,
+                                           dataset_version__isnull=False).select_related("dataset_version"))
+    rows = []
+    for position, generation in enumerate(generations):
+        row = counts.get(generation.number, {})
+        after, until = generation.finished_at, (generations[position + 1].created_at
+                                                if position + 1 < len(generations) else None)
+        version = None
+        if after is not None:
+            inside = [v for v in versions if v[2] > after and (until is None or v[2] <= until)]
+            version = inside[-1] if inside else None
+        retrained = best_prm_of([m for m in prms if version and m.dataset_version_id == version[0]])
+        labeled, cw_labeled = row.get("labeled", 0), row.get("cw_labeled", 0)
+        rows.append({
+            "generation": generation.number, "id": generation.pk, "status": generation.status,
+            "strategy": generation.strategy, "strategy_config": generation.strategy_config,
+            "batch_size": generation.batch_size, "selected": generation.selected_count, "labeled": labeled,
+            "convincing_wrong_labeled": cw_labeled, "found_error": row.get("cw_found", 0),
+            "found_error_share": (row.get("cw_found", 0) / cw_labeled) if cw_labeled else None,
+            "chosen_by": generation.reward_model.name if generation.reward_model else None,
+            "chosen_by_id": generation.reward_model_id, "dataset_version_id": generation.dataset_version_id,
+            "auto_started": generation.auto_started, "error": generation.error,
+            "created_at": generation.created_at.isoformat(),
+            "retrained_on": f"v{version[1]}" if version else None,
+            "retrained": _validation(retrained) if retrained else None,
+        })
+    return rows

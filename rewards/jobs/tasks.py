@@ -15,6 +15,7 @@ RUN_TRAINING = "jobs.run_training_job"
 RUN_SCORING = "jobs.run_scoring_job"
 REAP = "jobs.reap_stale_jobs"
 AUTO_TRAIN = "jobs.auto_train"
+AUTO_GENERATIONS = "jobs.auto_start_generations"
 
 
 @shared_task(name=RUN_TRAINING, acks_late=True)
@@ -26,17 +27,21 @@ def run_training_job(job_id: int) -> str | None:
 
 @shared_task(name=RUN_SCORING, acks_late=True)
 def run_scoring_job(job_id: int) -> str | None:
+    from .services.generations import scoring_finished
     from .services.scoring import run_scoring_job as run
 
-    return run(job_id)
+    status = run(job_id)
+    scoring_finished(job_id)  # a generation's scoring: select its batch now (no-op for other scorings)
+    return status
 
 
 @shared_task(name=REAP)
 def reap_stale_jobs() -> dict[str, list[int]]:
+    from .services.generations import reconcile
     from .services.scoring import reap_scoring_jobs
     from .services.training import reap_training_jobs
 
-    return {"training": reap_training_jobs(), "scoring": reap_scoring_jobs()}
+    return {"training": reap_training_jobs(), "scoring": reap_scoring_jobs(), "generations": reconcile()}
 
 
 @shared_task(name=AUTO_TRAIN)
@@ -44,6 +49,13 @@ def auto_train() -> list[int]:
     from .services.training import auto_train as start
 
     return [job.pk for job in start()]
+
+
+@shared_task(name=AUTO_GENERATIONS)
+def auto_start_generations() -> list[int]:
+    from .services.generations import auto_start_generations as start
+
+    return [generation.pk for generation in start()]
 
 
 def enqueue(job: Any) -> None:

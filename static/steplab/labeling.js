@@ -156,6 +156,13 @@
   // Refused requests come back retargeted to #alerts (HX-Retarget): show them instead of dropping them.
   document.addEventListener("htmx:beforeSwap", function (event) {
     var xhr = event.detail.xhr;
+    var target = event.detail.target;
+    if (xhr.status < 300 && target && !document.body.contains(target)) {
+      // The row was re-rendered while this request ran: the server has it, so show the server's page.
+      event.detail.shouldSwap = false;
+      window.location.reload();
+      return;
+    }
     if (xhr.status >= 400 && xhr.getResponseHeader("HX-Retarget")) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;

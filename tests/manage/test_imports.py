@@ -60,6 +60,8 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
     assert "not valid JSON" in by_line[4]["message"]
     page = client.get(reverse("manage:import", args=["uploads", failed.pk])).content.decode()
     assert page.count("data-rejected-line=") == 3
+    poll = client.get(reverse("manage:import_progress", args=["uploads", failed.pk]), HTTP_HX_REQUEST="true")
+    assert poll["HX-Refresh"] == "true" and 'data-import-status="failed"' in poll.content.decode()
 
     skipped = wait_for(upload(client, "uploads", "solutions", jsonl(samples), skip_invalid="on").pk)
     assert skipped.status == ImportJobStatus.SUCCEEDED and (skipped.imported, skipped.rejected_count) == (1, 3)

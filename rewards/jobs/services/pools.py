@@ -29,7 +29,7 @@ from annotate.models import Campaign, Problem, text_digest
 from annotate.services.importing import ImportFailed, ImportReport, RowError, iter_json_lines
 from annotate.steps import SPLIT_RULES, answer_from_steps, split_solution
 
-from ..models import Candidate, CandidatePool, PoolProblem
+from ..models import Candidate, CandidatePool, PoolProblem, PoolPurpose
 
 BATCH = 2000
 
@@ -141,9 +141,16 @@ def _resolve_problem(parsed: ParsedProblem) -> Problem:
 
 
 def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None, split_rule: str = "auto",
-                user: Any = None) -> tuple[CandidatePool, ImportReport]:
-    """Import a pool file; raises ImportFailed (nothing saved) when any line is bad."""
+                user: Any = None, purpose: str = PoolPurpose.EVALUATION) -> tuple[CandidatePool, ImportReport]:
+    """Import a pool file; raises ImportFailed (nothing saved) when any line is bad.
+
+    ``purpose`` labeling makes it the campaign's candidate pool that active-learning generations choose from.
+    """
     path = Path(path)
+    if purpose not in PoolPurpose.values:
+        raise ValueError(f"purpose: must be one of {', '.join(PoolPurpose.values)}, got {purpose!r}")
+    if purpose == PoolPurpose.LABELING and campaign is None:
+        raise ValueError("campaign: a labeling pool belongs to a campaign (give --campaign)")
     if split_rule not in SPLIT_RULES:
         raise ValueError(f"split_rule must be one of {', '.join(SPLIT_RULES)}, got {split_rule!r}")
     if CandidatePool.objects.filter(name=name).exists():
@@ -174,7 +181,7 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
         raise ImportFailed(report)
     with transaction.atomic():
         pool = CandidatePool.objects.create(name=name, campaign=campaign, source=str(path), split_rule=split_rule,
-                                            created_by=user)
+                                            created_by=user, purpose=purpose)
         candidates: list[Candidate] = []
         correct = 0
         for index, key in enumerate(order):

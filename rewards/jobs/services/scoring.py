@@ -44,13 +44,17 @@ def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend
 
 
 def _write_input(job: ScoringJob) -> int:
-    """The pool as the scorer's input rows; a PRM skips candidates without steps (they stay unscored)."""
+    """The pool as the scorer's input rows; a PRM skips candidates without steps (they stay unscored), and a
+    generation's scoring skips candidates already turned into labeling work."""
     work = Path(job.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     kind = job.reward_model.kind
     rows = 0
-    candidates = (Candidate.objects.filter(pool_problem__pool=job.pool)
-                  .values_list("id", "steps", "pool_problem__problem__text").order_by("pool_problem__index", "index"))
+    candidates = Candidate.objects.filter(pool_problem__pool=job.pool)
+    if hasattr(job, "generation"):  # a generation's scoring: only what could still be selected
+        candidates = candidates.filter(solution__isnull=True)
+    candidates = candidates.values_list("id", "steps", "pool_problem__problem__text").order_by(
+        "pool_problem__index", "index")
     with (work / INPUT).open("w", encoding="utf-8") as handle:
         for candidate_id, steps, prompt in candidates.iterator(chunk_size=2000):
             if kind == Kind.PRM and not steps:

@@ -1,4 +1,5 @@
-"""manage.py import_pool FILE --name NAME [--campaign SLUG] [--split-rule auto|lines|paragraphs]"""
+"""manage.py import_pool FILE --name NAME [--campaign SLUG] [--split-rule auto|lines|paragraphs]
+[--purpose evaluation|labeling]"""
 from __future__ import annotations
 
 from typing import Any
@@ -19,6 +20,8 @@ class Command(BaseCommand):
         parser.add_argument("--name", required=True)
         parser.add_argument("--campaign", help="campaign slug the pool belongs to (its dashboard shows it)")
         parser.add_argument("--split-rule", default="auto", choices=("auto", "lines", "paragraphs"))
+        parser.add_argument("--purpose", default="evaluation", choices=("evaluation", "labeling"),
+                            help="labeling: the campaign's candidate pool for active-learning generations")
 
     def handle(self, *args: Any, **options: Any) -> None:
         campaign = None
@@ -28,7 +31,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--campaign: no campaign {options['campaign']!r}")
         try:
             pool, report = import_pool(options["file"], options["name"], campaign=campaign,
-                                       split_rule=options["split_rule"])
+                                       split_rule=options["split_rule"], purpose=options["purpose"])
         except ImportFailed as exc:
             for line in exc.report.rejected:
                 self.stderr.write(str(line))
