@@ -93,8 +93,9 @@ def labeler(base: str, index: int, per_labeler: int, steps: int, stats: LabelerS
     rng = random.Random(seed)
     session = requests.Session()
     try:
-        session.get(f"{base}/accounts/login/", timeout=30)
-        response = session.post(f"{base}/accounts/login/", timeout=30, allow_redirects=False, data={
+        # Logins hash a password (PBKDF2, ~0.3 s CPU each): 50 at once on 2 cores queue for a while.
+        session.get(f"{base}/accounts/login/", timeout=180)
+        response = session.post(f"{base}/accounts/login/", timeout=180, allow_redirects=False, data={
             "username": f"load{index:03d}", "password": PASSWORD,
             "csrfmiddlewaretoken": session.cookies["csrftoken"]})
         if response.status_code != 302:

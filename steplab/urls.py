@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from .auth_views import RateLimitedLoginView
@@ -6,7 +7,10 @@ from .auth_views import RateLimitedLoginView
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Only the auth views Steplab uses: no e-mail password reset (accounts are created by campaign admins).
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("api/", include("rewards.urls")),
     path("manage/", include("annotate.urls_manage")),
     path("models/", include("rewards.jobs.urls")),

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import CandidatePool, EvaluationRun, RewardModel, ScoringJob, TrainingJob
+from .models import CandidatePool, EvaluationRun, Generation, RewardModel, ScoringJob, TrainingJob
 
 
 @admin.register(TrainingJob)
@@ -24,3 +24,10 @@ class ScoringJobAdmin(admin.ModelAdmin):
 
 admin.site.register(CandidatePool)
 admin.site.register(EvaluationRun)
+
+
+@admin.register(Generation)
+class GenerationAdmin(admin.ModelAdmin):
+    list_display = ("id", "campaign", "number", "strategy", "status", "batch_size", "selected_count", "created_at")
+    list_filter = ("status", "strategy")
+    raw_id_fields = ("campaign", "pool", "reward_model", "dataset_version", "scoring_job", "created_by")

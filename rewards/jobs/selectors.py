@@ -111,6 +111,7 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
             "data-efficiency": [{"kind": kind, **point} for kind, points in
                                 (latest.data_efficiency.items() if latest else []) for point in points],
             "history": history_rows(runs),
+            "generations": generation_rows(campaign) if campaign is not None else [],
         },
     }
 

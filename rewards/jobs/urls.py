@@ -1,7 +1,7 @@
 """Reward-model pages, mounted at /models/."""
 from django.urls import path
 
-from . import views
+from . import api, views
 
 app_name = "jobs"
 
@@ -15,4 +15,6 @@ urlpatterns = [
     path("dashboard/figures/<str:name>.<str:fmt>", views.figure, name="figure"),
     path("dashboard/<slug:slug>/", views.dashboard, name="campaign_dashboard"),
     path("dashboard/<slug:slug>/figures/<str:name>.<str:fmt>", views.figure, name="campaign_figure"),
+    path("dashboard/<slug:slug>/generations/start/", views.generation_start, name="generation_start"),
+    path("api/campaigns/<slug:slug>/generations/", api.GenerationsView.as_view(), name="api_generations"),
 ]

@@ -18,14 +18,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.models import Campaign
+from rewards.active import STRATEGIES
 
 from . import selectors
 from .forms import TrainingJobForm
 from .models import TrainingJob
 from .services.access import accessible_campaigns, can_access, has_any_access
+from .services.generations import can_start_generation, start_generation
 from .services.training import JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
-FIGURES = ("best-of-n", "step-metrics", "data-efficiency", "history")
+FIGURES = ("best-of-n", "step-metrics", "data-efficiency", "history", "generations")
 
 
 def _area(request: HttpRequest) -> Any:
@@ -102,15 +104,46 @@ def _dashboard_scope(request: HttpRequest, slug: str | None) -> tuple[Any, Campa
 
 
 @login_required
-def dashboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
+def dashboard(request: HttpRequest, slug: str | None = None, *, generation_error: JobInputError | None = None,
+              generation_form: dict[str, str] | None = None) -> HttpResponse:
     campaigns, campaign = _dashboard_scope(request, slug)
+    status = 400 if generation_error else 200
     data = selectors.dashboard(campaigns, campaign)
     return render(request, "jobs/dashboard.html", {
         "campaign": campaign, "data": data, "campaigns": campaigns.order_by("slug"),
+        "generation_error": generation_error,
         "bon_rows": data["figures"]["best-of-n"], "step_rows": data["figures"]["step-metrics"],
         "eff_rows": data["figures"]["data-efficiency"], "hist_rows": data["figures"]["history"],
         "chart_data": {"figures": data["figures"], "runs": data["runs"]},
-    })
+        "gen_rows": data["figures"]["generations"],
+        "can_start_generation": campaign is not None and can_start_generation(request.user, campaign),
+        "strategies": sorted(STRATEGIES), "generation_form": generation_form or {},
+    }, status=status)
+
+
+@login_required
+@require_POST
+def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
+    """The dashboard's "start next generation" button (staff and campaign admins)."""
+    _, campaign = _dashboard_scope(request, slug)
+    assert campaign is not None
+    if not can_start_generation(request.user, campaign):
+        raise PermissionDenied("only staff and the campaign's admins start generations")
+    form = {key: request.POST.get(key, "").strip() for key in ("strategy", "batch_size", "config")}
+    try:
+        try:
+            batch_size = int(form["batch_size"])
+        except ValueError:
+            raise JobInputError("batch_size", f"must be an integer >= 1, got {form['batch_size']!r}") from None
+        try:
+            config = json.loads(form["config"]) if form["config"] else {}
+        except json.JSONDecodeError as exc:
+            raise JobInputError("config", f"is not valid JSON ({exc.msg})") from None
+        start_generation(campaign, strategy=form["strategy"], batch_size=batch_size, config=config,
+                         user=request.user)
+    except JobInputError as exc:
+        return dashboard(request, slug, generation_error=exc, generation_form=form)
+    return redirect("jobs:campaign_dashboard", slug=slug)
 
 
 @login_required

@@ -37,7 +37,7 @@ from django.db.models import Count, Max, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from annotate.models import Assignment, AssignmentStatus, Campaign, Rating, Solution, StepDecision
+from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Rating, Solution, StepDecision
 from rewards.exports import (
     ExportOptions,
     WrittenFile,
@@ -166,22 +166,13 @@ def _counts(campaign: Campaign, options: ExportOptions, tally: _Tally, written: 
 
 
 def agreement_figures(campaign: Campaign) -> dict[str, Any] | None:
-    """Agreement from ``annotate.services.agreement.campaign_agreement`` when that service exists."""
-    try:
-        from annotate.services import agreement  # type: ignore[attr-defined]
-    except ImportError:
+    """Inter-annotator agreement (each figure with its item count) from the campaign's latest quality-metrics
+    snapshot, which a Celery task computes (annotate.services.agreement); None before the first snapshot —
+    recomputing it here would load every labeling into memory during a streaming export."""
+    metrics = CampaignMetrics.objects.filter(campaign=campaign).first()
+    if metrics is None:
         return None
-    compute = getattr(agreement, "campaign_agreement", None)
-    if compute is None:
-        return None
-    try:
-        result = compute(campaign)
-    except Exception:  # the card must not fail because another area's figures did
-        logger.exception("agreement figures failed for campaign %s", campaign.slug)
-        return None
-    if dataclasses.is_dataclass(result) and not isinstance(result, type):
-        result = dataclasses.asdict(result)
-    return result if isinstance(result, dict) else {"value": result}
+    return {"computed_at": metrics.computed_at.isoformat(), **metrics.data.get("inter_annotator", {})}
 
 
 def _licenses(campaign: Campaign) -> list[dict[str, Any]]:

@@ -134,7 +134,7 @@ def start_generation(campaign: Campaign, *, strategy: str, batch_size: Any, conf
                 dataset_version=reward_model.dataset_version if reward_model else None,
                 created_by=user if getattr(user, "is_authenticated", False) else None, auto_started=auto)
             if reward_model is None:  # random without a PRM: nothing to score
-                complete_generation(generation)
+                generation = complete_generation(generation)
             else:
                 generation.scoring_job = start_scoring_job(reward_model, pool, user=generation.created_by)
                 generation.save(update_fields=["scoring_job"])
@@ -154,8 +154,8 @@ def _already_in_campaign(campaign: Campaign, digests: list[str]) -> set[str]:
 def complete_generation(generation: Generation) -> Generation:
     """Select the batch with the strategy and materialise it as Solutions of generation g (once)."""
     with transaction.atomic():
-        generation = Generation.objects.select_for_update().select_related(
-            "campaign", "pool", "scoring_job").get(pk=generation.pk)
+        generation = Generation.objects.select_for_update(of=("self",)).select_related(
+            "campaign", "pool").get(pk=generation.pk)
         if generation.status != GenerationStatus.SCORING:
             return generation
         scores: dict[int, CandidateScore] = {}

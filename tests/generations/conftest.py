@@ -1,0 +1,174 @@
+"""Fixtures for active-learning generations.
+
+A hand-built scored pool (three problems, eleven candidates with chosen scores and verdicts) lets each
+strategy's choice be worked out by hand. The end-to-end fixtures (a campaign imported from the PRM800K
+phase-1 test trajectories, exported into a dataset version; a small AIME pool) are copied from
+tests/jobs/conftest.py, as the brief asks, so the two areas do not depend on each other's files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+PRM800K_TEST = "prm800k/phase1_test_reconstructed.jsonl"
+PRM800K_GENUINE = "prm800k/genuine_rows.jsonl"
+FAST_HYPER = {"max_steps": 3, "batch_size": 4, "max_length": 128, "logging_steps": 1}
+
+# name: (problem, PRM score, final answer correct?, has steps?)
+HAND_POOL = {
+    "a": (1, 0.95, False, True), "b": (1, 0.90, False, True), "c": (1, 0.85, False, True),
+    "d": (1, 0.99, True, True), "e": (1, 0.50, False, True),
+    "f": (2, 0.80, False, True), "g": (2, 0.40, False, True), "h": (2, 0.55, True, True),
+    "i": (3, 0.70, True, True), "j": (3, 0.30, False, True), "k": (3, 0.52, False, False),
+}
+
+
+@dataclass
+class HandPool:
+    campaign: Any
+    pool: Any
+    prm: Any
+    candidates: dict[str, Any]  # name -> Candidate
+
+    def name_of(self, candidate_id: int) -> str:
+        return next(name for name, c in self.candidates.items() if c.pk == candidate_id)
+
+    def run(self, strategy: str, batch_size: int, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """Start a generation through the service, write the scores the scorer would write (open candidates
+        with steps only), end the scoring job as the watcher does, and call the completion hook."""
+        from rewards.jobs.models import CandidateScore, JobStatus
+        from rewards.jobs.services import runner
+        from rewards.jobs.services.generations import scoring_finished, start_generation
+
+        generation = start_generation(self.campaign, strategy=strategy, batch_size=batch_size, config=config,
+                                      **kwargs)
+        job = generation.scoring_job
+        assert job is not None and job.status == JobStatus.QUEUED
+        CandidateScore.objects.bulk_create(
+            CandidateScore(scoring_job=job, candidate=c, score=HAND_POOL[name][1], score_min=HAND_POOL[name][1],
+                           step_scores=[HAND_POOL[name][1]] * len(c.steps))
+            for name, c in self.candidates.items() if c.steps and not type(c).objects.get(pk=c.pk).solution_id)
+        assert runner.claim(type(job), job.pk) is not None
+        assert runner.finish(job, JobStatus.SUCCEEDED)
+        return scoring_finished(job.pk)
+
+
+def make_prm(campaign: Any, *, auroc: float | None = 0.7, version: Any = None, name: str = "hand PRM") -> Any:
+    """A registered PRM row (no weights: the hand-built tests never run it)."""
+    from rewards.jobs.models import JobStatus, RewardModel, TrainingJob
+
+    job = TrainingJob.objects.create(kind="prm", campaign=campaign, dataset_version=version, dataset_path="/x.jsonl",
+                                     status=JobStatus.SUCCEEDED, progress=1.0)
+    return RewardModel.objects.create(job=job, kind="prm", campaign=campaign, dataset_version=version, name=name,
+                                      location="/m", base_model="default", trained_on=10,
+                                      metrics={"validation": {"step_level": {"auroc": auroc},
+                                                              "solution_level": {"accuracy": 0.6}}})
+
+
+@pytest.fixture
+def hand_pool(campaign_factory) -> HandPool:  # type: ignore[no-untyped-def]
+    from annotate.models import Problem
+    from rewards.jobs.models import Candidate, CandidatePool, PoolProblem, PoolPurpose
+
+    campaign = campaign_factory(f"gen-{uuid.uuid4().hex[:6]}")
+    pool = CandidatePool.objects.create(name=f"hand-{campaign.slug}", campaign=campaign, purpose=PoolPurpose.LABELING,
+                                        problem_count=3, candidate_count=len(HAND_POOL), pool_size=5)
+    problems = {n: PoolProblem.objects.create(
+        pool=pool, index=n, problem=Problem.objects.create(text=f"Problem {n} {campaign.slug}: 2+{n}?",
+                                                           answer=str(2 + n))) for n in (1, 2, 3)}
+    candidates = {}
+    for index, (name, (problem, _score, correct, has_steps)) in enumerate(HAND_POOL.items()):
+        answer = str(2 + problem) if correct else "-1"
+        steps = [f"Step one of {name}.", f"Step two of {name}.", f"# Answer\n\n{answer}"] if has_steps else []
+        candidates[name] = Candidate.objects.create(pool_problem=problems[problem], index=index,
+                                                    text="\n\n".join(steps), steps=steps, answer=answer,
+                                                    is_correct=correct)
+    return HandPool(campaign=campaign, pool=pool, prm=make_prm(campaign), candidates=candidates)
+
+
+@pytest.fixture
+def campaign_admin(make_user, hand_pool):  # type: ignore[no-untyped-def]
+    from annotate.models import Membership, Role
+
+    user = make_user(f"adm-{uuid.uuid4().hex[:6]}")
+    Membership.objects.create(campaign=hand_pool.campaign, user=user, role=Role.ADMIN)
+    return user
+
+
+# --- copied from tests/jobs/conftest.py -------------------------------------------------------------
+
+def make_version(campaign: Any, *, test_fraction: float = 0.3, seed: int = 3, number: int = 1) -> Any:
+    """Export a campaign's labels into storage and record a ready DatasetVersion for them."""
+    from django.core.files.storage import default_storage
+
+    from rewards.exports import ExportOptions, export_campaign
+    from rewards.models import DatasetVersion
+
+    folder = f"test-generations/{campaign.slug}-{uuid.uuid4().hex[:8]}/v{number}"
+    files = {}
+    for fmt in ("trl-stepwise", "outcome"):
+        name = f"{folder}/{fmt}.jsonl"
+        written = export_campaign(campaign, fmt, Path(default_storage.path(name)),
+                                  ExportOptions(seed=seed, test_fraction=test_fraction))
+        files[fmt] = {"name": name, "sha256": written.sha256, "bytes": written.size, "rows": written.rows}
+    return DatasetVersion.objects.create(campaign=campaign, number=number, status=DatasetVersion.Status.READY,
+                                         content_sha256=uuid.uuid4().hex, folder=folder, files=files)
+
+
+@pytest.fixture
+def labeled_campaign(campaign_factory, shared_data: Path):  # type: ignore[no-untyped-def]
+    from annotate.models import Assignment, Solution
+    from annotate.prm800k import import_prm800k
+
+    campaign = campaign_factory(f"genjobs-{uuid.uuid4().hex[:6]}")
+    import_prm800k(shared_data / PRM800K_TEST, campaign, skip_invalid=True)
+    import_prm800k(shared_data / PRM800K_GENUINE, campaign)
+    solved = Assignment.objects.filter(solution__campaign=campaign, finish_reason="solution").values("solution_id")
+    Solution.objects.filter(campaign=campaign).update(is_correct=False)
+    Solution.objects.filter(pk__in=solved).update(is_correct=True)
+    return campaign
+
+
+@pytest.fixture
+def dataset_version(labeled_campaign):  # type: ignore[no-untyped-def]
+    return make_version(labeled_campaign)
+
+
+@pytest.fixture
+def aime_pool_file(tmp_path: Path, shared_data: Path) -> Path:
+    """Three AIME 2025 problems x 8 candidates from the shared best-of-N pool (small enough to score on CPU)."""
+    out = tmp_path / "aime_small.jsonl"
+    with (shared_data / "bestofn/aime2025_I_k64.jsonl").open(encoding="utf-8") as src, out.open("w") as dst:
+        for number, line in enumerate(src):
+            if number == 3:
+                break
+            row = json.loads(line)
+            for key in ("generated_responses", "generated_answers"):
+                row[key] = row[key][:8]
+            dst.write(json.dumps(row) + "\n")
+    return out
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., Any]:
+    def wait(predicate: Callable[[], Any], timeout: float = 120, every: float = 0.5, what: str = "condition") -> Any:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(every)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+    return wait

@@ -1,0 +1,67 @@
+"""End to end on the real worker: a CPU PRM trained with 3 steps scores the campaign's pool, the
+generation completes from the scoring job's completion hook, and the next one skips what was chosen."""
+from __future__ import annotations
+
+import pytest
+
+from tests.generations.conftest import FAST_HYPER
+
+pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
+
+
+def _refresh(obj):  # type: ignore[no-untyped-def]
+    obj.refresh_from_db()
+    return obj
+
+
+def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process, dataset_version, aime_pool_file,
+                                                          make_user, wait_for) -> None:  # type: ignore[no-untyped-def]
+    from django.db.models import Max
+
+    from annotate.models import Membership, Role, Solution
+    from rewards.jobs.models import Candidate, CandidateScore, RewardModel
+    from rewards.jobs.services.generations import start_generation
+    from rewards.jobs.services.pools import import_pool
+    from rewards.jobs.services.training import TrainingRequest, start_training_job
+
+    campaign = dataset_version.campaign
+    job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=FAST_HYPER))
+    wait_for(lambda: _refresh(job).status in ("succeeded", "failed"), timeout=300, what="the PRM job")
+    assert job.status == "succeeded", job.error
+    prm = RewardModel.objects.get(job=job)
+    pool, _ = import_pool(aime_pool_file, "aime-labeling", campaign=campaign, purpose="labeling")
+    admin = make_user("gen-admin")
+    Membership.objects.create(campaign=campaign, user=admin, role=Role.ADMIN)
+    before = Solution.objects.filter(campaign=campaign).aggregate(g=Max("generation"))["g"]
+
+    first = start_generation(campaign, strategy="convincing_wrong", batch_size=4, config={"max_per_problem": 2},
+                             user=admin)
+    assert first.number == before + 1 and first.reward_model == prm and first.dataset_version == dataset_version
+    wait_for(lambda: _refresh(first).status != "scoring", timeout=300, what="generation 1 to complete")
+    assert first.status == "completed", first.error
+    scores = dict(CandidateScore.objects.filter(scoring_job=first.scoring_job).values_list("candidate_id", "score"))
+    assert len(scores) == pool.candidate_count == 24
+    # by hand: wrong answers by PRM score (ties by id as strings), at most two per problem
+    wrong = sorted((c for c in Candidate.objects.filter(pool_problem__pool=pool, is_correct=False)),
+                   key=lambda c: str(c.pk))
+    wrong.sort(key=lambda c: -scores[c.pk])
+    expected, per_problem = [], {}
+    for candidate in wrong:
+        if per_problem.get(candidate.pool_problem_id, 0) < 2 and len(expected) < 4:
+            expected.append(candidate.pk)
+            per_problem[candidate.pool_problem_id] = per_problem.get(candidate.pool_problem_id, 0) + 1
+    chosen = list(Solution.objects.filter(campaign=campaign, generation=first.number).order_by("provenance__rank"))
+    assert [s.provenance["candidate_id"] for s in chosen] == expected
+    for solution in chosen:
+        assert solution.verifier_score == scores[solution.provenance["candidate_id"]]
+        assert solution.provenance["reward_model_id"] == prm.pk
+        assert solution.provenance["dataset_version_id"] == dataset_version.pk
+        assert solution.steps.count() == len(solution.pre_generated_steps) > 0
+
+    second = start_generation(campaign, strategy="uncertain", batch_size=3, user=admin)
+    wait_for(lambda: _refresh(second).status != "scoring", timeout=300, what="generation 2 to complete")
+    assert second.status == "completed", second.error
+    assert CandidateScore.objects.filter(scoring_job=second.scoring_job).count() == 20  # the 4 chosen are not rescored
+    again = set(Solution.objects.filter(campaign=campaign, generation=second.number)
+                .values_list("provenance__candidate_id", flat=True))
+    assert len(again) == 3 and not again & set(expected)
