@@ -233,12 +233,12 @@ def _form_error(request: HttpRequest, assignment_id: int, error: LabelingError) 
 
 
 def _rows_response(request: HttpRequest, assignment_id: int, step_index: int, *,
-                   include_next: bool) -> HttpResponse:
+                   include_next: bool, checked: Assignment | None = None) -> HttpResponse:
     """The changed row, then (out of band) the row after it, the progress counter and the "next" control."""
     if not request.htmx:
         return redirect("annotate:workspace", assignment_id)
     wanted = [step_index, step_index + 1] if include_next else [step_index]
-    ws = labeling.load_workspace(assignment_id, request.user, step_indexes=wanted)
+    ws = labeling.load_workspace(assignment_id, request.user, step_indexes=wanted, checked=checked)
     if ws.assignment.status != AssignmentStatus.LEASED:
         # The pass just ended (a −1 in stepwise mode): show the finished workspace.
         response = HttpResponse(status=200)
@@ -310,9 +310,11 @@ def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
         return _alert(request, forms.first_error(form), 400)
     data = form.cleaned_data
     try:
-        labeling.record_rating(assignment_id, request.user, step_index=data["step_index"], rating=data["rating"],
-                               completion_index=data["completion_index"], time_ms=data["time_ms"])
-        return _rows_response(request, assignment_id, data["step_index"], include_next=True)
+        result = labeling.record_rating(assignment_id, request.user, step_index=data["step_index"],
+                                        rating=data["rating"], completion_index=data["completion_index"],
+                                        time_ms=data["time_ms"])
+        return _rows_response(request, assignment_id, data["step_index"], include_next=True,
+                              checked=result.rating.assignment)
     except LabelingError as error:
         return _error_response(request, error, assignment_id)
 

@@ -246,6 +246,8 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         elif campaign.mode == CampaignMode.CONVERSATIONAL:
             _check_decided_before(assignment, step_index)
         current = Rating.objects.filter(assignment=assignment, completion=completion).first()
+        if current is not None:
+            current.assignment = assignment  # the locked, authorised instance, for the caller's response
         new_flag = flagged if flagged is not None else (current.flagged if current else False)
         if current is None:
             current = Rating.objects.create(assignment=assignment, completion=completion, rating=rating,
@@ -261,9 +263,9 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
             changed = True
         else:
             changed = False
-        if campaign.mode == CampaignMode.STEPWISE:
-            StepDecision.objects.get_or_create(assignment=assignment, step=completion.step,
-                                               defaults={"chosen_completion": 0})
+        if campaign.mode == CampaignMode.STEPWISE:  # one INSERT … ON CONFLICT DO NOTHING, not get_or_create's four
+            StepDecision.objects.bulk_create(
+                [StepDecision(assignment=assignment, step=completion.step, chosen_completion=0)], ignore_conflicts=True)
         finished = False
         if campaign.mode == CampaignMode.STEPWISE and rating == -1:
             _finish(assignment, FinishReason.FOUND_ERROR, "", now)
@@ -466,16 +468,23 @@ class Workspace:
     decisions: dict[int, StepDecision]  # step index -> decision
 
 
-def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | None = None) -> Workspace:
-    """The labeler's own assignment with its steps (all, or only ``step_indexes``), ratings and decisions."""
-    assignment = (Assignment.objects.select_related("solution__campaign", "solution__problem")
-                  .filter(pk=assignment_id).first())
-    if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
-        raise NotAllowed("This is not your assignment.")
-    campaign = assignment.solution.campaign
-    if not Membership.objects.filter(campaign=campaign, user_id=assignment.labeler_id, is_active=True,
-                                     role__in=(Role.LABELER, Role.ADMIN)).exists():
-        raise NotAllowed("You are not an active labeler in this campaign.")
+def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | None = None,
+                   checked: Assignment | None = None) -> Workspace:
+    """The labeler's own assignment with its steps (all, or only ``step_indexes``), ratings and decisions.
+
+    ``checked`` is the same assignment as a write service just loaded and authorised (owner, active
+    membership) in this request; passing it saves the two queries that would check it again.
+    """
+    if checked is not None and checked.pk == assignment_id and checked.labeler_id == getattr(user, "pk", None):
+        assignment = checked
+    else:
+        assignment = (Assignment.objects.select_related("solution__campaign", "solution__problem")
+                      .filter(pk=assignment_id).first())
+        if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
+            raise NotAllowed("This is not your assignment.")
+        if not Membership.objects.filter(campaign=assignment.solution.campaign, user_id=assignment.labeler_id,
+                                         is_active=True, role__in=(Role.LABELER, Role.ADMIN)).exists():
+            raise NotAllowed("You are not an active labeler in this campaign.")
     steps = Step.objects.filter(solution_id=assignment.solution_id).order_by("index")
     ratings = Rating.objects.filter(assignment=assignment).select_related("completion__step")
     decisions = StepDecision.objects.filter(assignment=assignment).select_related("step")
