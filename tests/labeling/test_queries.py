@@ -58,9 +58,9 @@ def test_rating_post_is_flat(campaign_factory, member, django_assert_max_num_que
         for index in range(2):
             client.post(f"/assignments/{assignment.pk}/rate", {"step_index": index, "rating": 1}, **HX)
         url = f"/assignments/{assignment.pk}/rate"
-        with django_assert_max_num_queries(18):
+        with django_assert_max_num_queries(19):
             new = _count(lambda: client.post(url, {"step_index": 2, "rating": 0, "time_ms": 900}, **HX))
-        with django_assert_max_num_queries(18):
+        with django_assert_max_num_queries(19):
             changed = _count(lambda: client.post(url, {"step_index": 1, "rating": 0, "time_ms": 500}, **HX))
         counts.append((new, changed))
     assert counts[0] == counts[1], counts
