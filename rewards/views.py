@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -34,12 +34,12 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    """Someone else's token answers 404, as a missing one does: whether it exists is not theirs to learn."""
     try:
         token = revoke_token(request.user, token_id)
     except TokenError as error:
-        messages.error(request, str(error))
-    else:
-        messages.success(request, f"Token {token.prefix}… revoked.")
+        raise Http404(str(error)) from error
+    messages.success(request, f"Token {token.prefix}… revoked.")
     return redirect("api:tokens")
 
 

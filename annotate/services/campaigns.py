@@ -273,27 +273,59 @@ def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, us
     return job
 
 
+IMPORT_JOB_LOCK_CLASS = 0x5374_4A42  # "StJB": the advisory-lock namespace of import jobs
+
+
+def _mark_running(job_id: int) -> None:
+    """Queued → running with one conditional UPDATE, committed at once (pollers see it; the import's own
+    transaction must not hold the row's lock, or its progress writes would wait on it)."""
+    ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.QUEUED).update(
+        status=ImportJobStatus.RUNNING, started_at=timezone.now())
+
+
 def _claim_job(job_id: int) -> ImportJob | None:
-    """Move a queued job to running exactly once (a redelivered task finds it taken)."""
-    now = timezone.now()
-    claimed = ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.QUEUED).update(
-        status=ImportJobStatus.RUNNING, started_at=now)
-    return ImportJob.objects.select_related("campaign").get(pk=job_id) if claimed else None
+    """Take a job for this execution, inside the transaction that will hold its import (after `_mark_running`).
+
+    A job already running is taken again only when no live execution holds its advisory lock: its worker died
+    mid-import (SIGKILL, OOM), its transaction was rolled back with the connection, and Celery redelivered the
+    task (acks_late + reject_on_worker_lost) — so the import runs again instead of the job staying "running"
+    for ever. A finished job is never taken again.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [IMPORT_JOB_LOCK_CLASS, job_id])
+            if not cursor.fetchone()[0]:
+                return None  # another execution of the same job is alive
+    job = ImportJob.objects.select_related("campaign").get(pk=job_id)
+    return job if job.status == ImportJobStatus.RUNNING else None
 
 
 def run_import_job(job_id: int) -> ImportJob | None:
     """Run an uploaded import through the same services (and validation) as the management commands."""
+    _mark_running(job_id)
+    try:
+        # One transaction holds the import, the job's final status and the job's lock: "running" in the table
+        # always means that nothing of the job is committed yet.
+        with transaction.atomic():
+            job = _claim_job(job_id)
+            if job is None:
+                return None
+            _run_claimed_job(job)
+    finally:
+        _close_progress_connection()
+    job.refresh_from_db()
+    return job
+
+
+def _run_claimed_job(job: ImportJob) -> None:
     from ..prm800k import import_prm800k
     from .importing import ImportFailed, ImportReport
     from .problems import import_problems, import_solutions
 
-    job = _claim_job(job_id)
-    if job is None:
-        return None
     path = Path(job.file.path)
     total = max(count_lines(path), 1)
-    ImportJob.objects.filter(pk=job.pk).update(total_lines=total)
     last = {"value": 0.0}
+    _write_progress(job.pk, "validate", 0.0, total_lines=total)
 
     def progress(phase: str, line: int) -> None:
         start, end = PHASE_SPAN.get(phase, (0.0, 1.0))
@@ -305,13 +337,14 @@ def run_import_job(job_id: int) -> ImportJob | None:
     report: ImportReport
     status, error = ImportJobStatus.SUCCEEDED, ""
     try:
-        if job.kind == ImportKind.PROBLEMS:
-            report = import_problems(path, skip_invalid=job.skip_invalid, progress=progress)
-        elif job.kind == ImportKind.SOLUTIONS:
-            report = import_solutions(path, job.campaign, skip_invalid=job.skip_invalid, split_rule=job.split_rule,
-                                      generation=job.generation, progress=progress)
-        else:
-            report = import_prm800k(path, job.campaign, skip_invalid=job.skip_invalid, progress=progress)
+        with transaction.atomic():  # a savepoint: a database error leaves the job's transaction usable
+            if job.kind == ImportKind.PROBLEMS:
+                report = import_problems(path, skip_invalid=job.skip_invalid, progress=progress)
+            elif job.kind == ImportKind.SOLUTIONS:
+                report = import_solutions(path, job.campaign, skip_invalid=job.skip_invalid,
+                                          split_rule=job.split_rule, generation=job.generation, progress=progress)
+            else:
+                report = import_prm800k(path, job.campaign, skip_invalid=job.skip_invalid, progress=progress)
     except ImportFailed as failed:
         report, status = failed.report, ImportJobStatus.FAILED
         error = (f"{report.rejected_count} invalid line(s); nothing was imported "
@@ -323,9 +356,6 @@ def run_import_job(job_id: int) -> ImportJob | None:
         rejected_count=report.rejected_count, created=report.created, finished_at=timezone.now(),
         rejected=[{"line": r.line, "field": r.field, "message": r.message} for r in report.rejected],
     )
-    _close_progress_connection()
-    job.refresh_from_db()
-    return job
 
 
 PROGRESS_ALIAS = "import_progress"
@@ -338,14 +368,19 @@ def _close_progress_connection() -> None:
         connections[PROGRESS_ALIAS].close()
 
 
-def _write_progress(job_id: int, phase: str, value: float) -> None:
+def _write_progress(job_id: int, phase: str, value: float, *, total_lines: int | None = None) -> None:
     """Progress goes through a second database connection so pollers see it while the import's
     transaction is still open."""
     from django.db import connections
 
+    if connection.vendor == "sqlite":
+        return  # one writer at a time: a second connection would wait for the import's own lock
     alias = PROGRESS_ALIAS
     if alias not in connections.settings:
         connections.settings[alias] = {**connections.settings["default"]}
     with connections[alias].cursor() as cursor:
+        if total_lines is not None:
+            cursor.execute(f"UPDATE {ImportJob._meta.db_table} SET total_lines = %s WHERE id = %s",
+                           [total_lines, job_id])
         cursor.execute(f"UPDATE {ImportJob._meta.db_table} SET progress = %s, phase = %s WHERE id = %s",
                        [value, phase, job_id])

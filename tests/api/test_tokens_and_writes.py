@@ -55,7 +55,7 @@ def test_profile_page_creates_shows_once_and_revokes(people) -> None:  # type: i
     assert "scope: must be one of" in client.post("/api/tokens/", {"name": "x", "scope": "admin"}).content.decode()
     intruder = APIClient()
     intruder.force_login(people["outsider"])
-    intruder.post(f"/api/tokens/{token.pk}/revoke/")
+    assert intruder.post(f"/api/tokens/{token.pk}/revoke/").status_code == 404
     assert api.get("/api/campaigns/").status_code == 200, "nobody else can revoke my token"
     client.post(f"/api/tokens/{token.pk}/revoke/")
     token.refresh_from_db()

@@ -3,57 +3,25 @@ redelivers the task (acks_late + reject_on_worker_lost) and the retried export h
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from annotate.prm800k import import_prm800k
 from rewards.exports import export_campaign
 from rewards.models import DatasetVersion
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import kill_pool_process
+
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-def _children(pid: int) -> list[int]:
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in path.read_text().split()] if path.exists() else []
-
-
 @pytest.fixture
-def export_worker(tmp_path: Path, storage_dirs: dict[str, Path]):  # type: ignore[no-untyped-def]
-    """Our own worker (it gets killed) on a private queue, sharing the test's media and temp folders."""
-    if not settings.REDIS_URL:
-        pytest.fail("REDIS_URL must point at a real Redis for worker tests")
-    db = settings.DATABASES["default"]
-    queue = f"export-kill-{os.getpid()}"
-    env = dict(os.environ, DB_CONN_MAX_AGE="0", MEDIA_ROOT=str(storage_dirs["media"]),
-               STEPLAB_EXPORT_TMP_DIR=str(storage_dirs["tmp"]),
-               DATABASE_URL=f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}")
-    log = open(tmp_path / "worker.log", "w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "steplab", "worker", "-Q", queue, "-c", "1", "--pool", "prefork",
-         "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    from steplab.celery import app
-
-    deadline = time.time() + 60
-    while time.time() < deadline and not app.control.ping(destination=[f"{queue}@{os.uname().nodename}"], timeout=1):
-        assert process.poll() is None, (tmp_path / "worker.log").read_text()
-    yield process, queue, tmp_path / "worker.log"
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+def export_worker(killable_worker, storage_dirs: dict[str, Path]):  # type: ignore[no-untyped-def]
+    """Our own worker (it gets killed), sharing the test's media and temp folders."""
+    return killable_worker("export-kill", MEDIA_ROOT=str(storage_dirs["media"]),
+                           STEPLAB_EXPORT_TMP_DIR=str(storage_dirs["tmp"]))
 
 
 def test_sigkill_mid_export_leaves_no_version_and_the_retry_has_the_same_hashes(
@@ -70,10 +38,7 @@ def test_sigkill_mid_export_leaves_no_version_and_the_retry_has_the_same_hashes(
     while time.time() < deadline and killed is None:
         partial = [p for p in storage_dirs["tmp"].glob("export-*/.*.partial") if p.stat().st_size > 0]
         if partial:
-            children = _children(process.pid)
-            assert len(children) == 1
-            os.kill(children[0], signal.SIGKILL)
-            killed = children[0]
+            killed = kill_pool_process(process)
             assert not DatasetVersion.objects.exists(), "killed mid-export: nothing may be visible yet"
         time.sleep(0.005)
     assert killed is not None, f"the export never started: {log.read_text()[-3000:]}"

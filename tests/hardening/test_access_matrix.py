@@ -1,0 +1,232 @@
+"""Access matrix over every URL of the URL conf (anonymous, labeler in / out of the campaign, researcher,
+campaign admin, staff).
+
+The list of URLs is generated from the URL conf: a new endpoint without a rule in RULES fails
+`test_every_url_has_a_rule`. Each rule names the method to try and, per role, whether the request must get
+through (`+`: any answer that is not a refusal — 2xx, a redirect elsewhere, 400/409 for a refused action) or be
+refused (`-`: a redirect to the login page, 401, 403 or 404). Roles, in order:
+anonymous, labeler of A, labeler of B only, researcher of A, admin of A, staff.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from annotate.models import Assignment, Campaign, Completion, ImportJob, Membership, Problem, Role, Solution, Step
+from rewards.jobs.models import TrainingJob
+from rewards.models import DatasetVersion
+from rewards.services.tokens import create_token
+
+ROLES = ("anonymous", "labeler_in", "labeler_out", "researcher", "admin", "staff")
+REFUSED = {401, 403, 404}
+
+
+@dataclass
+class World:
+    a: Campaign
+    assignment: Assignment
+    finished: Assignment
+    solution: Solution
+    problem: Problem
+    version: DatasetVersion
+    import_job: ImportJob
+    training_job: TrainingJob
+    token_id: int
+    users: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    access: str  # six characters, one per role
+    method: str = "get"
+    kwargs: Callable[[World], dict[str, Any]] = lambda w: {}
+    data: dict[str, Any] | None = None
+
+
+def slug(w: World) -> dict[str, Any]:
+    return {"slug": w.a.slug}
+
+
+def assignment(w: World) -> dict[str, Any]:
+    return {"assignment_id": w.assignment.pk}
+
+
+def pk(value: Callable[[World], int]) -> Callable[[World], dict[str, Any]]:
+    return lambda w: {"pk": value(w)}
+
+
+PUBLIC, LOGGED_IN = "++++++", "-+++++"
+LABELER_IN = "-+----"   # the assignment's own labeler only: not its campaign's admin, not staff
+CAMPAIGN_MEMBERS = "-+-++-"  # staff who is not a member uses /manage/ instead
+READERS = "-+-+++"      # campaign-scoped lists answer members (labelers get their own view)
+RESEARCH = "---+++"     # researchers, campaign admins, staff
+MANAGERS = "----++"     # campaign admins and staff
+LEASERS = "-+--+-"      # members who label: labelers and campaign admins (researchers only read)
+
+RULES: dict[str, Rule] = {
+    # auth
+    "login": Rule(PUBLIC),
+    "logout": Rule(LOGGED_IN, method="post"),  # anonymous is sent to the login page
+    "password_change": Rule(LOGGED_IN),
+    "password_change_done": Rule(LOGGED_IN),
+    # labeler pages
+    "annotate:home": Rule(LOGGED_IN),
+    "annotate:healthz": Rule(PUBLIC),
+    "annotate:campaign": Rule(CAMPAIGN_MEMBERS, kwargs=slug),
+    "annotate:start": Rule(LEASERS, method="post", kwargs=slug),
+    "annotate:workspace": Rule(LABELER_IN, kwargs=assignment),
+    "annotate:rate": Rule(LABELER_IN, method="post", kwargs=assignment, data={"step_index": 0, "rating": 1}),
+    "annotate:flag": Rule(LABELER_IN, method="post", kwargs=assignment, data={"step_index": 0, "flagged": "true"}),
+    "annotate:decide": Rule(LABELER_IN, method="post", kwargs=assignment,
+                            data={"step_index": 0, "chosen_completion": 0}),
+    "annotate:finish": Rule(LABELER_IN, method="post", kwargs=assignment,
+                            data={"reason": "give_up", "reason_text": "access test"}),
+    "annotate:next": Rule(LABELER_IN, method="post", kwargs=assignment),
+    "annotate:heartbeat": Rule(LABELER_IN, method="post", kwargs=assignment),
+    "annotate:resume": Rule(LABELER_IN, method="post", kwargs=assignment),
+    # campaign admin
+    "manage:index": Rule(MANAGERS),
+    "manage:new": Rule(MANAGERS),  # staff, or an admin of some campaign (who becomes admin of the new one)
+    "manage:dashboard": Rule(MANAGERS, kwargs=slug),
+    "manage:edit": Rule(MANAGERS, kwargs=slug),
+    "manage:archive": Rule(MANAGERS, method="post", kwargs=slug),
+    "manage:metrics_refresh": Rule(MANAGERS, method="post", kwargs=slug),
+    "manage:members": Rule(MANAGERS, kwargs=slug),
+    "manage:labeler": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "user_id": w.users["labeler_in"].pk}),
+    "manage:member_state": Rule(MANAGERS, method="post",
+                                kwargs=lambda w: {"slug": w.a.slug, "user_id": w.users["labeler_in"].pk}),
+    "manage:imports": Rule(MANAGERS, kwargs=slug),
+    "manage:import": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "job_id": w.import_job.pk}),
+    "manage:import_progress": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "job_id": w.import_job.pk}),
+    "manage:adjudication": Rule(MANAGERS, kwargs=slug),
+    "manage:review": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "solution_id": w.solution.pk}),
+    # REST API (session auth here; tokens are covered in tests/api)
+    "api:schema": Rule(PUBLIC),  # the API's contract is public; every endpoint it describes checks access
+    "api:docs": Rule(PUBLIC),
+    "api:api-root": Rule(LOGGED_IN),
+    "api:tokens": Rule(LOGGED_IN),
+    "api:token-revoke": Rule("---+--", method="post", kwargs=lambda w: {"token_id": w.token_id}),
+    "api:datasets-page": Rule(LOGGED_IN),
+    "api:campaign-list": Rule(LOGGED_IN),
+    "api:campaign-detail": Rule(READERS, kwargs=pk(lambda w: w.a.pk)),
+    "api:campaign-import-solutions": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.a.pk)),
+    "api:campaign-lease": Rule(LEASERS, method="post", kwargs=pk(lambda w: w.a.pk)),
+    "api:problem-list": Rule(LOGGED_IN),
+    "api:problem-detail": Rule(RESEARCH, kwargs=pk(lambda w: w.problem.pk)),
+    "api:solution-list": Rule(LOGGED_IN),
+    "api:solution-detail": Rule(RESEARCH, kwargs=pk(lambda w: w.solution.pk)),
+    "api:label-list": Rule(LOGGED_IN),
+    "api:label-detail": Rule(RESEARCH, kwargs=pk(lambda w: w.finished.pk)),
+    "api:assignment-detail": Rule(LABELER_IN, kwargs=pk(lambda w: w.assignment.pk)),
+    "api:assignment-rate": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
+                                data={"step_index": 0, "rating": 1}),
+    "api:assignment-flag": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
+                                data={"step_index": 0, "flagged": True}),
+    "api:assignment-decide": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
+                                  data={"step_index": 0, "chosen_completion": 0}),
+    "api:assignment-finish": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
+                                  data={"reason": "give_up", "text": "access test"}),
+    "api:dataset-list": Rule(LOGGED_IN),
+    "api:dataset-detail": Rule(RESEARCH, kwargs=pk(lambda w: w.version.pk)),
+    "api:dataset-download": Rule(RESEARCH, kwargs=lambda w: {"pk": w.version.pk, "fmt": "prm800k"}),
+    # reward models, dashboard, generations
+    "jobs:index": Rule(RESEARCH),
+    "jobs:job_new": Rule(RESEARCH),
+    "jobs:job": Rule(RESEARCH, kwargs=pk(lambda w: w.training_job.pk)),
+    "jobs:job_progress": Rule(RESEARCH, kwargs=pk(lambda w: w.training_job.pk)),
+    "jobs:job_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.training_job.pk)),
+    "jobs:dashboard": Rule(RESEARCH),
+    "jobs:figure": Rule(RESEARCH, kwargs=lambda w: {"name": "best-of-n", "fmt": "json"}),
+    "jobs:campaign_dashboard": Rule(RESEARCH, kwargs=slug),
+    "jobs:campaign_figure": Rule(RESEARCH, kwargs=lambda w: {"slug": w.a.slug, "name": "generations", "fmt": "csv"}),
+    "jobs:generation_start": Rule(MANAGERS, method="post", kwargs=slug),
+    "jobs:api_generations": Rule(RESEARCH, kwargs=slug),
+}
+
+
+def _url_names() -> set[str]:
+    names: set[str] = set()
+
+    def walk(patterns: list[Any], namespace: str | None) -> None:
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                if pattern.namespace == "admin":
+                    continue  # Django's admin: staff only by construction, its pages are loaded in tests/foundation
+                inner = ":".join(filter(None, [namespace, pattern.namespace])) if pattern.namespace else namespace
+                walk(pattern.url_patterns, inner)
+            elif isinstance(pattern, URLPattern) and pattern.name:
+                names.add(f"{namespace}:{pattern.name}" if namespace else pattern.name)
+
+    walk(get_resolver().url_patterns, None)
+    return names
+
+
+def test_every_url_has_a_rule() -> None:
+    names = _url_names()
+    assert sorted(names - RULES.keys()) == [], "URLs without an access rule"
+    assert sorted(RULES.keys() - names) == [], "rules for URLs that no longer exist"
+
+
+@pytest.fixture
+def world(db, tmp_path, settings) -> World:  # type: ignore[no-untyped-def]
+    settings.MEDIA_ROOT = str(tmp_path)
+    User = get_user_model()
+    users = {role: User.objects.create_user(role, password="pw-Steplab-1") for role in ROLES[1:-1]}
+    users["staff"] = User.objects.create_superuser("staff", "staff@example.org", "pw-Steplab-1")
+    a = Campaign.objects.create(slug="a", name="A")
+    b = Campaign.objects.create(slug="b", name="B")
+    for role, campaign, membership in (("labeler_in", a, Role.LABELER), ("labeler_out", b, Role.LABELER),
+                                       ("researcher", a, Role.RESEARCHER), ("admin", a, Role.ADMIN)):
+        Membership.objects.create(campaign=campaign, user=users[role], role=membership, passed_screening=True)
+    problem = Problem.objects.create(text="What is $1+1$?", answer="2")
+    solution = Solution.objects.create(campaign=a, problem=problem)
+    for index in range(2):
+        Completion.objects.create(step=Step.objects.create(solution=solution, index=index), index=0, text=f"s{index}")
+    from annotate.services.labeling import lease_next_solution
+
+    leased = lease_next_solution(a, users["labeler_in"]).assignment
+    assert leased is not None
+    # A finished labeling for the label endpoints; the open lease above stays the labeler's.
+    done = Solution.objects.create(campaign=a, problem=problem)
+    finished = Assignment.objects.create(solution=done, labeler=users["labeler_in"], status="submitted",
+                                         finish_reason="give_up", finish_reason_text="test")
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "datasets" / "prm800k.jsonl").write_text("{}\n")
+    version = DatasetVersion.objects.create(campaign=a, number=1, status=DatasetVersion.Status.READY,
+                                            content_sha256="0" * 64, folder="datasets",
+                                            files={"prm800k": {"name": "datasets/prm800k.jsonl",
+                                                               "sha256": "0" * 64, "bytes": 3, "rows": 1}})
+    import_job = ImportJob.objects.create(campaign=a, kind="problems", file="imports/x.jsonl", original_name="x.jsonl")
+    training_job = TrainingJob.objects.create(kind="prm", campaign=a, dataset_path="/nonexistent.jsonl")
+    token, _ = create_token(users["researcher"], name="t", scope="read")
+    return World(a=a, assignment=leased, finished=finished, solution=solution, problem=problem, version=version,
+                 import_job=import_job, training_job=training_job, token_id=token.pk, users=users)
+
+
+def _refused(response: Any, role: str) -> bool:
+    if response.status_code in REFUSED:
+        return True
+    return role == "anonymous" and response.status_code == 302 and "/accounts/login/" in response.get("Location", "")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_access(world: World, name: str) -> None:
+    rule = RULES[name]
+    url = reverse(name, kwargs=rule.kwargs(world))
+    wrong = []
+    for role, expected in zip(ROLES, rule.access, strict=True):
+        client = Client()
+        if role != "anonymous":
+            client.force_login(world.users[role])
+        response = getattr(client, rule.method)(url, rule.data or {})
+        assert response.status_code < 500, f"{name} as {role}: {response.status_code}"
+        got = "-" if _refused(response, role) else "+"
+        if got != expected:
+            wrong.append(f"{role}: expected {'allowed' if expected == '+' else 'refused'}, got {response.status_code}")
+    assert not wrong, f"{rule.method.upper()} {url}: " + "; ".join(wrong)

@@ -1,0 +1,51 @@
+"""A real Celery worker whose pool process is SIGKILLed in the middle of a browser import: nothing of the
+import is visible, the job does not stay "running", and Celery's redelivery (acks_late + reject_on_worker_lost)
+imports the file exactly once."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from django.core.files.base import ContentFile
+
+from annotate.models import Assignment, ImportJob, ImportJobStatus, ImportKind, Rating, Solution
+from tests.conftest import kill_pool_process
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+COPIES = 6  # the 900 phase-1 rows six times over: an import that runs for seconds, long enough to be killed
+
+
+def test_sigkill_mid_import_commits_nothing_and_the_redelivery_imports_once(
+        shared_data: Path, campaign_factory, killable_worker, settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from annotate.tasks import run_import_job_task
+
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    process, queue, log = killable_worker("import-kill", MEDIA_ROOT=settings.MEDIA_ROOT)
+    campaign = campaign_factory("kill", mode="conversational")
+    rows = (shared_data / "prm800k" / "phase1_train_reconstructed.jsonl").read_bytes()
+    job = ImportJob(campaign=campaign, kind=ImportKind.PRM800K, original_name="phase1x6.jsonl", skip_invalid=True)
+    job.file.save("phase1x6.jsonl", ContentFile(rows * COPIES), save=True)
+
+    run_import_job_task.apply_async(args=[job.pk], queue=queue)
+    deadline, killed = time.time() + 120, None
+    while time.time() < deadline and killed is None:
+        current = ImportJob.objects.get(pk=job.pk)
+        assert current.status != ImportJobStatus.SUCCEEDED, "the import finished before it could be killed"
+        if current.phase == "import" and current.progress > 0.6:  # rows are being written in its transaction
+            killed = kill_pool_process(process)
+        time.sleep(0.01)
+    assert killed is not None, f"the import never reached its write phase: {log.read_text()[-3000:]}"
+    assert not Solution.objects.filter(campaign=campaign).exists(), "killed mid-import: nothing may be visible"
+
+    deadline = time.time() + 180
+    while time.time() < deadline and not ImportJob.objects.get(pk=job.pk).is_finished:
+        time.sleep(0.2)
+    job.refresh_from_db()
+    assert "WorkerLostError" in log.read_text() or "signal 9" in log.read_text()
+    assert job.status == ImportJobStatus.SUCCEEDED, f"job {job.status}: {job.error} {log.read_text()[-3000:]}"
+    per_copy = job.imported // COPIES
+    assert job.imported == per_copy * COPIES > 800 * COPIES
+    assert Solution.objects.filter(campaign=campaign).count() == job.imported, "imported exactly once"
+    assert Assignment.objects.filter(solution__campaign=campaign).count() == job.imported
+    assert Rating.objects.filter(assignment__solution__campaign=campaign).exists()
