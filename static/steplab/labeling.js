@@ -216,5 +216,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     if (!workspace()) { return; }
     focusUnit(firstToDo());
+    // A hook for scripts and tests: from here on the keyboard shortcuts are live.
+    workspace().setAttribute("data-keyboard-ready", "true");
   });
 })();

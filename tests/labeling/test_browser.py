@@ -27,6 +27,7 @@ def start_labeling(page: Page, slug: str) -> None:
     page.click(f'[data-campaign="{slug}"]')
     page.click('[data-action="start"]')
     expect(page.locator("#workspace")).to_be_visible()
+    expect(page.locator("#workspace")).to_have_attribute("data-keyboard-ready", "true")  # shortcuts bound
 
 
 def row(page: Page, index: int):  # type: ignore[no-untyped-def]
