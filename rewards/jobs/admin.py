@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import CandidatePool, EvaluationRun, Generation, RewardModel, ScoringJob, TrainingJob
+from .models import CandidatePool, EvaluationRun, Generation, RewardModel, SamplingJob, ScoringJob, TrainingJob
 
 
 @admin.register(TrainingJob)
@@ -31,3 +31,10 @@ class GenerationAdmin(admin.ModelAdmin):
     list_display = ("id", "campaign", "number", "strategy", "status", "batch_size", "selected_count", "created_at")
     list_filter = ("status", "strategy")
     raw_id_fields = ("campaign", "pool", "reward_model", "dataset_version", "scoring_job", "created_by")
+
+
+@admin.register(SamplingJob)
+class SamplingJobAdmin(admin.ModelAdmin):
+    list_display = ("id", "campaign", "backend", "status", "progress", "problem_count", "pool", "created_at")
+    list_filter = ("status", "backend")
+    raw_id_fields = ("campaign", "pool", "started_by")

@@ -171,6 +171,8 @@ class Candidate(models.Model):
     steps = models.JSONField(default=list)
     answer = models.TextField(null=True, blank=True, help_text="Extracted final answer; null = none reached.")
     is_correct = models.BooleanField(default=False)
+    provenance = models.JSONField(default=dict, blank=True,
+                                  help_text="How it was sampled (model, prompt template, temperature, N, tokens).")
     # Set when a generation turned this candidate into labeling work: it is never selected again.
     solution = models.OneToOneField("annotate.Solution", null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="pool_candidate")
@@ -193,6 +195,24 @@ class ScoringJob(JobFields):
 
     def __str__(self) -> str:
         return f"scoring job {self.pk} ({self.status})"
+
+
+class SamplingJob(JobFields):
+    """A local causal LM samples N solutions per problem of a campaign (``python -m rewards.generation sample``
+    through the launch backends); on success the samples become the campaign's candidate pool."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="sampling_jobs")
+    config = models.JSONField(default=dict, help_text="Sampling keys as given (model, n, temperature, …).")
+    problem_count = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True, help_text="The sampler's counts and tokens/s.")
+    pool = models.OneToOneField(CandidatePool, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="sampling_job")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"sampling job {self.pk} ({self.status})"
 
 
 class CandidateScore(models.Model):

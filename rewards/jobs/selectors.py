@@ -8,7 +8,7 @@ from django.db.models import Count, Q, QuerySet
 from annotate.models import AssignmentStatus, Campaign, FinishReason, Solution
 from rewards.models import DatasetVersion
 
-from .models import EvaluationRun, Generation, JobStatus, Kind, RewardModel, ScoringJob, TrainingJob
+from .models import EvaluationRun, Generation, JobStatus, Kind, RewardModel, SamplingJob, ScoringJob, TrainingJob
 
 METHOD_LABELS = {"prm": "PRM", "orm": "ORM", "majority": "Majority vote", "pass": "pass@N"}
 RUNS_SHOWN = 20
@@ -126,6 +126,11 @@ def _validation(model: RewardModel) -> dict[str, Any]:
     return {"model": model.name, "model_id": model.pk,
             "step_auroc": (validation.get("step_level") or {}).get("auroc"),
             "solution_accuracy": (validation.get("solution_level") or {}).get("accuracy")}
+
+
+def sampling_jobs(campaign: Campaign, limit: int = 10) -> list[SamplingJob]:
+    """The campaign's latest sampling jobs with their pools (one query)."""
+    return list(SamplingJob.objects.filter(campaign=campaign).select_related("pool")[:limit])
 
 
 def generation_rows(campaign: Campaign) -> list[dict[str, Any]]:

@@ -9,10 +9,11 @@ from typing import Any
 
 from celery import shared_task
 
-from .models import Backend, ScoringJob, TrainingJob
+from .models import Backend, SamplingJob, ScoringJob, TrainingJob
 
 RUN_TRAINING = "jobs.run_training_job"
 RUN_SCORING = "jobs.run_scoring_job"
+RUN_SAMPLING = "jobs.run_sampling_job"
 REAP = "jobs.reap_stale_jobs"
 AUTO_TRAIN = "jobs.auto_train"
 AUTO_GENERATIONS = "jobs.auto_start_generations"
@@ -35,13 +36,22 @@ def run_scoring_job(job_id: int) -> str | None:
     return status
 
 
+@shared_task(name=RUN_SAMPLING, acks_late=True)
+def run_sampling_job(job_id: int) -> str | None:
+    from .services.sampling import run_sampling_job as run
+
+    return run(job_id)
+
+
 @shared_task(name=REAP)
 def reap_stale_jobs() -> dict[str, list[int]]:
     from .services.generations import reconcile
+    from .services.sampling import reap_sampling_jobs
     from .services.scoring import reap_scoring_jobs
     from .services.training import reap_training_jobs
 
-    return {"training": reap_training_jobs(), "scoring": reap_scoring_jobs(), "generations": reconcile()}
+    return {"training": reap_training_jobs(), "scoring": reap_scoring_jobs(), "sampling": reap_sampling_jobs(),
+            "generations": reconcile()}
 
 
 @shared_task(name=AUTO_TRAIN)
@@ -60,7 +70,7 @@ def auto_start_generations() -> list[int]:
 
 def enqueue(job: Any) -> None:
     """Send the watcher task for a queued job (call after commit) and remember its id."""
-    task = run_training_job if isinstance(job, TrainingJob) else run_scoring_job
+    task = {TrainingJob: run_training_job, ScoringJob: run_scoring_job, SamplingJob: run_sampling_job}[type(job)]
     queue = "gpu" if job.backend == Backend.LOCAL else "default"
     result = task.apply_async(args=[job.pk], queue=queue)
     type(job).objects.filter(pk=job.pk).update(celery_task_id=result.id)

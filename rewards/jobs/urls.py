@@ -16,5 +16,6 @@ urlpatterns = [
     path("dashboard/<slug:slug>/", views.dashboard, name="campaign_dashboard"),
     path("dashboard/<slug:slug>/figures/<str:name>.<str:fmt>", views.figure, name="campaign_figure"),
     path("dashboard/<slug:slug>/generations/start/", views.generation_start, name="generation_start"),
+    path("dashboard/<slug:slug>/sampling/start/", views.sampling_start, name="sampling_start"),
     path("api/campaigns/<slug:slug>/generations/", api.GenerationsView.as_view(), name="api_generations"),
 ]

@@ -25,6 +25,7 @@ from .forms import TrainingJobForm
 from .models import TrainingJob
 from .services.access import accessible_campaigns, can_access, has_any_access
 from .services.generations import can_start_generation, start_generation
+from .services.sampling import start_sampling_job
 from .services.training import JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
 FIGURES = ("best-of-n", "step-metrics", "data-efficiency", "history", "generations")
@@ -105,9 +106,10 @@ def _dashboard_scope(request: HttpRequest, slug: str | None) -> tuple[Any, Campa
 
 @login_required
 def dashboard(request: HttpRequest, slug: str | None = None, *, generation_error: JobInputError | None = None,
-              generation_form: dict[str, str] | None = None) -> HttpResponse:
+              generation_form: dict[str, str] | None = None, sampling_error: JobInputError | None = None,
+              sampling_form: dict[str, str] | None = None) -> HttpResponse:
     campaigns, campaign = _dashboard_scope(request, slug)
-    status = 400 if generation_error else 200
+    status = 400 if generation_error or sampling_error else 200
     data = selectors.dashboard(campaigns, campaign)
     return render(request, "jobs/dashboard.html", {
         "campaign": campaign, "data": data, "campaigns": campaigns.order_by("slug"),
@@ -118,6 +120,8 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, generation_error
         "gen_rows": data["figures"]["generations"],
         "can_start_generation": campaign is not None and can_start_generation(request.user, campaign),
         "strategies": sorted(STRATEGIES), "generation_form": generation_form or {},
+        "sampling_jobs": selectors.sampling_jobs(campaign) if campaign is not None else [],
+        "sampling_error": sampling_error, "sampling_form": sampling_form or {},
     }, status=status)
 
 
@@ -143,6 +147,34 @@ def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
                          user=request.user)
     except JobInputError as exc:
         return dashboard(request, slug, generation_error=exc, generation_form=form)
+    return redirect("jobs:campaign_dashboard", slug=slug)
+
+
+@login_required
+@require_POST
+def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
+    """The dashboard's "sample candidates" form: N solutions per campaign problem from a local LM."""
+    _, campaign = _dashboard_scope(request, slug)
+    assert campaign is not None
+    if not can_start_generation(request.user, campaign):
+        raise PermissionDenied("only staff and the campaign's admins start sampling jobs")
+    form = {key: request.POST.get(key, "").strip() for key in ("n", "temperature", "max_new_tokens", "config")}
+    try:
+        try:
+            config = json.loads(form["config"]) if form["config"] else {}
+        except json.JSONDecodeError as exc:
+            raise JobInputError("config", f"is not valid JSON ({exc.msg})") from None
+        if not isinstance(config, dict):
+            raise JobInputError("config", f"must be a JSON object, got {type(config).__name__}")
+        for key, parse in (("n", int), ("temperature", float), ("max_new_tokens", int)):
+            if form[key]:
+                try:
+                    config[key] = parse(form[key])
+                except ValueError:
+                    raise JobInputError(key, f"must be a number, got {form[key]!r}") from None
+        start_sampling_job(campaign, config, user=request.user)
+    except JobInputError as exc:
+        return dashboard(request, slug, sampling_error=exc, sampling_form=form)
     return redirect("jobs:campaign_dashboard", slug=slug)
 
 

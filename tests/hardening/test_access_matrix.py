@@ -145,6 +145,7 @@ RULES: dict[str, Rule] = {
     "jobs:campaign_dashboard": Rule(RESEARCH, kwargs=slug),
     "jobs:campaign_figure": Rule(RESEARCH, kwargs=lambda w: {"slug": w.a.slug, "name": "generations", "fmt": "csv"}),
     "jobs:generation_start": Rule(MANAGERS, method="post", kwargs=slug),
+    "jobs:sampling_start": Rule(MANAGERS, method="post", kwargs=slug),
     "jobs:api_generations": Rule(RESEARCH, kwargs=slug),
 }
 
@@ -175,6 +176,7 @@ def test_every_url_has_a_rule() -> None:
 @pytest.fixture
 def world(db, tmp_path, settings) -> World:  # type: ignore[no-untyped-def]
     settings.MEDIA_ROOT = str(tmp_path)
+    settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"  # a sampling job started by the matrix writes its files here
     User = get_user_model()
     users = {role: User.objects.create_user(role, password="pw-Steplab-1") for role in ROLES[1:-1]}
     users["staff"] = User.objects.create_superuser("staff", "staff@example.org", "pw-Steplab-1")

@@ -383,3 +383,41 @@ def test_conversational_cannot_write_own_when_one_is_plus_one(conversational, me
     assert response.status_code == 400
     assert "A completion is rated +1: continue with it instead of writing your own." in response.content.decode()
     assert not StepDecision.objects.filter(human_completion__isnull=False).exists()
+
+
+# --- duplicate submissions -----------------------------------------------------------------------------------
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("value", [1, -1])
+def test_a_double_click_sent_at_once_is_one_rating(campaign_factory, member, value: int) -> None:  # type: ignore[no-untyped-def]
+    """Two identical POSTs racing on separate connections (double-click, a retried request): one rating, no
+    revision, and neither request fails with a server error; a racing −1 finishes the solution once."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from django.db import connection
+
+    campaign = campaign_factory("race")
+    add_solution(campaign, ["First.", "Second."])
+    labeler = member(campaign, "ann")
+    assignment = start(login(labeler), "race")
+    barrier = Barrier(2)
+
+    def post(_: int) -> int:
+        client = login(labeler)
+        barrier.wait()
+        try:
+            return rate(client, assignment, 0, value).status_code
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        statuses = sorted(pool.map(post, range(2)))
+    assert all(status < 500 for status in statuses), statuses
+    assert 200 in statuses
+    assert Rating.objects.filter(assignment=assignment).count() == 1
+    assert Rating.objects.get(assignment=assignment).rating == value
+    assert not RatingRevision.objects.exists()
+    assignment.refresh_from_db()
+    assert (assignment.status, assignment.finish_reason or "") == (
+        ("submitted", "found_error") if value == -1 else ("leased", ""))

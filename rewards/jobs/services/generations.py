@@ -199,7 +199,9 @@ def _materialise(generation: Generation, picks: list[tuple[Candidate, str, int]]
                         "strategy": generation.strategy, "strategy_config": generation.strategy_config,
                         "reason": reason, "rank": rank, "reward_model_id": generation.reward_model_id,
                         "dataset_version_id": generation.dataset_version_id, "candidate_id": candidate.pk,
-                        "pool_id": generation.pool_id, "score": score}))
+                        "pool_id": generation.pool_id, "score": score,
+                        # how a sampled candidate was made: model, prompt template, temperature, N, tokens
+                        **({"sampled": candidate.provenance} if candidate.provenance else {})}))
     bulk_insert(solutions)
     steps = [Step(solution=s, index=i) for s, (c, _, _) in zip(solutions, picks, strict=True)
              for i in range(len(c.steps))]

