@@ -53,7 +53,6 @@ from .services.importing import (
     refresh_planner_statistics,
     select_by_ids,
     valid_rows,
-    validate_file,
 )
 
 ROW_KEYS = ("labeler", "timestamp", "generation", "is_quality_control_question", "is_initial_screening_question",
@@ -341,17 +340,27 @@ def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, 
 
 def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False,
                    progress: ProgressCallback | None = None) -> ImportReport:
-    """Import a PRM800K JSONL file into ``campaign``; all or nothing unless ``skip_invalid``."""
+    """Import a PRM800K JSONL file into ``campaign``; all or nothing unless ``skip_invalid``.
+
+    One pass, parsing each line once (parsing is a third of the import's time on 1M ratings): rows are written
+    while the file is read, inside one transaction. The first bad line stops the writing — the rest is only
+    parsed, so that every bad line is reported — and the transaction is rolled back: nothing is imported.
+    """
     path = Path(path)
     report = ImportReport(file=str(path))
-    validate_file(path, parse_row, report, progress)
-    if report.rejected_count and not skip_invalid:
-        raise ImportFailed(report)
     lookups = _Lookups()
-    with transaction.atomic():
-        for batch in valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, progress):
-            _import_batch(campaign, [row for _, row in batch], lookups, report.created)
-            report.imported += len(batch)
+    try:
+        with transaction.atomic():
+            for batch in valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, progress, report=report):
+                if report.rejected_count and not skip_invalid:
+                    continue
+                _import_batch(campaign, [row for _, row in batch], lookups, report.created)
+                report.imported += len(batch)
+            if report.rejected_count and not skip_invalid:
+                raise ImportFailed(report)
+    except ImportFailed:
+        report.imported, report.created = 0, {}
+        raise
     refresh_planner_statistics(Problem, Solution, Assignment, Step, Completion, Rating, StepDecision)
     return report
 

@@ -117,17 +117,24 @@ def validate_file(path: Path, parse: Callable[[Any], T], report: ImportReport,
 
 
 def valid_rows(path: Path, parse: Callable[[Any], T], batch_size: int, progress: ProgressCallback | None = None,
-               phase: str = "import") -> Iterator[list[tuple[int, T]]]:
-    """Second pass: parsed valid rows in batches."""
+               phase: str = "import", report: ImportReport | None = None) -> Iterator[list[tuple[int, T]]]:
+    """Parsed valid rows in batches: the second pass after ``validate_file``, or — given ``report`` — the only
+    pass, which also counts the lines and records every rejection."""
     batch: list[tuple[int, T]] = []
     for number, value in iter_json_lines(path):
         if progress is not None and number % PROGRESS_EVERY == 0:
             progress(phase, number)
+        if report is not None:
+            report.lines += 1
         if isinstance(value, RowError):
+            if report is not None:
+                report.reject(number, value)
             continue
         try:
             parsed = parse(value)
-        except RowError:
+        except RowError as error:
+            if report is not None:
+                report.reject(number, error)
             continue
         batch.append((number, parsed))
         if len(batch) >= batch_size:
