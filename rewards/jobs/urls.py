@@ -18,4 +18,8 @@ urlpatterns = [
     path("dashboard/<slug:slug>/generations/start/", views.generation_start, name="generation_start"),
     path("dashboard/<slug:slug>/sampling/start/", views.sampling_start, name="sampling_start"),
     path("api/campaigns/<slug:slug>/generations/", api.GenerationsView.as_view(), name="api_generations"),
+    path("api/campaigns/<slug:slug>/sampling/", api.SamplingJobsView.as_view(), name="api_sampling"),
+    path("api/jobs/", api.TrainingJobsView.as_view(), name="api_jobs"),
+    path("api/jobs/<int:pk>/", api.TrainingJobView.as_view(), name="api_job"),
+    path("api/jobs/<int:pk>/cancel/", api.TrainingJobCancelView.as_view(), name="api_job_cancel"),
 ]

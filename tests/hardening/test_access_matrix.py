@@ -147,6 +147,10 @@ RULES: dict[str, Rule] = {
     "jobs:generation_start": Rule(MANAGERS, method="post", kwargs=slug),
     "jobs:sampling_start": Rule(MANAGERS, method="post", kwargs=slug),
     "jobs:api_generations": Rule(RESEARCH, kwargs=slug),
+    "jobs:api_sampling": Rule(RESEARCH, kwargs=slug),
+    "jobs:api_jobs": Rule(RESEARCH),
+    "jobs:api_job": Rule(RESEARCH, kwargs=pk(lambda w: w.training_job.pk)),
+    "jobs:api_job_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.training_job.pk)),
 }
 
 
