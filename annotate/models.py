@@ -348,11 +348,17 @@ class ImportJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True,
+                                         help_text="When its task reached the broker; null: to be sent again.")
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(condition=Q(progress__gte=0) & Q(progress__lte=1), name="importjob_progress_0_1"),
+        ]
+        indexes = [  # the dispatcher's query: queued jobs whose task never reached the broker
+            models.Index(fields=["created_at"], name="importjob_undispatched_idx",
+                         condition=Q(status="queued", dispatched_at__isnull=True)),
         ]
 
     def __str__(self) -> str:

@@ -19,7 +19,7 @@ def ping_database(campaign_slug: str) -> dict[str, int]:
     return {"solutions": Solution.objects.filter(campaign__slug=campaign_slug).count()}
 
 
-@shared_task(name="annotate.run_import_job")
+@shared_task(name="annotate.run_import_job", ignore_result=True)
 def run_import_job_task(job_id: int) -> str | None:
     """A browser upload (issue 4); the service claims the job once, so a redelivery does nothing."""
     from .services.campaigns import run_import_job
@@ -28,7 +28,15 @@ def run_import_job_task(job_id: int) -> str | None:
     return job.status if job else None
 
 
-@shared_task(name="annotate.compute_campaign_metrics")
+@shared_task(name="annotate.dispatch_pending_imports")
+def dispatch_pending_imports_task() -> list[int]:
+    """Beat: send the imports uploaded while the broker was down."""
+    from .services.campaigns import dispatch_pending_imports
+
+    return dispatch_pending_imports()
+
+
+@shared_task(name="annotate.compute_campaign_metrics", ignore_result=True)
 def compute_campaign_metrics_task(campaign_id: int) -> int:
     """Precompute a campaign's quality metrics (too slow for a page view) and flag low-quality labelers."""
     from .models import Campaign

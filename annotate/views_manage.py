@@ -133,10 +133,14 @@ def dashboard(request: HttpRequest, campaign: Campaign) -> HttpResponse:
 @campaign_admin_required
 @require_POST
 def metrics_refresh(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    from steplab.celery import send_task
+
     from .tasks import compute_campaign_metrics_task
 
-    compute_campaign_metrics_task.delay(campaign.pk)
-    messages.info(request, "Quality metrics are being recomputed; reload in a moment.")
+    if send_task(compute_campaign_metrics_task, args=[campaign.pk]) is None:
+        messages.warning(request, "The task queue is unreachable; the metrics refresh at the next scheduled run.")
+    else:
+        messages.info(request, "Quality metrics are being recomputed; reload in a moment.")
     return redirect("manage:dashboard", slug=campaign.slug)
 
 

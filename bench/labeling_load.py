@@ -175,7 +175,9 @@ def main() -> None:
     parser.add_argument("--database-url", default=os.environ.get(
         "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/steplab_labeling_bench"))
     args = parser.parse_args()
-    env = dict(os.environ, DATABASE_URL=args.database_url, DB_CONN_MAX_AGE="60", DEBUG="0", LOG_LEVEL="WARNING")
+    # All simulated labelers log in from 127.0.0.1: lift the per-address login limit (10/min) for the run.
+    env = dict(os.environ, DATABASE_URL=args.database_url, DB_CONN_MAX_AGE="60", DEBUG="0", LOG_LEVEL="WARNING",
+               STEPLAB_LOGIN_RATE="100000/m")
     env.pop("REDIS_URL", None)
     prepare_database(args, env)
 

@@ -8,3 +8,23 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "steplab.settings")
 app = Celery("steplab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def send_task(task, *, args: list, queue: str | None = None):  # type: ignore[no-untyped-def]
+    """Send a task, or return None when the broker cannot be reached (a Redis outage).
+
+    Work of record lives in the database (an import job, a training job, …) in status "queued"; a caller that
+    gets None leaves it so, and a periodic dispatcher sends it once the broker is back. The retry policy is
+    short on purpose: a web request must not hang for long on a dead broker. Such tasks are declared with
+    ``ignore_result=True``: their state is in the database, and sending them never touches the result store.
+    """
+    import logging
+
+    from kombu.exceptions import OperationalError
+
+    try:
+        return task.apply_async(args=args, queue=queue, retry=True,
+                                retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5})
+    except OperationalError as exc:
+        logging.getLogger(__name__).warning("broker unreachable, %s(%s) stays queued: %s", task.name, args, exc)
+        return None

@@ -219,6 +219,7 @@ CELERY_BEAT_SCHEDULE = {
 STEPLAB_DASHBOARD_CACHE_SECONDS = int(os.environ.get("STEPLAB_DASHBOARD_CACHE_SECONDS", "30"))
 STEPLAB_UPLOAD_MAX_BYTES = int(os.environ.get("STEPLAB_UPLOAD_MAX_BYTES", str(512 * 1024 * 1024)))
 CELERY_BEAT_SCHEDULE["campaign-metrics"] = {"task": "annotate.compute_all_campaign_metrics", "schedule": 900.0}
+CELERY_BEAT_SCHEDULE["dispatch-pending-imports"] = {"task": "annotate.dispatch_pending_imports", "schedule": 60.0}
 
 # --- Datasets and REST API (issue 5) --------------------------------------------------------------
 INSTALLED_APPS += ["drf_spectacular_sidecar"]
@@ -240,6 +241,9 @@ SPECTACULAR_SETTINGS.update({  # Swagger UI from the sidecar package: /api/docs/
         "AssignmentStatusEnum": "annotate.models.AssignmentStatus",
         "DatasetVersionStatusEnum": "rewards.models.DatasetVersion.Status",
         "FinishReasonEnum": "annotate.models.FinishReason",
+        "JobBackendEnum": "rewards.jobs.models.Backend",
+        "JobStatusEnum": "rewards.jobs.models.JobStatus",
+        "JobKindEnum": "rewards.jobs.models.Kind",
     },
 })
 # Exports stream here first; only finished files are copied into the default storage.

@@ -267,10 +267,28 @@ def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, us
                     skip_invalid=skip_invalid, split_rule=split_rule, generation=generation, created_by=user)
     job.file.save(Path(upload.name or "upload.jsonl").name, upload, save=False)
     job.save()
+    transaction.on_commit(lambda: dispatch_import_job(job.pk))
+    return job
+
+
+def dispatch_import_job(job_id: int) -> bool:
+    """Send a queued import's task; when the broker is down it stays queued for ``dispatch_pending_imports``."""
+    from steplab.celery import send_task
+
     from ..tasks import run_import_job_task
 
-    transaction.on_commit(lambda: run_import_job_task.delay(job.pk))
-    return job
+    if send_task(run_import_job_task, args=[job_id]) is None:
+        return False
+    ImportJob.objects.filter(pk=job_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
+    return True
+
+
+def dispatch_pending_imports(*, older_than: timedelta = timedelta(seconds=30)) -> list[int]:
+    """Send the imports whose task never reached the broker (it was down when they were uploaded)."""
+    cutoff = timezone.now() - older_than
+    pending = ImportJob.objects.filter(status=ImportJobStatus.QUEUED, dispatched_at__isnull=True,
+                                       created_at__lt=cutoff).values_list("pk", flat=True)
+    return [job_id for job_id in pending if dispatch_import_job(job_id)]
 
 
 IMPORT_JOB_LOCK_CLASS = 0x5374_4A42  # "StJB": the advisory-lock namespace of import jobs

@@ -113,10 +113,10 @@ class GenerationsView(APIView):
 # --- training jobs ------------------------------------------------------------------------------------
 
 class StartTrainingInput(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=Kind.values)
+    kind = serializers.ChoiceField(choices=Kind.choices)
     dataset_version = serializers.IntegerField(help_text="A ready dataset version of a campaign you work on.")
     base_model = serializers.CharField(default="default", help_text="'default' (CPU MiniLM) or a configured backbone.")
-    backend = serializers.ChoiceField(choices=Backend.values, default=Backend.LOCAL)
+    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
     hyper = serializers.DictField(required=False, default=dict,
                                   help_text=f"Trainer settings: {', '.join(USER_KEYS)}.")
 
@@ -138,7 +138,7 @@ class TrainingJobOut(serializers.ModelSerializer):
 
 class ListJobsInput(serializers.Serializer):
     campaign = serializers.SlugField(required=False)
-    status = serializers.ChoiceField(choices=JobStatus.values, required=False)
+    status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
 
 
 def _visible_jobs(request: Request) -> Any:
@@ -218,7 +218,7 @@ class TrainingJobCancelView(APIView):
 # --- sampling jobs ------------------------------------------------------------------------------------
 
 class StartSamplingInput(serializers.Serializer):
-    backend = serializers.ChoiceField(choices=Backend.values, default=Backend.LOCAL)
+    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
     config = serializers.DictField(required=False, default=dict,
                                    help_text=f"Sampler settings: {', '.join(SAMPLING_KEYS)}.")
 

@@ -19,14 +19,14 @@ AUTO_TRAIN = "jobs.auto_train"
 AUTO_GENERATIONS = "jobs.auto_start_generations"
 
 
-@shared_task(name=RUN_TRAINING, acks_late=True)
+@shared_task(name=RUN_TRAINING, acks_late=True, ignore_result=True)
 def run_training_job(job_id: int) -> str | None:
     from .services.training import run_training_job as run
 
     return run(job_id)
 
 
-@shared_task(name=RUN_SCORING, acks_late=True)
+@shared_task(name=RUN_SCORING, acks_late=True, ignore_result=True)
 def run_scoring_job(job_id: int) -> str | None:
     from .services.generations import scoring_finished
     from .services.scoring import run_scoring_job as run
@@ -36,7 +36,7 @@ def run_scoring_job(job_id: int) -> str | None:
     return status
 
 
-@shared_task(name=RUN_SAMPLING, acks_late=True)
+@shared_task(name=RUN_SAMPLING, acks_late=True, ignore_result=True)
 def run_sampling_job(job_id: int) -> str | None:
     from .services.sampling import run_sampling_job as run
 
@@ -51,7 +51,7 @@ def reap_stale_jobs() -> dict[str, list[int]]:
     from .services.training import reap_training_jobs
 
     return {"training": reap_training_jobs(), "scoring": reap_scoring_jobs(), "sampling": reap_sampling_jobs(),
-            "generations": reconcile()}
+            "generations": reconcile(), "sent_again": [pk for ids in enqueue_undispatched().values() for pk in ids]}
 
 
 @shared_task(name=AUTO_TRAIN)
@@ -69,9 +69,31 @@ def auto_start_generations() -> list[int]:
 
 
 def enqueue(job: Any) -> None:
-    """Send the watcher task for a queued job (call after commit) and remember its id."""
+    """Send the watcher task for a queued job (call after commit) and remember its id. With the broker down
+    the id stays empty and ``reap_stale_jobs`` sends it once the broker is back."""
+    from steplab.celery import send_task
+
     task = {TrainingJob: run_training_job, ScoringJob: run_scoring_job, SamplingJob: run_sampling_job}[type(job)]
     queue = "gpu" if job.backend == Backend.LOCAL else "default"
-    result = task.apply_async(args=[job.pk], queue=queue)
-    type(job).objects.filter(pk=job.pk).update(celery_task_id=result.id)
+    result = send_task(task, args=[job.pk], queue=queue)
+    if result is not None:
+        type(job).objects.filter(pk=job.pk).update(celery_task_id=result.id)
+
+
+def enqueue_undispatched(older_than_s: float = 30.0) -> dict[str, list[int]]:
+    """Queued jobs whose task never reached the broker (it was down when they were started): send them now."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from .models import JobStatus
+
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    sent: dict[str, list[int]] = {}
+    for model in (TrainingJob, ScoringJob, SamplingJob):
+        for job in model.objects.filter(status=JobStatus.QUEUED, celery_task_id="", created_at__lt=cutoff):
+            enqueue(job)
+            if type(job).objects.filter(pk=job.pk).exclude(celery_task_id="").exists():
+                sent.setdefault(model.__name__, []).append(job.pk)
+    return sent
 

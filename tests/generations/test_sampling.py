@@ -148,3 +148,23 @@ def test_dashboard_form_starts_a_job_for_admins_only(client, make_user, hand_poo
         assert bad.status_code == 400 and 'data-error-for="temperature"' in bad.content.decode()
         bad = client.post(url, {"config": '{"top_p": 0}'})
         assert bad.status_code == 400 and 'data-error-for="top_p"' in bad.content.decode()
+
+
+def test_command_queues_a_job_and_names_bad_keys(hand_pool: HandPool, jobs_root: Path, tmp_path: Path,
+                                                 django_capture_on_commit_callbacks, capsys) -> None:  # type: ignore[no-untyped-def]
+    from django.core.management import CommandError, call_command
+
+    from rewards.jobs.models import SamplingJob
+
+    config = tmp_path / "sample.json"
+    config.write_text('{"n": 2, "top_k": 5}')
+    with pytest.raises(CommandError, match="top_k: is not a sampling setting"):
+        call_command("sample_candidates", "--campaign", hand_pool.campaign.slug, "--config", str(config))
+    config.write_text('{"n": 2,\n "limit": }')
+    with pytest.raises(CommandError, match="line 2: not valid JSON"):
+        call_command("sample_candidates", "--campaign", hand_pool.campaign.slug, "--config", str(config))
+    config.write_text('{"n": 2, "limit": 1}')
+    with django_capture_on_commit_callbacks(execute=False):
+        call_command("sample_candidates", "--campaign", hand_pool.campaign.slug, "--config", str(config))
+    job = SamplingJob.objects.get()
+    assert f"sampling job {job.pk} queued (1 problems)" in capsys.readouterr().out

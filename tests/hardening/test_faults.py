@@ -107,3 +107,49 @@ def test_labeling_keeps_working_while_redis_is_down(client, campaign_factory, ma
         if not _redis_up():
             subprocess.run(REDIS_START, check=True)
         _wait(_redis_up)
+
+
+def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery_worker_process, campaign_factory,
+                                                                   make_user, shared_data, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An upload and a training job started during a Redis outage: the request succeeds, the job stays queued
+    in the database, and the dispatchers send it once Redis is back; the worker then runs the import."""
+    _need_root_and("redis-server")
+    from datetime import timedelta
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from annotate.models import ImportJob
+    from annotate.services.campaigns import dispatch_pending_imports
+    from rewards.jobs.models import TrainingJob
+    from rewards.jobs.tasks import enqueue, enqueue_undispatched
+
+    campaign_factory("outage")
+    client.force_login(make_user("boss", is_staff=True))
+    rows = b"".join(line for _, line in zip(range(5), (shared_data / "math" / "math500.jsonl").open("rb")))
+    try:
+        subprocess.run(["redis-cli", "-p", "6379", "shutdown", "nosave"], capture_output=True)
+        _wait(lambda: not _redis_up())
+        response = client.post("/manage/c/outage/imports/",
+                               {"kind": "problems", "file": SimpleUploadedFile("p.jsonl", rows)})
+        assert response.status_code == 302, "the upload is accepted while the broker is down"
+        job = ImportJob.objects.get()
+        assert (job.status, job.dispatched_at) == ("queued", None)
+        training = TrainingJob.objects.create(kind="prm", dataset_path=str(tmp_path / "missing.jsonl"))
+        enqueue(training)
+        training.refresh_from_db()
+        assert training.celery_task_id == "" and training.status == "queued"
+        assert dispatch_pending_imports(older_than=timedelta(0)) == [], "nothing can be sent yet"
+    finally:
+        Path("/var/lib/redis").mkdir(parents=True, exist_ok=True)
+        Path("/var/log/redis").mkdir(parents=True, exist_ok=True)
+        if not _redis_up():
+            subprocess.run(REDIS_START, check=True)
+        _wait(_redis_up)
+    assert dispatch_pending_imports(older_than=timedelta(0)) == [job.pk]
+    assert enqueue_undispatched(older_than_s=0) == {"TrainingJob": [training.pk]}
+    deadline = time.time() + 120
+    while time.time() < deadline and not ImportJob.objects.get(pk=job.pk).is_finished:
+        time.sleep(0.5)
+    job.refresh_from_db()
+    assert job.status == "succeeded" and job.imported == 5, (job.status, job.error)
+    assert dispatch_pending_imports(older_than=timedelta(0)) == [], "sent once"
