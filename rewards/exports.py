@@ -31,6 +31,7 @@ from django.db.models import QuerySet
 from annotate.models import Assignment, AssignmentStatus, Campaign, Completion, FinishReason, Rating, Step, StepDecision
 from annotate.prm800k import iter_prm800k_rows
 from annotate.services.adjudication import resolved_step_ratings
+from annotate.services.importing import select_by_ids
 
 FORMATS = ("prm800k", "trl-stepwise", "outcome")
 NEUTRAL_POLICIES = ("positive", "negative", "exclude")
@@ -93,19 +94,19 @@ def iter_stepwise_rows(assignments: QuerySet[Assignment], options: ExportOptions
         last_pk = chunk[-1].pk
         solution_ids = {a.solution_id for a in chunk}
         steps: dict[int, list[int]] = defaultdict(list)
-        for step_id, solution_id in Step.objects.filter(solution_id__in=solution_ids).order_by(
-                "solution_id", "index").values_list("id", "solution_id"):
+        for step_id, solution_id in select_by_ids(Step, ["id", "solution_id"], "solution_id", solution_ids,
+                                                  order_by=("solution_id", "index")):
             steps[solution_id].append(step_id)
         texts: dict[tuple[int, int], tuple[int, str]] = {}
         step_ids = [step_id for ids in steps.values() for step_id in ids]  # an index scan, not a join (see prm800k)
-        for cid, step_id, index, text in Completion.objects.filter(step_id__in=step_ids).values_list(
-                "id", "step_id", "index", "text"):
+        for cid, step_id, index, text in select_by_ids(Completion, ["id", "step_id", "index", "text"], "step_id",
+                                                       step_ids):
             texts[(step_id, index)] = (cid, text)
         ids = [a.pk for a in chunk]
-        ratings = {(a, c): r for a, c, r in Rating.objects.filter(assignment_id__in=ids).values_list(
-            "assignment_id", "completion_id", "rating")}
-        decisions = {(a, s): (c, h) for a, s, c, h in StepDecision.objects.filter(assignment_id__in=ids).values_list(
-            "assignment_id", "step_id", "chosen_completion", "human_completion")}
+        ratings = {(a, c): r for a, c, r in select_by_ids(Rating, ["assignment_id", "completion_id", "rating"],
+                                                          "assignment_id", ids)}
+        decisions = {(a, s): (c, h) for a, s, c, h in select_by_ids(
+            StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], "assignment_id", ids)}
         resolved = resolved_step_ratings(solution_ids) if options.labels == "resolved" else {}
         for assignment in chunk:
             if assignment.solution_id in resolved:  # adjudicated: one row of resolved labels per solution
@@ -202,22 +203,21 @@ def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
     """One row per labeled solution with a grader verdict (deduplicated across overlapping labelers)."""
     from annotate.models import Solution
 
-    solution_ids = assignments.filter(solution__is_correct__isnull=False).values("solution_id")
-    base = Solution.objects.filter(pk__in=solution_ids).select_related("problem").order_by("pk")
-    last_pk = 0
-    while True:
-        chunk = list(base.filter(pk__gt=last_pk)[:chunk_size])
-        if not chunk:
-            return
-        last_pk = chunk[-1].pk
+    # The ids first (one query, a few MB for 1M solutions), then chunks by id: an ``IN (subquery)`` per chunk
+    # made PostgreSQL rebuild the whole labeled set for every chunk (0.6 s each, measured on 100k solutions).
+    solution_ids = sorted(set(assignments.filter(solution__is_correct__isnull=False)
+                              .values_list("solution_id", flat=True)))
+    for start in range(0, len(solution_ids), chunk_size):
+        chunk = list(Solution.objects.filter(pk__in=solution_ids[start:start + chunk_size])
+                     .select_related("problem").order_by("pk"))
         # Steps first, then their first completions by step id: index scans, not a join over the tables.
         step_order: dict[int, tuple[int, int]] = {
-            step_id: (solution_id, index) for step_id, solution_id, index in Step.objects.filter(
-                solution_id__in=[s.pk for s in chunk if not s.pre_generated_steps]).values_list(
-                "id", "solution_id", "index")}
+            step_id: (solution_id, index) for step_id, solution_id, index in select_by_ids(
+                Step, ["id", "solution_id", "index"], "solution_id", [s.pk for s in chunk if not s.pre_generated_steps])}
         first_texts: dict[int, list[str]] = defaultdict(list)
-        for step_id, text in sorted(Completion.objects.filter(step_id__in=list(step_order), index=0).values_list(
-                "step_id", "text"), key=lambda row: step_order[row[0]]):
+        first_completions = [(step_id, text) for step_id, index, text in select_by_ids(
+            Completion, ["step_id", "index", "text"], "step_id", list(step_order)) if index == 0]
+        for step_id, text in sorted(first_completions, key=lambda row: step_order[row[0]]):
             first_texts[step_order[step_id][0]].append(text)
         for solution in chunk:
             steps = solution.pre_generated_steps or first_texts[solution.pk]
