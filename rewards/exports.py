@@ -208,26 +208,27 @@ def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
     solution_ids = sorted(set(assignments.filter(solution__is_correct__isnull=False)
                               .values_list("solution_id", flat=True)))
     for start in range(0, len(solution_ids), chunk_size):
-        chunk = list(Solution.objects.filter(pk__in=solution_ids[start:start + chunk_size])
-                     .select_related("problem").order_by("pk"))
+        # Plain values, not model instances (a third of this pass's time on 100k solutions).
+        chunk = list(Solution.objects.filter(pk__in=solution_ids[start:start + chunk_size]).order_by("pk").values_list(
+            "pk", "pre_generated_steps", "is_correct", "problem__text", "problem__text_sha256", "problem__source_id"))
         # Steps first, then their first completions by step id: index scans, not a join over the tables.
         step_order: dict[int, tuple[int, int]] = {
             step_id: (solution_id, index) for step_id, solution_id, index in select_by_ids(
-                Step, ["id", "solution_id", "index"], "solution_id", [s.pk for s in chunk if not s.pre_generated_steps])}
+                Step, ["id", "solution_id", "index"], "solution_id", [row[0] for row in chunk if not row[1]])}
         first_texts: dict[int, list[str]] = defaultdict(list)
         first_completions = [(step_id, text) for step_id, index, text in select_by_ids(
             Completion, ["step_id", "index", "text"], "step_id", list(step_order)) if index == 0]
         for step_id, text in sorted(first_completions, key=lambda row: step_order[row[0]]):
             first_texts[step_order[step_id][0]].append(text)
-        for solution in chunk:
-            steps = solution.pre_generated_steps or first_texts[solution.pk]
+        for solution_id, pre_generated, is_correct, prompt, digest, source_id in chunk:
+            steps = pre_generated or first_texts[solution_id]
             yield {
-                "prompt": solution.problem.text,
+                "prompt": prompt,
                 "completion": "\n".join(steps),
-                "label": bool(solution.is_correct),
-                "split": split_of(solution.problem.text_sha256, options.seed, options.test_fraction),
-                "problem_id": solution.problem.source_id or solution.problem.text_sha256[:16],
-                "solution_id": solution.pk,
+                "label": bool(is_correct),
+                "split": split_of(digest, options.seed, options.test_fraction),
+                "problem_id": source_id or digest[:16],
+                "solution_id": solution_id,
             }
 
 

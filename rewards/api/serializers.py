@@ -196,3 +196,14 @@ class ImportReportSerializer(serializers.Serializer):
     rejected_count = serializers.IntegerField()
     rejected = serializers.ListField(child=serializers.DictField())
     created = serializers.DictField(child=serializers.IntegerField())
+
+
+class CampaignMetricsSerializer(serializers.Serializer):
+    """Progress (cached for a few seconds) and the latest quality-metrics snapshot of a campaign."""
+
+    campaign = serializers.IntegerField()
+    progress = serializers.DictField(help_text="totals, per generation, finish reasons, labelings in the last 24 h")
+    progress_as_of = serializers.DateTimeField()
+    quality = serializers.DictField(allow_null=True, help_text="agreement with gold per labeler, inter-annotator "
+                                    "agreement (each figure with its item count), times; null before the first run")
+    quality_computed_at = serializers.DateTimeField(allow_null=True)

@@ -7,6 +7,7 @@ campaign's datasets gets a 403 that says why.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotate.models import Assignment, AssignmentStatus, Campaign, Completion, Problem, Rating, Solution, Step, StepDecision
+from annotate.models import (Assignment, AssignmentStatus, Campaign, CampaignMetrics, Completion, Problem, Rating, Role,
+                             Solution, Step, StepDecision)
 from annotate.services import labeling
+from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed
 from annotate.services.problems import import_solutions
 from rewards.models import DatasetVersion
@@ -74,6 +77,21 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
         body = report.as_dict()
         body["file"] = upload.name
         return Response(body, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: s.CampaignMetricsSerializer})
+    @action(detail=True, methods=["get"])
+    def metrics(self, request: Request, pk: str | None = None) -> Response:
+        """Progress and quality figures of the admin dashboard (admins, researchers and staff)."""
+        campaign = self.get_object()
+        if role_in(request.user, campaign) not in (Role.ADMIN, Role.RESEARCHER):
+            raise PermissionDenied("Campaign metrics are for the campaign's admins and researchers.")
+        progress, as_of = cached_campaign_progress(campaign)
+        snapshot = CampaignMetrics.objects.filter(campaign=campaign).first()
+        figures = asdict(progress)
+        figures["labelings_per_hour"] = [[hour.isoformat(), count] for hour, count in progress.labelings_per_hour]
+        return Response({"campaign": campaign.pk, "progress": figures, "progress_as_of": as_of,
+                         "quality": snapshot.data if snapshot else None,
+                         "quality_computed_at": snapshot.computed_at if snapshot else None})
 
     @extend_schema(request=None, responses={200: s.LeaseOutSerializer})
     @action(detail=True, methods=["post"])

@@ -22,6 +22,7 @@ MATRIX = {
     "/api/datasets/{version}/": (200, 200, 403, 404, 401, 200),
     "/api/datasets/{version}/files/trl-stepwise/": (200, 200, 403, 404, 401, 200),
     "/api/datasets/{version}/files/card/": (200, 200, 403, 404, 401, 200),
+    "/api/campaigns/{campaign}/metrics/": (200, 200, 403, 404, 401, 200),
 }
 # list endpoints: how many of the campaign's rows each role sees
 VISIBLE = {"/api/solutions/": 24, "/api/labels/": 24, "/api/problems/": 12, "/api/datasets/": 1}
@@ -81,3 +82,19 @@ def test_bad_filters_name_the_field(people) -> None:  # type: ignore[no-untyped-
     assert response.status_code == 400
     assert set(response.json()) == {"campaign", "updated_since"}
     assert client.get("/api/datasets/?campaign=x").json() == {"campaign": ["must be a campaign id (an integer)"]}
+
+
+def test_campaign_metrics_are_the_dashboard_figures(people, labeled_campaign) -> None:  # type: ignore[no-untyped-def]
+    from annotate.services.agreement import compute_campaign_metrics
+    from annotate.services.campaigns import campaign_progress
+
+    api, _ = token_client(people["researcher"])
+    before = api.get(f"/api/campaigns/{labeled_campaign.pk}/metrics/").json()
+    progress = campaign_progress(labeled_campaign)
+    assert before["progress"]["totals"]["total"] == progress.totals.total > 0
+    assert before["progress"]["totals"]["done"] == progress.totals.done
+    assert before["progress"]["finish_reasons"] == progress.finish_reasons
+    assert before["quality"] is None and before["quality_computed_at"] is None
+    snapshot = compute_campaign_metrics(labeled_campaign)
+    after = api.get(f"/api/campaigns/{labeled_campaign.pk}/metrics/").json()
+    assert after["quality"] == type(snapshot).objects.get(pk=snapshot.pk).data and after["quality_computed_at"]

@@ -116,6 +116,7 @@ RULES: dict[str, Rule] = {
     "api:campaign-detail": Rule(READERS, kwargs=pk(lambda w: w.a.pk)),
     "api:campaign-import-solutions": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.a.pk)),
     "api:campaign-lease": Rule(LEASERS, method="post", kwargs=pk(lambda w: w.a.pk)),
+    "api:campaign-metrics": Rule(RESEARCH, kwargs=pk(lambda w: w.a.pk)),
     "api:problem-list": Rule(LOGGED_IN),
     "api:problem-detail": Rule(RESEARCH, kwargs=pk(lambda w: w.problem.pk)),
     "api:solution-list": Rule(LOGGED_IN),
