@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -240,13 +239,17 @@ def test_validation():
         Pool.from_arrays(["a"], [True, False])
 
 
-def test_full_scale_is_fast():
-    """500 problems x 1,860 samples x 14 Ns: per-trial cost must be tens of milliseconds."""
+def test_full_scale_runs_and_is_coherent():
+    """500 problems x 1,860 samples x 14 Ns at the paper's scale (speed is bench/best_of_n.py's business):
+    every accuracy is a probability and the pass@N ceiling never drops as N grows, nor below the methods."""
     pools = synthetic_pools(problems=500, pool_size=1860, seed=0)
     from rewards.evaluation import PAPER_NS
 
-    started = time.perf_counter()
-    _, per = simulate_trials(pools, PAPER_NS, trials=20, seed=0, pool_size=1860)
-    elapsed = time.perf_counter() - started
-    assert per["prm"].shape == (20, 14)
-    assert elapsed < 20 * 0.25, elapsed  # ~0.025 s per trial measured on 2 cores; 10x margin
+    _, per = simulate_trials(pools, PAPER_NS, trials=3, seed=0, pool_size=1860)
+    assert per["prm"].shape == (3, 14)
+    for method in ("prm", "orm", "majority", "pass"):
+        assert ((per[method] >= 0) & (per[method] <= 1)).all(), method
+    ceiling = per["pass"].mean(axis=0)
+    assert (np.diff(ceiling) >= -0.02).all(), "sampling noise aside, a bigger N never lowers the ceiling"
+    for method in ("prm", "orm", "majority"):
+        assert (per[method].mean(axis=0) <= ceiling + 0.02).all(), method
