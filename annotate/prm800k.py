@@ -373,43 +373,80 @@ def _iso(value: datetime | None) -> str | None:
     return timezone.make_naive(value, dt_timezone.utc).isoformat() if timezone.is_aware(value) else value.isoformat()
 
 
-def iter_prm800k_rows(assignments: Any, chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
-    """Stream finished assignments as PRM800K rows, in constant memory (a few queries per chunk)."""
+@dataclass
+class ChunkData:
+    """What one chunk of assignments needs, read in five queries: step ids per solution (in order), completions
+    per step (id, index, text in index order), ratings and step decisions per (assignment, …)."""
+
+    steps_by_solution: dict[int, list[int]]
+    completions_by_step: dict[int, list[tuple[int, int, str]]]
+    ratings: dict[tuple[int, int], tuple[int | None, bool | None]]
+    decisions: dict[tuple[int, int], tuple[int | None, Any]]
+
+
+def iter_prm800k_chunks(assignments: Any, chunk_size: int = 1000) -> Iterator[tuple[list[Assignment], ChunkData]]:
+    """Finished assignments in pk order, a chunk at a time with everything their rows need (constant memory).
+
+    ``assignment.solution.problem`` is set from a cache: problems repeat across chunks."""
     last_pk = 0
     base = assignments.order_by("pk").select_related("solution")
     problems: dict[int, Problem] = {}
-    usernames: dict[int, str] = {}
     while True:
         chunk = list(base.filter(pk__gt=last_pk)[:chunk_size])
         if not chunk:
             return
         last_pk = chunk[-1].pk
-        # Problems and labelers repeat across a chunk: load each once instead of once per row.
         problem_ids = {a.solution.problem_id for a in chunk} - problems.keys()
         problems.update(Problem.objects.in_bulk(problem_ids))
-        user_ids = {a.labeler_id for a in chunk if a.labeler_id} - usernames.keys()
-        usernames.update(get_user_model().objects.filter(pk__in=user_ids).values_list("pk", "username"))
         for assignment in chunk:
             assignment.solution.problem = problems[assignment.solution.problem_id]
-        yield from _rows_for_chunk(chunk, usernames)
-        if len(problems) > 50_000:  # bound the caches on huge campaigns
+        yield chunk, _chunk_data(chunk)
+        if len(problems) > 50_000:  # bound the cache on huge campaigns
             problems.clear()
-            usernames.clear()
 
 
-def _rows_for_chunk(chunk: list[Assignment], usernames: dict[int, str]) -> Iterator[dict[str, Any]]:
+def iter_prm800k_rows(assignments: Any, chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
+    """Stream finished assignments as PRM800K rows, in constant memory (a few queries per chunk)."""
+    names = LabelerNames()
+    for chunk, data in iter_prm800k_chunks(assignments, chunk_size):
+        yield from prm800k_rows(chunk, data, names)
+
+
+class LabelerNames:
+    """Usernames of labelers, loaded once per chunk for those not seen yet (bounded)."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+
+    def load(self, chunk: list[Assignment]) -> dict[int, str]:
+        if len(self.names) > 50_000:
+            self.names.clear()
+        missing = {a.labeler_id for a in chunk if a.labeler_id} - self.names.keys()
+        self.names.update(get_user_model().objects.filter(pk__in=missing).values_list("pk", "username"))
+        return self.names
+
+
+def prm800k_rows(chunk: list[Assignment], data: ChunkData, names: LabelerNames) -> Iterator[dict[str, Any]]:
+    usernames = names.load(chunk)
+    rated_completions = {key[1] for key in data.ratings}
+    for assignment in chunk:
+        yield _row(assignment, data.steps_by_solution[assignment.solution_id], data.completions_by_step,
+                   data.ratings, data.decisions, rated_completions, usernames)
+
+
+def _chunk_data(chunk: list[Assignment]) -> ChunkData:
     solution_ids = {a.solution_id for a in chunk}
     steps_by_solution: dict[int, list[int]] = defaultdict(list)
     for step_id, solution_id in select_by_ids(Step, ["id", "solution_id"], "solution_id", solution_ids,
                                               order_by=("solution_id", "index")):
         steps_by_solution[solution_id].append(step_id)
-    completions_by_step: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    completions_by_step: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
     # By step id, not through a join on the solution: the join made PostgreSQL hash the whole completion table
     # for every chunk (160 ms per 1,000 solutions measured on 1M completions); this is an index scan (5 ms).
     step_ids = [step_id for ids in steps_by_solution.values() for step_id in ids]
-    for completion_id, step_id, text in select_by_ids(Completion, ["id", "step_id", "text"], "step_id", step_ids,
-                                                      order_by=("step_id", "index")):
-        completions_by_step[step_id].append((completion_id, text))
+    for completion_id, step_id, index, text in select_by_ids(Completion, ["id", "step_id", "index", "text"],
+                                                             "step_id", step_ids, order_by=("step_id", "index")):
+        completions_by_step[step_id].append((completion_id, index, text))
     assignment_ids = [a.pk for a in chunk]
     ratings: dict[tuple[int, int], tuple[int | None, bool | None]] = {
         (assignment_id, completion_id): (value, flagged) for assignment_id, completion_id, value, flagged in
@@ -419,13 +456,10 @@ def _rows_for_chunk(chunk: list[Assignment], usernames: dict[int, str]) -> Itera
         (assignment_id, step_id): (chosen, human) for assignment_id, step_id, chosen, human in
         select_by_ids(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"],
                       "assignment_id", assignment_ids)}
-    rated_completions = {key[1] for key in ratings}
-    for assignment in chunk:
-        yield _row(assignment, steps_by_solution[assignment.solution_id], completions_by_step, ratings, decisions,
-                   rated_completions, usernames)
+    return ChunkData(steps_by_solution, completions_by_step, ratings, decisions)
 
 
-def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[int, list[tuple[int, str]]],
+def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[int, list[tuple[int, int, str]]],
          ratings: dict[tuple[int, int], tuple[int | None, bool | None]],
          decisions: dict[tuple[int, int], tuple[int | None, Any]], rated_completions: set[int],
          usernames: dict[int, str]) -> dict[str, Any]:
@@ -435,11 +469,11 @@ def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[
     for step_id in step_ids:
         completions = completions_by_step[step_id]
         decision = decisions.get((assignment.pk, step_id))
-        touched = decision is not None or any((assignment.pk, cid) in ratings for cid, _ in completions)
+        touched = decision is not None or any((assignment.pk, cid) in ratings for cid, _, _ in completions)
         if not touched:
             continue
         rendered = []
-        for completion_id, text in completions:
+        for completion_id, _, text in completions:
             value, flagged = ratings.get((assignment.pk, completion_id), (None, None))
             rendered.append({"text": text, "rating": value, "flagged": flagged})
         chosen, human = decision if decision is not None else (None, None)

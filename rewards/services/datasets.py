@@ -43,7 +43,9 @@ from rewards.exports import (
     ExportOptions,
     WrittenFile,
     iter_format_rows,
+    iter_prm800k_and_stepwise_rows,
     labeled_assignments,
+    write_paired_rows,
     write_rows_multi,
 )
 from rewards.models import DatasetVersion
@@ -128,11 +130,22 @@ class _Tally:
 
     def stepwise(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for row in rows:
-            self.labels.update("true" if v else "false" for v in row["labels"])
-            self.step_ratings.update(str(v) for v in row["ratings"])
-            self.rows[f"stepwise:{row['split']}"] += 1
-            self.problems[row["split"]].add(row["problem_id"])
+            self.count_stepwise(row)
             yield row
+
+    def count_stepwise(self, row: dict[str, Any] | None) -> None:
+        if row is None:
+            return
+        self.labels.update("true" if v else "false" for v in row["labels"])
+        self.step_ratings.update(str(v) for v in row["ratings"])
+        self.rows[f"stepwise:{row['split']}"] += 1
+        self.problems[row["split"]].add(row["problem_id"])
+
+    def paired(self, pairs: Iterator[tuple[dict[str, Any], dict[str, Any] | None]]
+               ) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
+        for pair in pairs:
+            self.count_stepwise(pair[1])
+            yield pair
 
     def outcome(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for row in rows:
@@ -259,12 +272,17 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
         tally = _Tally()
         written: dict[str, WrittenFile] = {}
         names = {key: file_name for key, _, file_name in FILES}
-        stepwise = write_rows_multi(tally.stepwise(iter_format_rows(campaign, "trl-stepwise", options)),
-                                    [work / names["trl-stepwise"], work / names["trl-stepwise-parquet"]],
-                                    "trl-stepwise")
+        stepwise_outs = [work / names["trl-stepwise"], work / names["trl-stepwise-parquet"]]
+        if options.labels == "raw":  # one database pass feeds both files (see iter_prm800k_and_stepwise_rows)
+            prm, stepwise = write_paired_rows(tally.paired(iter_prm800k_and_stepwise_rows(campaign, options)),
+                                              ([work / names["prm800k"]], "prm800k"), (stepwise_outs, "trl-stepwise"))
+        else:
+            stepwise = write_rows_multi(tally.stepwise(iter_format_rows(campaign, "trl-stepwise", options)),
+                                        stepwise_outs, "trl-stepwise")
+            prm = write_rows_multi(iter_format_rows(campaign, "prm800k", options), [work / names["prm800k"]],
+                                   "prm800k")
         outcome = write_rows_multi(tally.outcome(iter_format_rows(campaign, "outcome", options)),
                                    [work / names["outcome"], work / names["outcome-parquet"]], "outcome")
-        prm = write_rows_multi(iter_format_rows(campaign, "prm800k", options), [work / names["prm800k"]], "prm800k")
         written["prm800k"] = prm[0]
         written["trl-stepwise"], written["trl-stepwise-parquet"] = stepwise
         written["outcome"], written["outcome-parquet"] = outcome

@@ -179,3 +179,20 @@ def test_beat_picks_campaigns_that_are_due_and_changed(labeled_campaign, storage
     labeled_campaign.is_active = False
     labeled_campaign.save()
     assert campaigns_due(later) == [] and snapshot_due_datasets.run() == []
+
+
+@pytest.mark.parametrize("fixture", ["labeled_campaign", "prm800k_campaign"])
+def test_the_shared_database_pass_writes_what_the_separate_exports_write(fixture, request, storage_dirs,
+                                                                         tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A version's PRM800K and stepwise files come from one pass over the database; each must equal, byte for
+    byte, its format exported on its own (stepwise and conversational campaigns, give-ups included)."""
+    from rewards.exports import export_campaign
+
+    campaign = request.getfixturevalue(fixture)
+    version = create_dataset_version(campaign)
+    assert version is not None
+    for fmt, exporter, suffix in (("prm800k", "prm800k", ".jsonl"), ("trl-stepwise", "trl-stepwise", ".jsonl"),
+                                  ("trl-stepwise-parquet", "trl-stepwise", ".parquet")):
+        alone = export_campaign(campaign, exporter, tmp_path / f"{fmt}{suffix}")
+        assert alone.sha256 == version.files[fmt]["sha256"], fmt
+        assert alone.rows == version.files[fmt]["rows"] > 0, fmt
