@@ -28,8 +28,8 @@ from typing import IO, Any
 import orjson
 from django.db.models import QuerySet
 
-from annotate.models import Assignment, AssignmentStatus, Campaign, Completion, FinishReason, Rating, Step, StepDecision
-from annotate.prm800k import LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
+from annotate.models import Assignment, AssignmentStatus, Campaign, Completion, FinishReason, Step
+from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids
 
@@ -84,42 +84,30 @@ def _label_for(rating: int | None, policy: str) -> bool | None:
 
 def iter_stepwise_rows(assignments: QuerySet[Assignment], options: ExportOptions,
                        chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
-    last_pk = 0
-    base = assignments.order_by("pk").select_related("solution__problem")
     resolved_done: set[int] = set()
-    while True:
-        chunk = list(base.filter(pk__gt=last_pk)[:chunk_size])
-        if not chunk:
-            return
-        last_pk = chunk[-1].pk
-        solution_ids = {a.solution_id for a in chunk}
-        steps: dict[int, list[int]] = defaultdict(list)
-        for step_id, solution_id in select_by_ids(Step, ["id", "solution_id"], "solution_id", solution_ids,
-                                                  order_by=("solution_id", "index")):
-            steps[solution_id].append(step_id)
-        texts: dict[tuple[int, int], tuple[int, str]] = {}
-        step_ids = [step_id for ids in steps.values() for step_id in ids]  # an index scan, not a join (see prm800k)
-        for cid, step_id, index, text in select_by_ids(Completion, ["id", "step_id", "index", "text"], "step_id",
-                                                       step_ids):
-            texts[(step_id, index)] = (cid, text)
-        ids = [a.pk for a in chunk]
-        ratings = {(a, c): r for a, c, r in select_by_ids(Rating, ["assignment_id", "completion_id", "rating"],
-                                                          "assignment_id", ids)}
-        decisions = {(a, s): (c, h) for a, s, c, h in select_by_ids(
-            StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], "assignment_id", ids)}
-        resolved = resolved_step_ratings(solution_ids) if options.labels == "resolved" else {}
+    for chunk, data in iter_prm800k_chunks(assignments, chunk_size):
+        texts, ratings = _stepwise_inputs(data)
+        resolved = (resolved_step_ratings({a.solution_id for a in chunk}) if options.labels == "resolved"
+                    else {})
         for assignment in chunk:
+            steps = data.steps_by_solution[assignment.solution_id]
             if assignment.solution_id in resolved:  # adjudicated: one row of resolved labels per solution
                 if assignment.solution_id not in resolved_done:
                     resolved_done.add(assignment.solution_id)
-                    row = _resolved_row(assignment, steps[assignment.solution_id], texts,
-                                        resolved[assignment.solution_id], options)
+                    row = _resolved_row(assignment, steps, texts, resolved[assignment.solution_id], options)
                     if row is not None:
                         yield row
                 continue
-            row = _stepwise_row(assignment, steps[assignment.solution_id], texts, ratings, decisions, options)
+            row = _stepwise_row(assignment, steps, texts, ratings, data.decisions, options)
             if row is not None:
                 yield row
+
+
+def _stepwise_inputs(data: ChunkData) -> tuple[dict[tuple[int, int], tuple[int, str]], dict[tuple[int, int], Any]]:
+    """A chunk's completions by (step id, index) and its rating values, as the stepwise rows read them."""
+    texts = {(step_id, index): (cid, text)
+             for step_id, entries in data.completions_by_step.items() for cid, index, text in entries}
+    return texts, {key: value for key, (value, _) in data.ratings.items()}
 
 
 def _resolved_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
@@ -381,9 +369,7 @@ def iter_prm800k_and_stepwise_rows(campaign: Campaign, options: ExportOptions
     kept = set(options.finish_reasons)
     names = LabelerNames()
     for chunk, data in iter_prm800k_chunks(labeled_assignments(campaign, options, all_finished=True)):
-        texts = {(step_id, index): (cid, text)
-                 for step_id, entries in data.completions_by_step.items() for cid, index, text in entries}
-        ratings = {key: value for key, (value, _) in data.ratings.items()}
+        texts, ratings = _stepwise_inputs(data)
         for assignment, prm_row in zip(chunk, prm800k_rows(chunk, data, names), strict=True):
             stepwise = (_stepwise_row(assignment, data.steps_by_solution[assignment.solution_id], texts, ratings,
                                       data.decisions, options) if assignment.finish_reason in kept else None)

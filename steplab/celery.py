@@ -1,4 +1,5 @@
 """The Celery app: Redis broker in the real stack, a filesystem broker on the embedded default."""
+import logging
 import os
 
 from celery import Celery
@@ -8,6 +9,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "steplab.settings")
 app = Celery("steplab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+log = logging.getLogger(__name__)
 
 
 def send_task(task, *, args: list, queue: str | None = None):  # type: ignore[no-untyped-def]
@@ -18,13 +20,11 @@ def send_task(task, *, args: list, queue: str | None = None):  # type: ignore[no
     short on purpose: a web request must not hang for long on a dead broker. Such tasks are declared with
     ``ignore_result=True``: their state is in the database, and sending them never touches the result store.
     """
-    import logging
-
     from kombu.exceptions import OperationalError
 
     try:
         return task.apply_async(args=args, queue=queue, retry=True,
                                 retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5})
     except OperationalError as exc:
-        logging.getLogger(__name__).warning("broker unreachable, %s(%s) stays queued: %s", task.name, args, exc)
+        log.warning("broker unreachable, %s(%s) stays queued: %s", task.name, args, exc)
         return None

@@ -250,9 +250,8 @@ def select_by_ids(model: type[models.Model], columns: list[str], key: str, ids: 
     fields = [meta.get_field(name) for name in columns]
     select = ", ".join(quote(f.column) for f in fields)
     order = ", ".join(quote(meta.get_field(name).column) for name in order_by)
-    sql = (f"SELECT {select} FROM {quote(meta.db_table)} WHERE {quote(meta.get_field(key).column)} = ANY(%s)"
-           + (f" ORDER BY {order}" if order else ""))
-    sql = sql.replace("= ANY(%s)", "= ANY(%s::bigint[])")
+    sql = (f"SELECT {select} FROM {quote(meta.db_table)} WHERE {quote(meta.get_field(key).column)} "
+           f"= ANY(%s::bigint[])" + (f" ORDER BY {order}" if order else ""))
     with connection.cursor() as cursor:
         cursor.execute(sql, ["{" + ",".join(map(str, ids)) + "}"])  # one text literal: cheaper than a list dump
         rows = cursor.fetchall()

@@ -141,9 +141,13 @@ class ListJobsInput(serializers.Serializer):
     status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
 
 
-def _visible_jobs(request: Request) -> Any:
+def _require_area(request: Request) -> None:
     if not has_any_access(request.user):
         raise PermissionDenied("reward models are for campaign admins, researchers and staff")
+
+
+def _visible_jobs(request: Request) -> Any:
+    _require_area(request)
     jobs = TrainingJob.objects.select_related("campaign", "reward_model")
     return jobs if request.user.is_staff else jobs.filter(campaign__in=accessible_campaigns(request.user))
 
@@ -167,7 +171,7 @@ class TrainingJobsView(APIView):
     @extend_schema(request=StartTrainingInput, responses={201: TrainingJobOut})
     def post(self, request: Request) -> Response:
         """Start a PRM or ORM job on a dataset version (queued; a worker runs it on the chosen backend)."""
-        _visible_jobs(request)  # the area's own check: 403 for labelers
+        _require_area(request)
         data = StartTrainingInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data

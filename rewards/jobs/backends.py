@@ -106,6 +106,15 @@ def read_exit_code(work_dir: Path) -> int | None:
         return None
 
 
+def count_lines(path: Path) -> int:
+    """Lines a job has written so far to one of its files (0 while the file does not exist)."""
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for _ in handle)
+    except FileNotFoundError:
+        return 0
+
+
 def tail(path: Path, max_bytes: int = 8000) -> str:
     """The last ``max_bytes`` of a log file (from a line start), '' when it does not exist."""
     try:

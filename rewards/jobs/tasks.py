@@ -68,16 +68,18 @@ def auto_start_generations() -> list[int]:
     return [generation.pk for generation in start()]
 
 
-def enqueue(job: Any) -> None:
-    """Send the watcher task for a queued job (call after commit) and remember its id. With the broker down
-    the id stays empty and ``reap_stale_jobs`` sends it once the broker is back."""
+def enqueue(job: Any) -> bool:
+    """Send the watcher task for a queued job (call after commit) and remember its id; False when the broker is
+    down: the id stays empty and ``reap_stale_jobs`` sends it once the broker is back."""
     from steplab.celery import send_task
 
     task = {TrainingJob: run_training_job, ScoringJob: run_scoring_job, SamplingJob: run_sampling_job}[type(job)]
     queue = "gpu" if job.backend == Backend.LOCAL else "default"
     result = send_task(task, args=[job.pk], queue=queue)
-    if result is not None:
-        type(job).objects.filter(pk=job.pk).update(celery_task_id=result.id)
+    if result is None:
+        return False
+    type(job).objects.filter(pk=job.pk).update(celery_task_id=result.id)
+    return True
 
 
 def enqueue_undispatched(older_than_s: float = 30.0) -> dict[str, list[int]]:
@@ -92,8 +94,7 @@ def enqueue_undispatched(older_than_s: float = 30.0) -> dict[str, list[int]]:
     sent: dict[str, list[int]] = {}
     for model in (TrainingJob, ScoringJob, SamplingJob):
         for job in model.objects.filter(status=JobStatus.QUEUED, celery_task_id="", created_at__lt=cutoff):
-            enqueue(job)
-            if type(job).objects.filter(pk=job.pk).exclude(celery_task_id="").exists():
+            if enqueue(job):
                 sent.setdefault(model.__name__, []).append(job.pk)
     return sent
 

@@ -10,7 +10,6 @@ solution carries it on.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import uuid
 from collections.abc import Mapping
@@ -23,11 +22,11 @@ from annotate.models import Campaign, Problem, Solution
 from annotate.services.importing import ImportFailed
 from rewards.generation.config import ConfigError, parse_config
 
-from ..backends import STDOUT_FILE, Launch, python_command
+from ..backends import STDOUT_FILE, Launch, count_lines, python_command
 from ..models import Backend, PoolProblem, PoolPurpose, SamplingJob
 from . import runner
 from .pools import import_pool
-from .training import JobInputError, jobs_root
+from .training import JobInputError, config_error, jobs_root
 
 PROBLEMS = "problems.jsonl"
 SAMPLES = "samples.jsonl"
@@ -43,11 +42,6 @@ def campaign_problems(campaign: Campaign) -> list[Problem]:
     ids |= set(PoolProblem.objects.filter(pool__campaign=campaign, pool__purpose=PoolPurpose.LABELING)
                .values_list("problem_id", flat=True))
     return list(Problem.objects.filter(pk__in=ids).order_by("pk"))
-
-
-def _config_error(exc: ConfigError) -> JobInputError:
-    match = re.search(r"config key '([^']+)'", str(exc))
-    return JobInputError(match.group(1) if match else "config", str(exc))
 
 
 def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = None, *,
@@ -78,7 +72,7 @@ def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = No
         try:
             parse_config(job_file, base_dir=work)
         except ConfigError as exc:
-            raise _config_error(exc) from None
+            raise config_error(exc) from None
         (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")
         limit = keys.get("limit")
         job = SamplingJob.objects.create(campaign=campaign, config=keys, backend=backend, started_by=user,
@@ -98,19 +92,11 @@ def sampling_launch(job: SamplingJob) -> Launch:
                   commands=[python_command("rewards.generation", "sample", "--config", str(work / CONFIG))])
 
 
-def _written(path: Path) -> int:
-    try:
-        with path.open("rb") as handle:
-            return sum(1 for _ in handle)
-    except FileNotFoundError:
-        return 0
-
-
 def _progress(job: SamplingJob) -> dict[str, Any]:
     """Samples written so far (the sampler writes ``samples.jsonl.partial`` problem by problem)."""
     expected = max(job.problem_count * int(job.config.get("n", 4)), 1)
     partial = Path(job.work_dir) / (SAMPLES + ".partial")
-    return {"progress": min(_written(partial) / expected, 0.99)}
+    return {"progress": min(count_lines(partial) / expected, 0.99)}
 
 
 def _summary(job: SamplingJob) -> dict[str, Any]:

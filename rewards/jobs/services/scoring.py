@@ -17,7 +17,7 @@ from django.db import transaction
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
 from rewards.training.data import DatasetError, iter_records
 
-from ..backends import Launch, python_command
+from ..backends import Launch, count_lines, python_command
 from ..models import Backend, Candidate, CandidatePool, CandidateScore, Kind, RewardModel, ScoringJob
 from . import runner
 from .training import JobInputError, jobs_root
@@ -98,14 +98,6 @@ def scoring_launch(job: ScoringJob, *, heldout: bool) -> Launch:
                   gpus=1 if job.backend != Backend.LOCAL else 0)
 
 
-def _count_lines(path: Path) -> int:
-    try:
-        with path.open("rb") as handle:
-            return sum(1 for _ in handle)
-    except FileNotFoundError:
-        return 0
-
-
 def held_out_step_metrics(path: Path, neutral: str) -> dict[str, Any]:
     """Step AUROC against the human ratings and ProcessBench first-error figures (threshold 0.5)."""
     scores: list[float] = []
@@ -154,7 +146,7 @@ def scoring_hooks(job: ScoringJob, *, heldout: bool | None = None) -> runner.Job
         heldout = (work / HELDOUT).is_file() and (work / HELDOUT).stat().st_size > 0
     expected = max(job.pool.candidate_count, 1)
     return runner.JobHooks(launch=scoring_launch(job, heldout=heldout),
-                           progress=lambda: {"progress": min(_count_lines(work / SCORED) / expected, 0.99)},
+                           progress=lambda: {"progress": min(count_lines(work / SCORED) / expected, 0.99)},
                            on_success=lambda: store_scores(job))
 
 

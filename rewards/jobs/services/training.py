@@ -61,7 +61,8 @@ def dataset_file(version: DatasetVersion, kind: str) -> Path:
                                            f"(has: {', '.join(sorted(version.files)) or 'none'})")
 
 
-def _config_error(exc: ConfigError) -> JobInputError:
+def config_error(exc: ValueError) -> JobInputError:
+    """A config validator's error (trainer or sampler: both name "config key '…'") as an input error."""
     match = re.search(r"config key '([^']+)'", str(exc))
     return JobInputError(match.group(1) if match else "config", str(exc))
 
@@ -97,7 +98,7 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
     try:
         parse_config(config, base_dir=jobs_root())
     except ConfigError as exc:
-        raise _config_error(exc) from None
+        raise config_error(exc) from None
     return path, config
 
 
