@@ -370,8 +370,9 @@ def _run_claimed_job(job: ImportJob) -> None:
     except Exception as exc:  # noqa: BLE001 — the job must record any failure, the worker keeps running
         report, status, error = ImportReport(file=job.original_name), ImportJobStatus.FAILED, f"{type(exc).__name__}: {exc}"
     ImportJob.objects.filter(pk=job.pk).update(
-        status=status, error=error, progress=1.0, phase="done", lines=report.lines, imported=report.imported,
-        rejected_count=report.rejected_count, created=report.created, finished_at=timezone.now(),
+        status=status, error=error, progress=1.0, phase="done", total_lines=total, lines=report.lines,
+        imported=report.imported, rejected_count=report.rejected_count, created=report.created,
+        finished_at=timezone.now(),
         rejected=[{"line": r.line, "field": r.field, "message": r.message} for r in report.rejected],
     )
 
