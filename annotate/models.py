@@ -302,6 +302,11 @@ class StepDecision(models.Model):
         ]
 
     @property
+    def is_decided(self) -> bool:
+        """The pass continues past this step: with a chosen completion or the labeler's own text."""
+        return self.chosen_completion is not None or self.human_completion is not None
+
+    @property
     def human_text(self) -> str | None:
         value = self.human_completion
         if isinstance(value, dict):

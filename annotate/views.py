@@ -138,14 +138,14 @@ class StepRow:
         return bool(self.completions and self.completions[0].flagged)
 
 
-def _rows(ws: Workspace, progress: Progress, *, oob: set[int] = frozenset()) -> list[StepRow]:  # type: ignore[assignment]
-    assignment = ws.assignment
+def _rows(ws: Workspace, *, oob: set[int] = frozenset()) -> list[StepRow]:  # type: ignore[assignment]
+    assignment, progress = ws.assignment, ws.progress
     stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
     is_open = assignment.status == AssignmentStatus.LEASED
     rows = []
     for step in ws.steps:
         completions = []
-        for completion in step.completions.all():
+        for completion in step.completions:
             rating = ws.ratings.get((step.index, completion.index))
             completions.append(CompletionView(completion.index, math_source(completion.text),
                                               rating.rating if rating else None,
@@ -170,8 +170,8 @@ def _rows(ws: Workspace, progress: Progress, *, oob: set[int] = frozenset()) -> 
     return rows
 
 
-def _workspace_context(request: HttpRequest, ws: Workspace, progress: Progress, **extra: object) -> dict:
-    assignment = ws.assignment
+def _workspace_context(request: HttpRequest, ws: Workspace, **extra: object) -> dict:
+    assignment, progress = ws.assignment, ws.progress
     campaign = assignment.solution.campaign
     heartbeat_s = max(5, min(60, campaign.lease_minutes * 60 // 3))
     context = {
@@ -179,7 +179,7 @@ def _workspace_context(request: HttpRequest, ws: Workspace, progress: Progress, 
         "problem_text": math_source(assignment.solution.problem.text),
         "answer": answer_source(assignment.solution.problem.answer),
         "instructions_html": render_markdown(campaign.instructions),
-        "rows": _rows(ws, progress), "progress": progress, "rating_buttons": RATING_BUTTONS,
+        "rows": _rows(ws), "progress": progress, "rating_buttons": RATING_BUTTONS,
         "is_open": assignment.status == AssignmentStatus.LEASED,
         "is_expired": assignment.status == AssignmentStatus.EXPIRED,
         "stepwise": campaign.mode == CampaignMode.STEPWISE, "heartbeat_s": heartbeat_s,
@@ -221,7 +221,7 @@ def _workspace_error(request: HttpRequest, assignment_id: int, message: str, sta
         ws = labeling.load_workspace(assignment_id, request.user)
     except NotAllowed as error:
         return _alert(request, str(error), 403)
-    context = _workspace_context(request, ws, labeling.progress_of(ws.assignment), error=message,
+    context = _workspace_context(request, ws, error=message,
                                  error_status=status)
     return render(request, "annotate/workspace.html", context, status=status)
 
@@ -232,24 +232,20 @@ def _form_error(request: HttpRequest, assignment_id: int, error: LabelingError) 
     return _workspace_error(request, assignment_id, str(error), 409 if isinstance(error, LeaseExpired) else 400)
 
 
-def _rows_response(request: HttpRequest, assignment_id: int, step_index: int, *,
-                   include_next: bool, checked: Assignment | None = None) -> HttpResponse:
-    """The changed row, then (out of band) the row after it, the progress counter and the "next" control."""
+def _rows_response(request: HttpRequest, ws: Workspace, step_index: int) -> HttpResponse:
+    """The changed row, then (out of band) the rows after it, the progress counter and the "next" control."""
     if not request.htmx:
-        return redirect("annotate:workspace", assignment_id)
-    wanted = [step_index, step_index + 1] if include_next else [step_index]
-    ws = labeling.load_workspace(assignment_id, request.user, step_indexes=wanted, checked=checked)
+        return redirect("annotate:workspace", ws.assignment.pk)
     if ws.assignment.status != AssignmentStatus.LEASED:
         # The pass just ended (a −1 in stepwise mode): show the finished workspace.
         response = HttpResponse(status=200)
-        response["HX-Redirect"] = reverse("annotate:workspace", args=[assignment_id])
+        response["HX-Redirect"] = reverse("annotate:workspace", args=[ws.assignment.pk])
         return response
-    progress = labeling.progress_of(ws.assignment)
-    rows = _rows(ws, progress, oob={index for index in wanted if index != step_index})
+    rows = _rows(ws, oob={step.index for step in ws.steps if step.index != step_index})
     return render(request, "annotate/_rows_update.html", {
-        "rows": rows, "assignment": ws.assignment, "progress": progress, "rating_buttons": RATING_BUTTONS,
+        "rows": rows, "assignment": ws.assignment, "progress": ws.progress, "rating_buttons": RATING_BUTTONS,
         "stepwise": ws.assignment.solution.campaign.mode == CampaignMode.STEPWISE,
-        "next_ready": _next_ready(ws.assignment, progress), "is_open": True,
+        "next_ready": _next_ready(ws.assignment, ws.progress), "is_open": True,
     })
 
 
@@ -298,8 +294,7 @@ def workspace(request: HttpRequest, assignment_id: int) -> HttpResponse:
         return _alert(request, str(error), 403)
     if ws.assignment.status == AssignmentStatus.LEASED:
         labeling.renew_lease(ws.assignment)  # an open page is a live lease
-    progress = labeling.progress_of(ws.assignment)
-    return render(request, "annotate/workspace.html", _workspace_context(request, ws, progress))
+    return render(request, "annotate/workspace.html", _workspace_context(request, ws))
 
 
 @login_required
@@ -313,8 +308,7 @@ def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
         result = labeling.record_rating(assignment_id, request.user, step_index=data["step_index"],
                                         rating=data["rating"], completion_index=data["completion_index"],
                                         time_ms=data["time_ms"])
-        return _rows_response(request, assignment_id, data["step_index"], include_next=True,
-                              checked=result.rating.assignment)
+        return _rows_response(request, result.workspace, data["step_index"])
     except LabelingError as error:
         return _error_response(request, error, assignment_id)
 
@@ -327,9 +321,11 @@ def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
         return _alert(request, forms.first_error(form), 400)
     data = form.cleaned_data
     try:
-        labeling.flag_step(assignment_id, request.user, step_index=data["step_index"], flagged=data["flagged"],
-                           completion_index=data["completion_index"])
-        return _rows_response(request, assignment_id, data["step_index"], include_next=False)
+        rating = labeling.flag_step(assignment_id, request.user, step_index=data["step_index"],
+                                    flagged=data["flagged"], completion_index=data["completion_index"])
+        ws = labeling.load_workspace(assignment_id, request.user, step_indexes=[data["step_index"]],
+                                     checked=rating.assignment)
+        return _rows_response(request, ws, data["step_index"])
     except LabelingError as error:
         return _error_response(request, error, assignment_id)
 
@@ -342,9 +338,13 @@ def decide(request: HttpRequest, assignment_id: int) -> HttpResponse:
         return _alert(request, forms.first_error(form), 400)
     data = form.cleaned_data
     try:
-        labeling.decide_step(assignment_id, request.user, step_index=data["step_index"],
-                             chosen_completion=data["chosen_completion"], human_text=data["human_text"] or None)
-        return _rows_response(request, assignment_id, data["step_index"], include_next=True)
+        decision = labeling.decide_step(assignment_id, request.user, step_index=data["step_index"],
+                                        chosen_completion=data["chosen_completion"],
+                                        human_text=data["human_text"] or None)
+        ws = labeling.load_workspace(assignment_id, request.user,
+                                     step_indexes=[data["step_index"], data["step_index"] + 1],
+                                     checked=decision.assignment)
+        return _rows_response(request, ws, data["step_index"])
     except LabelingError as error:
         return _error_response(request, error, assignment_id)
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from ..models import (
@@ -67,7 +67,7 @@ def labeler_membership(campaign: Campaign, user: User, *, lock: bool = False) ->
 def _open_assignment(campaign: Campaign, user: User) -> Assignment | None:
     return (
         Assignment.objects.filter(solution__campaign=campaign, labeler=user, status=AssignmentStatus.LEASED)
-        .select_related("solution")
+        .select_related("solution__campaign")
         .order_by("pk")
         .first()
     )
@@ -185,13 +185,23 @@ def reap_expired_leases(*, now: datetime | None = None) -> int:
     return reaped
 
 
-def _locked_open_assignment(assignment_id: int, user: User, now: datetime) -> Assignment:
-    assignment = (
-        Assignment.objects.select_for_update(of=("self",))
-        .select_related("solution__campaign")
-        .filter(pk=assignment_id)
-        .first()
-    )
+def _locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
+                            count_steps: bool = False) -> Assignment:
+    """Lock the labeler's open assignment and check its membership in one query (the writes' hot path).
+
+    ``count_steps`` also counts the solution's steps into ``assignment.step_total``, for callers that
+    answer with the pass's progress.
+    """
+    active_member = Membership.objects.filter(
+        campaign_id=OuterRef("solution__campaign_id"), user_id=OuterRef("labeler_id"), is_active=True,
+        role__in=(Role.LABELER, Role.ADMIN))
+    queryset = (Assignment.objects.select_for_update(of=("self",)).select_related("solution__campaign")
+                .annotate(is_active_member=Exists(active_member)))
+    if count_steps:
+        queryset = queryset.annotate(step_total=Subquery(
+            Step.objects.filter(solution_id=OuterRef("solution_id")).order_by().values("solution_id")
+            .annotate(n=Count("pk")).values("n")))
+    assignment = queryset.filter(pk=assignment_id).first()
     if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
         raise NotAllowed("This is not your assignment.")
     if assignment.status == AssignmentStatus.EXPIRED:
@@ -202,8 +212,7 @@ def _locked_open_assignment(assignment_id: int, user: User, now: datetime) -> As
     if assignment.status != AssignmentStatus.LEASED:
         raise LabelingError("This solution is already finished; ratings can no longer change.")
     # A labeler removed from the campaign mid-lease can no longer write to it.
-    if not Membership.objects.filter(campaign_id=assignment.solution.campaign_id, user_id=assignment.labeler_id,
-                                     is_active=True, role__in=(Role.LABELER, Role.ADMIN)).exists():
+    if not assignment.is_active_member:
         raise NotAllowed("You are not an active labeler in this campaign any more.")
     # A clock-expired lease that the reaper has not taken yet is still the labeler's: keep it and renew.
     assignment.lease_expires_at = now + timedelta(minutes=assignment.solution.campaign.lease_minutes)
@@ -215,6 +224,7 @@ class RatingResult:
     rating: Rating
     changed: bool
     finished: bool
+    workspace: Workspace  # the rated step and the one after it, as they stand after the write
 
 
 def record_rating(assignment_id: int, user: User, *, step_index: int, rating: int | None,
@@ -223,7 +233,9 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
     """Save one rating. Idempotent: the same value twice is one rating; a change keeps a revision.
 
     Stepwise mode enforces stop-at-first-error: steps are rated in order, and a −1 finishes the
-    solution as ``found_error`` so nothing after it can be rated.
+    solution as ``found_error`` so nothing after it can be rated. The pass's ratings are read once,
+    under the assignment's lock, and serve the order check, the rating being changed and the
+    returned workspace alike: this is the labelers' hottest request.
     """
     if rating not in (-1, 0, 1, None):
         raise LabelingError("A rating must be -1, 0 or +1.")
@@ -231,27 +243,26 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         raise LabelingError("time_ms must not be negative.")
     now = now or timezone.now()
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, now)
+        assignment = _locked_open_assignment(assignment_id, user, now, count_steps=True)
         campaign = assignment.solution.campaign
-        completion = (
-            Completion.objects.filter(step__solution_id=assignment.solution_id, step__index=step_index,
-                                      index=completion_index)
-            .select_related("step")
-            .first()
-        )
+        stepwise = campaign.mode == CampaignMode.STEPWISE
+        steps = _step_contents(assignment, [step_index, step_index + 1])
+        completion = next((c for step in steps if step.index == step_index for c in step.completions
+                           if c.index == completion_index), None)
         if completion is None:
             raise LabelingError(f"Step {step_index} has no completion {completion_index}.")
-        if campaign.mode == CampaignMode.STEPWISE and rating is not None:
-            _check_in_order(assignment, step_index)
-        elif campaign.mode == CampaignMode.CONVERSATIONAL:
-            _check_decided_before(assignment, step_index)
-        current = Rating.objects.filter(assignment=assignment, completion=completion).first()
-        if current is not None:
-            current.assignment = assignment  # the locked, authorised instance, for the caller's response
+        ratings = _ratings_of(assignment)
+        decisions = {} if stepwise else _decisions_of(assignment)
+        if stepwise and rating is not None:
+            _check_in_order(ratings, step_index)
+        elif not stepwise:
+            _check_decided_before(decisions, step_index)
+        current = ratings.get((step_index, completion_index))
         new_flag = flagged if flagged is not None else (current.flagged if current else False)
         if current is None:
             current = Rating.objects.create(assignment=assignment, completion=completion, rating=rating,
                                             flagged=new_flag, time_ms=time_ms)
+            ratings[(step_index, completion_index)] = current
             changed = True
         elif current.rating != rating or current.flagged != new_flag:
             RatingRevision.objects.create(rating=current, previous_rating=current.rating,
@@ -263,26 +274,25 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
             changed = True
         else:
             changed = False
-        if campaign.mode == CampaignMode.STEPWISE:  # one INSERT … ON CONFLICT DO NOTHING, not get_or_create's four
+        current.assignment = assignment  # the locked, authorised instance, for the caller's response
+        if stepwise:  # one INSERT … ON CONFLICT DO NOTHING, not get_or_create's four
             StepDecision.objects.bulk_create(
-                [StepDecision(assignment=assignment, step=completion.step, chosen_completion=0)], ignore_conflicts=True)
+                [StepDecision(assignment=assignment, step_id=completion.step_id, chosen_completion=0)],
+                ignore_conflicts=True)
         finished = False
-        if campaign.mode == CampaignMode.STEPWISE and rating == -1:
+        if stepwise and rating == -1:
             _finish(assignment, FinishReason.FOUND_ERROR, "", now)
             finished = True
         else:
             assignment.save(update_fields=["lease_expires_at", "updated_at"])
-    return RatingResult(current, changed, finished)
+    progress = _progress(assignment.step_total, stepwise, ratings, decisions)
+    return RatingResult(current, changed, finished, Workspace(assignment, steps, ratings, decisions, progress))
 
 
-def _check_in_order(assignment: Assignment, step_index: int) -> None:
+def _check_in_order(ratings: dict[tuple[int, int], Rating], step_index: int) -> None:
     """No step may be rated while an earlier one is unrated, nor after a −1."""
-    earlier = (
-        Rating.objects.filter(assignment=assignment, completion__index=0, completion__step__index__lt=step_index)
-        .exclude(rating__isnull=True)
-        .values_list("completion__step__index", "rating")
-    )
-    rated = dict(earlier)
+    rated = {step: r.rating for (step, completion), r in ratings.items()
+             if completion == 0 and step < step_index and r.rating is not None}
     if any(value == -1 for value in rated.values()):
         raise LabelingError("An earlier step is rated −1: nothing after the first error can be rated.")
     if len(rated) < step_index:
@@ -290,12 +300,9 @@ def _check_in_order(assignment: Assignment, step_index: int) -> None:
         raise LabelingError(f"Rate step {missing + 1} first: steps are rated in order.")
 
 
-def _check_decided_before(assignment: Assignment, step_index: int) -> None:
+def _check_decided_before(decisions: dict[int, StepDecision], step_index: int) -> None:
     """Conversational mode: a step's candidates are rated only once every earlier step has a continuation."""
-    if step_index == 0:
-        return
-    decided = StepDecision.objects.filter(assignment=assignment, step__index__lt=step_index).filter(
-        Q(chosen_completion__isnull=False) | Q(human_completion__isnull=False)).count()
+    decided = sum(1 for index, decision in decisions.items() if index < step_index and decision.is_decided)
     if decided < step_index:
         raise LabelingError(f"Choose or write a continuation for step {decided + 1} first.")
 
@@ -459,13 +466,70 @@ def resume_expired_lease(assignment_id: int, user: User, *, now: datetime | None
 
 
 @dataclass(frozen=True)
+class Progress:
+    total: int
+    done: int  # stepwise: steps rated; conversational: steps with a continuation
+    first_open: int  # index of the first step still to do (== total when none)
+    has_error: bool
+
+
+@dataclass(frozen=True)
+class StepContent:
+    index: int
+    completions: list[Completion]  # by index
+
+
+@dataclass(frozen=True)
 class Workspace:
-    """Everything the workspace page shows for one assignment, loaded in a fixed number of queries."""
+    """Everything the workspace shows for one assignment, loaded in a fixed number of queries.
+
+    ``steps`` may be a few of the solution's steps (the rows a write re-renders); ``ratings``,
+    ``decisions`` and ``progress`` always cover the whole pass.
+    """
 
     assignment: Assignment
-    steps: list[Step]
+    steps: list[StepContent]
     ratings: dict[tuple[int, int], Rating]  # (step index, completion index) -> rating
     decisions: dict[int, StepDecision]  # step index -> decision
+    progress: Progress
+
+
+def _step_contents(assignment: Assignment, step_indexes: list[int] | None) -> list[StepContent]:
+    """The steps' texts in one query (every step has its completion 0, so none is missed)."""
+    completions = (Completion.objects.filter(step__solution_id=assignment.solution_id)
+                   .annotate(step_index=F("step__index")).order_by("step__index", "index"))
+    if step_indexes is not None:
+        completions = completions.filter(step__index__in=step_indexes)
+    steps: list[StepContent] = []
+    for completion in completions:
+        if not steps or steps[-1].index != completion.step_index:
+            steps.append(StepContent(completion.step_index, []))
+        steps[-1].completions.append(completion)
+    return steps
+
+
+def _ratings_of(assignment: Assignment) -> dict[tuple[int, int], Rating]:
+    ratings = Rating.objects.filter(assignment=assignment).annotate(
+        step_index=F("completion__step__index"), completion_index=F("completion__index"))
+    return {(r.step_index, r.completion_index): r for r in ratings}
+
+
+def _decisions_of(assignment: Assignment) -> dict[int, StepDecision]:
+    decisions = StepDecision.objects.filter(assignment=assignment).annotate(step_index=F("step__index"))
+    return {d.step_index: d for d in decisions}
+
+
+def _progress(total: int, stepwise: bool, ratings: dict[tuple[int, int], Rating],
+              decisions: dict[int, StepDecision]) -> Progress:
+    """How far a pass is, from its ratings (stepwise) or its decisions (conversational)."""
+    if stepwise:
+        rated = {step: r.rating for (step, completion), r in ratings.items()
+                 if completion == 0 and r.rating is not None}
+        done_indexes, has_error = set(rated), -1 in rated.values()
+    else:
+        done_indexes, has_error = {index for index, d in decisions.items() if d.is_decided}, False
+    first_open = next((index for index in range(total) if index not in done_indexes), total)
+    return Progress(total=total, done=len(done_indexes), first_open=first_open, has_error=has_error)
 
 
 def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | None = None,
@@ -485,44 +549,11 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
         if not Membership.objects.filter(campaign=assignment.solution.campaign, user_id=assignment.labeler_id,
                                          is_active=True, role__in=(Role.LABELER, Role.ADMIN)).exists():
             raise NotAllowed("You are not an active labeler in this campaign.")
-    steps = Step.objects.filter(solution_id=assignment.solution_id).order_by("index")
-    ratings = Rating.objects.filter(assignment=assignment).select_related("completion__step")
-    decisions = StepDecision.objects.filter(assignment=assignment).select_related("step")
-    if step_indexes is not None:
-        steps = steps.filter(index__in=step_indexes)
-        ratings = ratings.filter(completion__step__index__in=step_indexes)
-        decisions = decisions.filter(step__index__in=step_indexes)
-    return Workspace(
-        assignment=assignment,
-        steps=list(steps.prefetch_related(models.Prefetch("completions", Completion.objects.order_by("index")))),
-        ratings={(r.completion.step.index, r.completion.index): r for r in ratings},
-        decisions={d.step.index: d for d in decisions},
-    )
-
-
-@dataclass(frozen=True)
-class Progress:
-    total: int
-    done: int  # stepwise: steps rated; conversational: steps with a continuation
-    first_open: int  # index of the first step still to do (== total when none)
-    has_error: bool
-
-
-def progress_of(assignment: Assignment) -> Progress:
-    """How far a pass is: two aggregate queries whatever the solution's length."""
-    total = Step.objects.filter(solution_id=assignment.solution_id).count()
-    if assignment.solution.campaign.mode == CampaignMode.STEPWISE:
-        rows = list(Rating.objects.filter(assignment=assignment, completion__index=0, rating__isnull=False)
-                    .values_list("completion__step__index", "rating"))
-        done_indexes = {index for index, _ in rows}
-        has_error = any(value == -1 for _, value in rows)
-    else:
-        done_indexes = set(StepDecision.objects.filter(assignment=assignment).filter(
-            Q(chosen_completion__isnull=False) | Q(human_completion__isnull=False)).values_list("step__index",
-                                                                                               flat=True))
-        has_error = False
-    first_open = next((index for index in range(total) if index not in done_indexes), total)
-    return Progress(total=total, done=len(done_indexes), first_open=first_open, has_error=has_error)
+    stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
+    steps = _step_contents(assignment, step_indexes)
+    total = len(steps) if step_indexes is None else Step.objects.filter(solution_id=assignment.solution_id).count()
+    ratings, decisions = _ratings_of(assignment), _decisions_of(assignment)
+    return Workspace(assignment, steps, ratings, decisions, _progress(total, stepwise, ratings, decisions))
 
 
 def finish_and_lease_next(assignment_id: int, user: User, *, now: datetime | None = None) -> LeaseOutcome:
