@@ -8,7 +8,9 @@ adds the HTTPS hardening that ``manage.py check --deploy`` asks for.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.management.utils import get_random_secret_key
@@ -104,6 +106,11 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process and the embedded worker read while the other writes.
     DATABASES["default"]["OPTIONS"] = {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 20}
+elif os.environ.get("DB_SERVER_SIDE_BINDING", "1") == "1":
+    # Parameters bound by the server let psycopg prepare the statements a connection repeats (after 5 runs):
+    # the labeling hot path's queries are then parsed and planned once per connection, not once per request.
+    # Set DB_SERVER_SIDE_BINDING=0 behind a transaction-mode pooler (PgBouncer) that cannot keep them.
+    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -251,16 +258,25 @@ STEPLAB_EXPORT_TMP_DIR = Path(os.environ.get("STEPLAB_EXPORT_TMP_DIR", VAR_DIR /
 STEPLAB_DATASET_LICENSE = os.environ.get("STEPLAB_DATASET_LICENSE", "MIT")
 STEPLAB_CODE_VERSION = os.environ.get("STEPLAB_CODE_VERSION", "")
 STEPLAB_TOKEN_TOUCH_SECONDS = 60  # last_used_at is written at most this often per token
-if os.environ.get("STEPLAB_S3_BUCKET"):  # any S3-compatible store (needs django-storages[s3] installed)
-    STORAGES["default"] = {
+
+
+def s3_storage(environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The default storage in any S3-compatible store when ``STEPLAB_S3_BUCKET`` is set (needs the ``s3`` extra);
+    a function so that tests build it from the same variables. Credentials: boto3's own chain (AWS_*)."""
+    if not environ.get("STEPLAB_S3_BUCKET"):
+        return None
+    return {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
-            "bucket_name": os.environ["STEPLAB_S3_BUCKET"],
-            "endpoint_url": os.environ.get("STEPLAB_S3_ENDPOINT_URL") or None,
-            "region_name": os.environ.get("STEPLAB_S3_REGION") or None,
+            "bucket_name": environ["STEPLAB_S3_BUCKET"],
+            "endpoint_url": environ.get("STEPLAB_S3_ENDPOINT_URL") or None,
+            "region_name": environ.get("STEPLAB_S3_REGION") or None,
             "file_overwrite": True,
         },
     }
+
+
+STORAGES["default"] = s3_storage(os.environ) or STORAGES["default"]
 CELERY_BEAT_SCHEDULE["snapshot-datasets"] = {"task": "rewards.snapshot_due_datasets", "schedule": 300.0}
 
 # --- Reward-model jobs, evaluation, dashboard, active learning (issues 6–8) -----------------------

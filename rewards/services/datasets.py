@@ -5,7 +5,8 @@ How a version becomes visible: all files are streamed to a private temporary fol
 content-addressed folder (``datasets/<slug>/<content hash>/``), and only then is the
 ``DatasetVersion`` row created, in one transaction. Every reader (API, pages, jobs) goes through that
 row, so a worker killed at any point leaves nothing visible: at worst a temporary folder or an
-unreferenced storage folder that the next run of the same content overwrites.
+unreferenced storage folder that the next run of the same content overwrites. A storage that fails (an
+S3 endpoint down, a missing bucket) raises ``DatasetStorageError`` naming the file, before any row exists.
 
 Unchanged content: ``create_dataset_version`` returns ``None`` (and creates nothing) when the new
 export's ``content_sha256`` (spec + hash of every data file) equals the campaign's latest version's.
@@ -17,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import tempfile
@@ -26,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from django.conf import settings
@@ -49,6 +51,14 @@ from rewards.exports import (
     write_rows_multi,
 )
 from rewards.models import DatasetVersion
+from rewards.services.downloads import read_file
+
+try:  # the s3 extra: what boto3 raises for an unreachable endpoint, a missing bucket or a refused request
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    STORAGE_ERRORS: tuple[type[Exception], ...] = (OSError, BotoCoreError, ClientError)
+except ImportError:
+    STORAGE_ERRORS = (OSError,)
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +76,10 @@ KNOWN_LICENSES = {"prm800k": "MIT (OpenAI PRM800K)", "math": "MIT (MATH, Hendryc
 
 class DatasetError(Exception):
     """A snapshot that cannot be made; the message names what is wrong."""
+
+
+class DatasetStorageError(DatasetError):
+    """The dataset storage failed (unreachable, no such bucket, access denied); names the file and the cause."""
 
 
 def spec_of(options: ExportOptions) -> dict[str, Any]:
@@ -237,10 +251,13 @@ def _latest(campaign: Campaign) -> DatasetVersion | None:
 
 def _publish(local: Path, name: str) -> None:
     """Copy one finished file into storage under exactly ``name`` (a leftover from a killed run is replaced)."""
-    if default_storage.exists(name):
-        default_storage.delete(name)
-    with open(local, "rb") as handle:
-        saved = default_storage.save(name, File(handle, name=Path(name).name))
+    try:
+        if default_storage.exists(name):
+            default_storage.delete(name)
+        with open(local, "rb") as handle:
+            saved = default_storage.save(name, File(handle, name=Path(name).name))
+    except STORAGE_ERRORS as exc:
+        raise DatasetStorageError(f"could not write {name} to the dataset storage: {exc}") from exc
     if saved != name:
         raise DatasetError(f"storage saved {name!r} as {saved!r}; dataset files need their exact names")
 
@@ -317,6 +334,41 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
         if counting is not None:
             counting.shutdown(wait=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def local_file(version: DatasetVersion, fmt: str, cache_dir: Path) -> Path:
+    """One of the version's files as a local path, for readers that need one (the trainer, its job config).
+
+    A file-system storage gives its own path. Any other (S3) has none: the file is downloaded once into
+    ``cache_dir/<sha256>/<name>``, checked against the SHA-256 recorded on the version, and only then renamed
+    into place, so a path that exists holds exactly the version's bytes."""
+    name = version.file_name(fmt)
+    try:
+        return Path(default_storage.path(name))
+    except NotImplementedError:
+        pass
+    info = version.files[fmt]
+    target = cache_dir / str(info["sha256"]) / PurePosixPath(name).name
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    handle, partial_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    partial = Path(partial_name)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            for chunk in read_file(name, 0, int(info["bytes"])):
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != info["sha256"]:
+            raise DatasetStorageError(f"{name} in the dataset storage has SHA-256 {digest.hexdigest()}, "
+                                      f"but {version} recorded {info['sha256']}")
+        os.replace(partial, target)
+    except STORAGE_ERRORS as exc:
+        raise DatasetStorageError(f"could not read {name} from the dataset storage: {exc}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
 
 
 def campaigns_due(now: datetime | None = None) -> list[Campaign]:

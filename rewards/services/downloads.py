@@ -54,8 +54,21 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     return first, last
 
 
-def _read(name: str, first: int, length: int) -> Iterator[bytes]:
+def read_file(name: str, first: int, length: int) -> Iterator[bytes]:
+    """``length`` bytes of a stored file from ``first``, in chunks, in constant memory.
+
+    django-storages' S3 file buffers the whole object in memory on its first read (even to seek), so an S3
+    object is read with one ranged GET streamed from the response instead."""
     with default_storage.open(name, "rb") as handle:
+        s3_object = getattr(handle, "obj", None)  # storages.backends.s3.S3File: boto3's Object for the key
+        if s3_object is not None:
+            if length > 0:
+                body = s3_object.get(Range=f"bytes={first}-{first + length - 1}")["Body"]
+                try:
+                    yield from body.iter_chunks(CHUNK)
+                finally:
+                    body.close()
+            return
         handle.seek(first)
         left = length
         while left > 0:
@@ -82,8 +95,8 @@ def open_download(version: DatasetVersion, fmt: str, range_header: str | None) -
     content_type = CONTENT_TYPES.get(PurePosixPath(name).suffix, "application/octet-stream")
     if span is None:
         headers["Content-Length"] = str(size)
-        return Download(200, content_type, headers, _read(name, 0, size))
+        return Download(200, content_type, headers, read_file(name, 0, size))
     first, last = span
     headers["Content-Length"] = str(last - first + 1)
     headers["Content-Range"] = f"bytes {first}-{last}/{size}"
-    return Download(206, content_type, headers, _read(name, first, last - first + 1))
+    return Download(206, content_type, headers, read_file(name, first, last - first + 1))
