@@ -151,7 +151,8 @@ class Backend(Protocol):
 
 
 class LocalBackend:
-    """A subprocess on this machine (a worker of the ``gpu`` queue, or the CPU), in its own process group."""
+    """A subprocess on this machine (a worker of the ``gpu`` queue, or the CPU), in its own process group,
+    led by ``rewards.jobs.tether`` so that the group stops when its watcher dies (a SIGKILLed pool process)."""
 
     name = "local"
     _children: dict[int, subprocess.Popen[bytes]] = {}
@@ -164,7 +165,8 @@ class LocalBackend:
     def submit(self, launch: Launch) -> str:
         script = self.write_script(launch)
         (launch.work_dir / EXIT_FILE).unlink(missing_ok=True)  # never read a previous attempt's status
-        process = subprocess.Popen(["bash", str(script)], cwd=settings.BASE_DIR, stdin=subprocess.DEVNULL,
+        tether = [sys.executable, "-m", "rewards.jobs.tether", str(os.getpid())]
+        process = subprocess.Popen([*tether, "bash", str(script)], cwd=settings.BASE_DIR, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self._children[process.pid] = process
         return str(process.pid)
@@ -194,7 +196,7 @@ class LocalBackend:
         return PollResult("lost", None, f"process {external_id} exited without writing an exit status")
 
     def cancel(self, launch: Launch, external_id: str) -> None:
-        """SIGTERM to the whole process group (bash and the trainer), SIGKILL if still there after 10 s."""
+        """SIGTERM to the whole process group (tether, bash and the trainer), SIGKILL if still there after 10 s."""
         pid = int(external_id)
         try:
             os.killpg(pid, signal.SIGTERM)

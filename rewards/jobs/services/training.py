@@ -19,6 +19,7 @@ from django.db import transaction
 
 from annotate.models import Campaign
 from rewards.models import DatasetVersion
+from rewards.services.datasets import local_file
 from rewards.training.config import ConfigError, parse_config
 
 from ..backends import Launch, python_command
@@ -51,12 +52,13 @@ def backbones() -> dict[str, str]:
 
 
 def dataset_file(version: DatasetVersion, kind: str) -> Path:
-    """The version's file a PRM (TRL stepwise) or ORM (outcome) trains on, as a local path."""
+    """The version's file a PRM (TRL stepwise) or ORM (outcome) trains on, as a local path (a storage without
+    paths, S3, is downloaded once into the jobs folder, which job nodes share)."""
     if version.status != DatasetVersion.Status.READY:
         raise JobInputError("dataset_version", f"{version} is {version.status}, not ready")
     for fmt in DATASET_FORMATS[Kind(kind)]:
         if fmt in version.files:
-            return Path(default_storage.path(version.file_name(fmt)))
+            return local_file(version, fmt, jobs_root() / "datasets")
     raise JobInputError("dataset_version", f"{version} has no {' or '.join(DATASET_FORMATS[Kind(kind)])} file "
                                            f"(has: {', '.join(sorted(version.files)) or 'none'})")
 
@@ -102,8 +104,14 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
     return path, config
 
 
-def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False) -> TrainingJob:
-    """Validate, record and queue a job (the Celery task is sent after commit)."""
+def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False,
+                       dispatch: bool = True) -> TrainingJob:
+    """Validate, record and queue a job (the Celery task is sent after commit).
+
+    ``dispatch=False`` records the queued job without sending its task, for a caller that sends
+    ``run_training_job`` to a worker of its own (a fault test that kills that worker mid-run); a job nobody
+    sends is sent to its usual queue by ``reap_stale_jobs`` after 30 s, as after a broker outage.
+    """
     path, config = _validate(request)
     version = request.dataset_version
     job = TrainingJob.objects.create(
@@ -116,9 +124,10 @@ def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool
     job.save(update_fields=["work_dir", "output_dir", "config"])
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "job.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    from ..tasks import enqueue
+    if dispatch:
+        from ..tasks import enqueue
 
-    transaction.on_commit(lambda: enqueue(job))
+        transaction.on_commit(lambda: enqueue(job))
     return job
 
 
@@ -219,7 +228,7 @@ def labeled_solutions(version: DatasetVersion) -> int:
         if info and isinstance(info.get("rows"), int):
             return int(info["rows"])
     try:
-        with open(default_storage.path(version.file_name("trl-stepwise")), encoding="utf-8") as handle:
+        with default_storage.open(version.file_name("trl-stepwise"), "rb") as handle:  # S3 has no path()
             return sum(1 for line in handle if line.strip())
     except (KeyError, FileNotFoundError):
         return 0
