@@ -380,6 +380,8 @@ def next_solution(request: HttpRequest, assignment_id: int) -> HttpResponse:
         outcome = labeling.finish_and_lease_next(assignment_id, request.user)
     except LabelingError as error:
         return _form_error(request, assignment_id, error)
+    if outcome.assignment is not None:
+        return redirect("annotate:workspace", outcome.assignment.pk)
     slug = Assignment.objects.filter(pk=assignment_id).values_list("solution__campaign__slug", flat=True).first()
     if slug is None:
         raise Http404

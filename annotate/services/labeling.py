@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from ..models import (
@@ -198,9 +199,9 @@ def _locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
     queryset = (Assignment.objects.select_for_update(of=("self",)).select_related("solution__campaign")
                 .annotate(is_active_member=Exists(active_member)))
     if count_steps:
-        queryset = queryset.annotate(step_total=Subquery(
+        queryset = queryset.annotate(step_total=Coalesce(Subquery(
             Step.objects.filter(solution_id=OuterRef("solution_id")).order_by().values("solution_id")
-            .annotate(n=Count("pk")).values("n")))
+            .annotate(n=Count("pk")).values("n")), 0))
     assignment = queryset.filter(pk=assignment_id).first()
     if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
         raise NotAllowed("This is not your assignment.")
@@ -387,7 +388,7 @@ def finish_assignment(assignment_id: int, user: User, *, reason: str, text: str 
     if reason in (FinishReason.BAD_PROBLEM, FinishReason.GIVE_UP) and not text:
         raise LabelingError("Say why: a reason is required for “bad problem” and “give up”.")
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, now)
+        assignment = _locked_open_assignment(assignment_id, user, now, count_steps=reason == FinishReason.SOLUTION)
         campaign = assignment.solution.campaign
         if reason == FinishReason.SOLUTION:
             _check_complete(assignment, campaign)
@@ -398,8 +399,7 @@ def finish_assignment(assignment_id: int, user: User, *, reason: str, text: str 
 
 
 def _check_complete(assignment: Assignment, campaign: Campaign) -> None:
-    steps = Step.objects.filter(solution_id=assignment.solution_id)
-    total = steps.count()
+    total = assignment.step_total  # counted by the lock
     if campaign.mode == CampaignMode.STEPWISE:
         values = list(Rating.objects.filter(assignment=assignment, completion__index=0,
                                             rating__isnull=False).values_list("rating", flat=True))
