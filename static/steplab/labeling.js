@@ -111,7 +111,30 @@
   }
 
   function drain() {
-    while (queue.length && pending === 0) { handleKey(queue.shift()); }
+    while (queue.length && pending === 0 && !retry) { handleKey(queue.shift()); }
+  }
+
+  // A row request lost in flight (connection down; server or database restarting: 502/503/504) is sent again,
+  // with backoff, before anything else is: the POSTs are idempotent, so a retry of a rating the server already
+  // had is still one rating, and keys typed meanwhile wait in the queue. Only after RETRY_FOR_MS does it give up.
+  var RETRYABLE = { 0: true, 502: true, 503: true, 504: true };
+  var RETRY_DELAYS_MS = [500, 1000, 2000, 4000, 8000, 15000];
+  var RETRY_FOR_MS = 5 * 60 * 1000;
+  var retry = null; // {elt, attempt, since, timeMs}: the one request being retried
+
+  function scheduleRetry(elt, timeMs) {
+    if (!retry || retry.elt !== elt) { retry = { elt: elt, attempt: 0, since: Date.now(), timeMs: timeMs }; }
+    if (Date.now() - retry.since > RETRY_FOR_MS || !document.body.contains(elt)) {
+      retry = null;
+      showAlert("Connection lost: your last action was NOT saved. Check your connection and do it again; " +
+        "everything saved before is kept.");
+      return;
+    }
+    var delay = RETRY_DELAYS_MS[Math.min(retry.attempt, RETRY_DELAYS_MS.length - 1)];
+    retry.attempt += 1;
+    showAlert("Connection lost: saving your last action again (attempt " + retry.attempt + ")… Nothing is lost; " +
+      "keep this page open.");
+    setTimeout(function () { if (retry && retry.elt === elt) { elt.click(); } }, delay);
   }
 
   var HANDLED_KEYS = /^([-+=0-3jkfc]|ArrowDown|ArrowUp|Enter)$/;
@@ -121,19 +144,33 @@
     var dialog = document.getElementById("shortcuts");
     if ((dialog && dialog.open) || !HANDLED_KEYS.test(event.key)) { return; }
     event.preventDefault();
-    if (pending > 0) { queue.push(event.key); return; }
+    if (pending > 0 || retry) { queue.push(event.key); return; }
     handleKey(event.key);
   });
 
   document.addEventListener("htmx:beforeRequest", function (event) {
-    if (isRowRequest(event.detail.elt)) { pending += 1; }
+    var elt = event.detail.elt;
+    if (!isRowRequest(elt)) { return; }
+    if (retry && retry.elt !== elt) {
+      // Another click while a lost action is being re-sent: it would overtake it (steps go in order).
+      event.preventDefault();
+      return;
+    }
+    pending += 1;
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     var config = event.detail.requestConfig;
-    if (isRowRequest(config ? config.elt : event.detail.elt)) {
-      pending = Math.max(0, pending - 1);
-      if (pending === 0) { setTimeout(drain, 0); }
+    var elt = config ? config.elt : event.detail.elt;
+    if (!isRowRequest(elt)) { return; }
+    pending = Math.max(0, pending - 1);
+    var status = event.detail.xhr ? event.detail.xhr.status : 0;
+    if (event.detail.successful !== true && RETRYABLE.hasOwnProperty(status)) {
+      scheduleRetry(elt, config && config.parameters ? config.parameters.time_ms : undefined);
+    } else if (retry && retry.elt === elt) {
+      retry = null;
+      if (status < 300) { var box = document.getElementById("alerts"); if (box) { box.innerHTML = ""; } }
     }
+    if (pending === 0 && !retry) { setTimeout(drain, 0); }
   });
 
   document.addEventListener("click", function (event) {
@@ -147,7 +184,8 @@
   document.addEventListener("htmx:configRequest", function (event) {
     var elt = event.detail.elt;
     if (elt && elt.hasAttribute && elt.hasAttribute("data-rating")) {
-      event.detail.parameters.time_ms = String(Math.max(0, Date.now() - lastActionAt));
+      var resent = retry && retry.elt === elt && retry.timeMs !== undefined;  // the time of the first try
+      event.detail.parameters.time_ms = resent ? retry.timeMs : String(Math.max(0, Date.now() - lastActionAt));
       var unit = elt.closest("[data-focus-unit]");
       if (unit) { focusKey = keyOf(unit); }
     }
@@ -166,7 +204,7 @@
     if (xhr.status >= 400 && xhr.getResponseHeader("HX-Retarget")) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
-    } else if (xhr.status >= 400) {
+    } else if (xhr.status >= 400 && !RETRYABLE.hasOwnProperty(xhr.status)) {
       showAlert("The server refused this (" + xhr.status + "). It was not saved; reload the page.");
     } else if (xhr.status < 300) {
       var box = document.getElementById("alerts");
@@ -174,11 +212,6 @@
         box.innerHTML = "";
       }
     }
-  });
-
-  document.addEventListener("htmx:sendError", function () {
-    showAlert("Connection lost: your last action was NOT saved. Check your connection and do it again; " +
-      "everything saved before is kept.");
   });
 
   // One request can swap several rows (the rated one and, out of band, the next): act once per request.

@@ -65,17 +65,22 @@ def test_postgres_restart_fails_cleanly_then_recovers(client, campaign_factory, 
     campaign, user = _labeling_setup(campaign_factory, make_user)
     assignment = lease_next_solution(campaign, user).assignment
     record_rating(assignment.pk, user, step_index=0, rating=1)
+    client.force_login(user)
     client.raise_request_exception = False
+    rate = (f"/assignments/{assignment.pk}/rate", {"step_index": 1, "rating": 1})
     try:
         _pg("stop")
         down = client.get("/healthz")
-        assert down.status_code == 500  # a clean server error, not a hang or a half-written row
+        # A clean "try again" (the workspace re-sends a rating on 503), not a hang, a 500 or a half-written row.
+        assert down.status_code == 503 and down["Retry-After"] == "2"
+        lost = client.post(*rate, HTTP_HX_REQUEST="true")
+        assert lost.status_code == 503 and b"nothing from this request was saved" in lost.content
     finally:
         _pg("start")
         _wait(_pg_ready)
         connection.close()  # this test process's connection died with the server
     _wait(lambda: client.get("/healthz").status_code == 200)
-    record_rating(assignment.pk, user, step_index=1, rating=1)
+    assert client.post(*rate, HTTP_HX_REQUEST="true").status_code == 200  # the client's retry, once it is back
     ratings = dict(Rating.objects.filter(assignment=assignment).values_list("completion__step__index", "rating"))
     assert ratings == {0: 1, 1: 1}
     assert Assignment.objects.filter(solution__campaign=campaign).count() == 1

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from annotate.models import Assignment, AssignmentStatus, CampaignMode, Rating, StepDecision
+from annotate.models import Assignment, AssignmentStatus, CampaignMode, Rating, RatingRevision, StepDecision
 
 from .conftest import PASSWORD, add_solution
 
@@ -119,6 +120,39 @@ def test_mouse_rating_survives_reload_and_minus_one_ends_it(page: Page, live_ser
     assignment = Assignment.objects.get(labeler__username="ann")
     assert assignment.finish_reason == "found_error" and assignment.status == AssignmentStatus.SUBMITTED
     assert list(Rating.objects.order_by("completion__step__index").values_list("rating", flat=True)) == [1, 0, -1]
+
+
+def test_a_rating_lost_in_flight_is_sent_again_and_saved_once(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+    """The first POST reaches the server but its answer is lost, the second meets a 503 (database restarting):
+    the page re-sends it by itself, the key typed meanwhile waits its turn, and the server holds one rating."""
+    log_in(page, live_server.url, "ann")
+    start_labeling(page, "algebra")
+    assignment = Assignment.objects.get(labeler__username="ann")
+    sent: list[dict[str, str]] = []
+
+    def flaky(route) -> None:  # type: ignore[no-untyped-def]
+        sent.append(dict(parse_qsl(route.request.post_data or "")))
+        if len(sent) == 1:
+            route.fetch()  # the server saves it...
+            route.abort("connectionreset")  # ...and the page never hears back
+        elif len(sent) == 2:
+            route.fulfill(status=503, body="The database is unavailable right now.", headers={"Retry-After": "2"})
+        else:
+            route.continue_()
+
+    page.route("**/rate", flaky)
+    page.keyboard.press("3")
+    expect(page.locator("#alerts")).to_contain_text("saving your last action again")
+    page.keyboard.press("2")  # typed while the first is being re-sent: must not overtake it
+    expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
+    expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#alerts .alert-client")).to_have_count(0)
+    step0 = [request for request in sent if request["step_index"] == "0"]
+    assert len(step0) == 3 and len({request["time_ms"] for request in step0}) == 1  # one action, its first time
+    assert [request["step_index"] for request in sent] == ["0", "0", "0", "1"]
+    ratings = dict(Rating.objects.filter(assignment=assignment).values_list("completion__step__index", "rating"))
+    assert ratings == {0: 1, 1: 0}
+    assert not RatingRevision.objects.filter(rating__assignment=assignment).exists()
 
 
 def test_give_up_and_bad_problem_with_reasons(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
