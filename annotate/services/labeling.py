@@ -207,7 +207,7 @@ def _locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
         queryset = queryset.annotate(step_total=Coalesce(Subquery(
             Step.objects.filter(solution_id=OuterRef("solution_id")).order_by().values("solution_id")
             .annotate(n=Count("pk")).values("n")), 0))
-    assignment = queryset.filter(pk=assignment_id).first()
+    assignment = next(iter(queryset.filter(pk=assignment_id)), None)  # by primary key: no .first() ORDER BY
     if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
         raise NotAllowed("This is not your assignment.")
     if assignment.status == AssignmentStatus.EXPIRED:
