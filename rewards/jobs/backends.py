@@ -150,6 +150,25 @@ class Backend(Protocol):
     def fetch(self, launch: Launch, external_id: str) -> Path: ...
 
 
+def _group_runs(pgid: int, script: Path) -> bool:
+    """Whether a live process of group ``pgid`` on this machine has ``script`` on its command line (Linux /proc)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True  # no way to tell: trust the recorded pid
+    wanted = os.fsencode(str(script))
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            group = int(stat.rsplit(")", 1)[1].split()[2])  # fields after "(comm)": state, ppid, pgrp
+            if group == pgid and wanted in (entry / "cmdline").read_bytes().split(b"\0"):
+                return True
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile, or not ours to read
+    return False
+
+
 class LocalBackend:
     """A subprocess on this machine (a worker of the ``gpu`` queue, or the CPU), in its own process group,
     led by ``rewards.jobs.tether`` so that the group stops when its watcher dies (a SIGKILLed pool process)."""
@@ -196,8 +215,14 @@ class LocalBackend:
         return PollResult("lost", None, f"process {external_id} exited without writing an exit status")
 
     def cancel(self, launch: Launch, external_id: str) -> None:
-        """SIGTERM to the whole process group (tether, bash and the trainer), SIGKILL if still there after 10 s."""
+        """SIGTERM to the whole process group (tether, bash and the trainer), SIGKILL if still there after 10 s.
+
+        Only a group running this job's script is signalled: the reaper may run on another machine or container
+        (where the pid is someone else's, and the tether has stopped the job by itself), or the pid may be reused.
+        """
         pid = int(external_id)
+        if not _group_runs(pid, launch.script_path):
+            return
         try:
             os.killpg(pid, signal.SIGTERM)
         except ProcessLookupError:

@@ -128,3 +128,22 @@ def test_local_backend_runs_for_real_and_keeps_stderr(tmp_path: Path) -> None:
     assert (result.state, result.exit_code) == ("failed", 3)
     assert (launch.work_dir / "stdout.log").read_text() == "first\n"
     assert (launch.work_dir / "stderr.log").read_text() == "boom\n"
+
+
+def test_local_cancel_stops_its_own_group_and_never_a_stranger_with_the_recorded_pid(tmp_path: Path) -> None:
+    """A reaper elsewhere (another container, a reused pid) must not signal whatever now has the job's pid."""
+    backend = LocalBackend()
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        launch = Launch(name="t", work_dir=tmp_path / "w", commands=[["sleep", "60"]])
+        backend.write_script(launch)
+        backend.cancel(launch, str(stranger.pid))  # as if the job's recorded pid now belonged to it
+        time.sleep(0.2)
+        assert stranger.poll() is None
+        own = backend.submit(launch)
+        time.sleep(0.5)
+        backend.cancel(launch, own)
+        assert backend.poll(launch, own).state != "running"
+    finally:
+        stranger.kill()
+        stranger.wait()
