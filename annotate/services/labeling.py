@@ -297,8 +297,7 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
 
 def _check_in_order(ratings: dict[tuple[int, int], Rating], step_index: int) -> None:
     """No step may be rated while an earlier one is unrated, nor after a −1."""
-    rated = {step: r.rating for (step, completion), r in ratings.items()
-             if completion == 0 and step < step_index and r.rating is not None}
+    rated = {step: value for step, value in _rated_steps(ratings).items() if step < step_index}
     if any(value == -1 for value in rated.values()):
         raise LabelingError("An earlier step is rated −1: nothing after the first error can be rated.")
     if len(rated) < step_index:
@@ -404,19 +403,15 @@ def finish_assignment(assignment_id: int, user: User, *, reason: str, text: str 
 
 
 def _check_complete(assignment: Assignment, campaign: Campaign) -> None:
-    total = assignment.step_total  # counted by the lock
-    if campaign.mode == CampaignMode.STEPWISE:
-        values = list(Rating.objects.filter(assignment=assignment, completion__index=0,
-                                            rating__isnull=False).values_list("rating", flat=True))
-        if -1 in values:
-            raise LabelingError("A step is rated −1: this solution ends as “found error”.")
-        if len(values) < total:
-            raise LabelingError(f"Rate every step first ({len(values)} of {total} rated).")
-    else:
-        decided = StepDecision.objects.filter(assignment=assignment).filter(
-            Q(chosen_completion__isnull=False) | Q(human_completion__isnull=False)).count()
-        if decided < total:
-            raise LabelingError(f"Choose or write a continuation at every step first ({decided} of {total}).")
+    stepwise = campaign.mode == CampaignMode.STEPWISE
+    progress = _progress(assignment.step_total, stepwise,  # the step count comes with the lock
+                         _ratings_of(assignment) if stepwise else {}, {} if stepwise else _decisions_of(assignment))
+    if progress.has_error:
+        raise LabelingError("A step is rated −1: this solution ends as “found error”.")
+    if progress.done < progress.total:
+        raise LabelingError(f"Rate every step first ({progress.done} of {progress.total} rated)." if stepwise else
+                            f"Choose or write a continuation at every step first ({progress.done} of "
+                            f"{progress.total}).")
 
 
 def release_lease(assignment: Assignment) -> None:
@@ -524,12 +519,16 @@ def _decisions_of(assignment: Assignment) -> dict[int, StepDecision]:
     return {d.step_index: d for d in decisions}
 
 
+def _rated_steps(ratings: dict[tuple[int, int], Rating]) -> dict[int, int]:
+    """Stepwise: step index -> the rating given to its step text (completion 0), for the steps rated."""
+    return {step: r.rating for (step, completion), r in ratings.items() if completion == 0 and r.rating is not None}
+
+
 def _progress(total: int, stepwise: bool, ratings: dict[tuple[int, int], Rating],
               decisions: dict[int, StepDecision]) -> Progress:
     """How far a pass is, from its ratings (stepwise) or its decisions (conversational)."""
     if stepwise:
-        rated = {step: r.rating for (step, completion), r in ratings.items()
-                 if completion == 0 and r.rating is not None}
+        rated = _rated_steps(ratings)
         done_indexes, has_error = set(rated), -1 in rated.values()
     else:
         done_indexes, has_error = {index for index, d in decisions.items() if d.is_decided}, False

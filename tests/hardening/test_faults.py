@@ -139,7 +139,8 @@ def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery
         assert response.status_code == 302, "the upload is accepted while the broker is down"
         job = ImportJob.objects.get()
         assert (job.status, job.dispatched_at) == ("queued", None)
-        training = TrainingJob.objects.create(kind="prm", dataset_path=str(tmp_path / "missing.jsonl"))
+        training = TrainingJob.objects.create(kind="prm", dataset_path=str(tmp_path / "missing.jsonl"),
+                                              work_dir=str(tmp_path / "train"), output_dir=str(tmp_path / "out"))
         enqueue(training)
         training.refresh_from_db()
         assert training.celery_task_id == "" and training.status == "queued"
