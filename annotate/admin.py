@@ -19,8 +19,10 @@ class MembershipAdmin(admin.ModelAdmin):
 
 @admin.register(models.Problem)
 class ProblemAdmin(admin.ModelAdmin):
-    list_display = ("id", "source_id", "subject", "level", "answer")
+    list_display = ("id", "campaign", "source_id", "subject", "level", "answer")
+    list_filter = ("campaign",)
     search_fields = ("source_id", "text")
+    list_select_related = ("campaign",)
 
 
 @admin.register(models.Solution)

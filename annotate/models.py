@@ -9,6 +9,8 @@ continued with (``chosen_completion``) or the step they wrote themselves (``huma
 from __future__ import annotations
 
 import hashlib
+import re
+import unicodedata
 
 from django.conf import settings
 from django.db import models
@@ -86,14 +88,40 @@ class Membership(models.Model):
 
 
 def text_digest(text: str) -> str:
+    """SHA-256 of the exact text (the train/test split of exports hashes it: it never changes)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class Problem(models.Model):
-    """A math problem with its ground truth; shared by every campaign and joined on the problem text."""
+_WHITESPACE = re.compile(r"\s+")
 
+
+def normalized_problem_text(text: str) -> str:
+    """The text problems are joined on: Unicode NFC, surrounding whitespace stripped, every run of whitespace
+    (spaces, tabs, newlines) collapsed to one space. Copies of a problem that differ only in spacing are one row."""
+    return _WHITESPACE.sub(" ", unicodedata.normalize("NFC", text)).strip()
+
+
+def problem_key(text: str) -> str:
+    """SHA-256 of :func:`normalized_problem_text`: a problem's identity within its campaign."""
+    return text_digest(normalized_problem_text(text))
+
+
+class Problem(models.Model):
+    """A math problem with its ground truth, owned by one campaign.
+
+    Problems are isolated per campaign: a campaign admin's imports only ever read or write the problems of
+    that campaign, so nothing they do changes what another campaign's labelers, exports or models see.
+    ``campaign`` NULL is the staff-only bank (``manage.py import_problems`` without ``--campaign``): a bank
+    problem is copied into a campaign the first time one of its imports references it, and never changes there
+    afterwards when the bank does.
+    """
+
+    campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.CASCADE, related_name="problems",
+                                 help_text="Owner; empty = the staff-only problem bank.")
     text = models.TextField()
-    text_sha256 = models.CharField(max_length=64, unique=True, editable=False)
+    text_sha256 = models.CharField(max_length=64, editable=False, help_text="SHA-256 of the exact text.")
+    key_sha256 = models.CharField(max_length=64, editable=False,
+                                  help_text="SHA-256 of the normalised text: the join key within the campaign.")
     answer = models.TextField(null=True, blank=True, help_text="Ground-truth final answer.")
     solution = models.TextField(null=True, blank=True, help_text="Ground-truth worked solution.")
     subject = models.CharField(max_length=100, blank=True)
@@ -103,12 +131,24 @@ class Problem(models.Model):
 
     class Meta:
         constraints = [
-            # Used by import_solutions to resolve `problem_id` references.
-            models.UniqueConstraint(fields=["source_id"], condition=~Q(source_id=""), name="problem_unique_source_id"),
+            # One problem is one row per owner, on the normalised text and on `unique_id` (import_solutions'
+            # `problem_id` references); NULL campaigns are not equal in SQL, so the bank has its own pair.
+            models.UniqueConstraint(fields=["campaign", "key_sha256"], condition=Q(campaign__isnull=False),
+                                    name="problem_unique_text_per_campaign"),
+            models.UniqueConstraint(fields=["key_sha256"], condition=Q(campaign__isnull=True),
+                                    name="problem_unique_text_in_bank"),
+            models.UniqueConstraint(fields=["campaign", "source_id"], condition=Q(campaign__isnull=False) & ~Q(source_id=""),
+                                    name="problem_unique_source_id_per_campaign"),
+            models.UniqueConstraint(fields=["source_id"], condition=Q(campaign__isnull=True) & ~Q(source_id=""),
+                                    name="problem_unique_source_id_in_bank"),
         ]
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def set_digests(self) -> None:
         self.text_sha256 = text_digest(self.text)
+        self.key_sha256 = problem_key(self.text)
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        self.set_digests()
         super().save(*args, **kwargs)  # type: ignore[arg-type]
 
     def __str__(self) -> str:

@@ -34,6 +34,7 @@ from .models import (
     Assignment,
     AssignmentStatus,
     Campaign,
+    CampaignMode,
     Completion,
     FinishReason,
     Problem,
@@ -41,8 +42,11 @@ from .models import (
     Solution,
     Step,
     StepDecision,
+    problem_key,
     text_digest,
 )
+from .grading import answers_match
+from .steps import ANSWER_HEADER, answer_from_steps
 from .services.importing import (
     ImportFailed,
     ImportReport,
@@ -54,13 +58,124 @@ from .services.importing import (
     select_by_ids,
     valid_rows,
 )
+from .services.campaign_problems import new_problem, resolve_problems
 
-ROW_KEYS = ("labeler", "timestamp", "generation", "is_quality_control_question", "is_initial_screening_question",
-            "question", "label")
-QUESTION_KEYS = ("problem", "ground_truth_answer", "ground_truth_solution", "pre_generated_steps",
-                 "pre_generated_answer", "pre_generated_verifier_score")
-LABEL_KEYS = ("steps", "total_time", "finish_reason")
+# --- the accepted shapes, written once ------------------------------------------------------------
+# Every value shape the released PRM800K files hold (phase 1 and 2, give_up / found_error / solution rows,
+# screening and QC rows), audited on genuine rows. ``parse_row`` validates against these tables and the
+# property test (tests/foundation/test_prm800k_schema.py) generates rows of every shape from them, so the code,
+# the README table and the tests cannot drift apart. Shapes: "null", "string", "int", "number" (int or float),
+# "bool", "rating" (-1, 0, 1 as int or float), "finish_reason" (one of FINISH_REASONS), "object", "list".
+# ``required`` keys must be present; optional ones may be absent (absent and null are exported as they came).
 FINISH_REASONS = tuple(FinishReason.values)
+MAX_TIMESTAMP_CHARS = 64
+
+
+@dataclass(frozen=True)
+class Field:
+    shapes: tuple[str, ...]
+    required: bool = False
+
+
+ROW_SCHEMA: dict[str, Field] = {
+    "labeler": Field(("string", "null")),
+    "timestamp": Field(("string", "null")),
+    "generation": Field(("int", "null")),  # -1 marks the initial screening set
+    "is_quality_control_question": Field(("bool",)),
+    "is_initial_screening_question": Field(("bool",)),
+    "question": Field(("object",), required=True),
+    "label": Field(("object",), required=True),
+}
+QUESTION_SCHEMA: dict[str, Field] = {
+    "problem": Field(("string",), required=True),
+    "ground_truth_answer": Field(("string", "null")),
+    "ground_truth_solution": Field(("string", "null")),
+    "pre_generated_steps": Field(("list", "null")),  # of strings
+    "pre_generated_answer": Field(("string", "null")),
+    "pre_generated_verifier_score": Field(("number", "string", "null")),
+}
+LABEL_SCHEMA: dict[str, Field] = {
+    "steps": Field(("list",), required=True),  # of step objects
+    "total_time": Field(("int", "null")),  # milliseconds, >= 0
+    "finish_reason": Field(("finish_reason", "null")),
+}
+STEP_SCHEMA: dict[str, Field] = {  # every key present, in this order
+    "completions": Field(("list", "null"), required=True),  # of completion objects; null at the end of a give_up
+    "human_completion": Field(("null", "string", "object"), required=True),  # object: HUMAN_COMPLETION_SCHEMA
+    "chosen_completion": Field(("int", "null"), required=True),  # an index into completions
+}
+COMPLETION_SCHEMA: dict[str, Field] = {  # every key present, in this order
+    "text": Field(("string",), required=True),
+    "rating": Field(("rating", "null"), required=True),
+    "flagged": Field(("bool", "null"), required=True),
+}
+HUMAN_COMPLETION_SCHEMA: dict[str, Field] = {  # exported in this order
+    "text": Field(("string",), required=True),
+    "rating": Field(("rating", "null")),
+    "source": Field(("string", "null")),
+    "flagged": Field(("bool", "null")),
+}
+ROW_KEYS = tuple(ROW_SCHEMA)
+QUESTION_KEYS = tuple(QUESTION_SCHEMA)
+LABEL_KEYS = tuple(LABEL_SCHEMA)
+# Imported labelers live in their own namespace: ":" is not allowed in a username that a person can register
+# or that createsuperuser accepts, so an imported "admin" can never be (or become) the account "admin".
+IMPORTED_LABELER_PREFIX = "imported:"
+
+
+def _shape_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    return "list" if isinstance(value, list) else type(value).__name__
+
+
+_SHAPE_WORDS = {"null": "null", "string": "a string", "int": "an integer", "number": "a number", "bool": "a boolean",
+                "object": "an object", "list": "a list", "rating": "-1, 0 or 1",
+                "finish_reason": "one of " + ", ".join(FINISH_REASONS)}
+
+
+def _matches(value: Any, shape: str) -> bool:
+    actual = _shape_of(value)
+    if shape == "number":
+        return actual in ("int", "number")
+    if shape == "rating":
+        return actual in ("int", "number") and value in (-1, 0, 1)
+    if shape == "finish_reason":
+        return value in FINISH_REASONS
+    return actual == shape
+
+
+def _check(value: Any, spec: Field, field: str) -> Any:
+    if not any(_matches(value, shape) for shape in spec.shapes):
+        allowed = " or ".join(_SHAPE_WORDS[shape] for shape in spec.shapes)
+        got = json.dumps(value) if _shape_of(value) in ("int", "number", "string") and len(str(value)) < 40 \
+            else _shape_of(value)
+        raise RowError(field, f"must be {allowed}, got {got}")
+    return value
+
+
+def _check_object(obj: dict[str, Any], schema: dict[str, Field], where: str, *, closed: bool) -> None:
+    """Every key of ``schema`` present when required and of an accepted shape; ``closed``: no other key."""
+    prefix = f"{where}." if where else ""
+    for key, spec in schema.items():
+        if key in obj:
+            _check(obj[key], spec, prefix + key)
+        elif spec.required:
+            raise RowError(prefix + key, "is missing")
+    if closed:
+        unknown = [key for key in obj if key not in schema]
+        if unknown:
+            raise RowError(prefix + str(unknown[0]), f"is not a PRM800K key (accepted: {', '.join(schema)})")
 
 
 @dataclass
@@ -72,9 +187,18 @@ class ParsedCompletion:
 
 @dataclass
 class ParsedStep:
-    completions: list[ParsedCompletion]
+    completions: list[ParsedCompletion] | None
     human_completion: Any
     chosen_completion: int | None
+
+    @property
+    def chosen_text(self) -> str | None:
+        """The text the pass continued with at this step: the chosen completion or the labeler's own."""
+        if self.chosen_completion is not None and self.completions:
+            return self.completions[self.chosen_completion].text
+        if isinstance(self.human_completion, dict):
+            return self.human_completion.get("text")
+        return self.human_completion if isinstance(self.human_completion, str) else None
 
 
 @dataclass
@@ -88,99 +212,81 @@ class ParsedRow:
     question: dict[str, Any]
     steps: list[ParsedStep]
     total_time: int | None
-    finish_reason: str
+    finish_reason: str | None
 
+    @property
+    def has_rated_alternatives(self) -> bool:
+        """Phase-1 (conversational) data: some step offers several rated completions."""
+        return any(sum(c.rating is not None for c in step.completions or ()) > 1 for step in self.steps)
 
-def _expect(value: Any, kinds: tuple[type, ...], field: str, what: str, nullable: bool = False) -> Any:
-    if value is None and nullable:
+    def final_answer(self) -> str | None:
+        """The answer the solution reaches: phase 2's ``pre_generated_answer``, else the ``# Answer`` step of the
+        chosen path (phase 1). None when the pass never reaches one (an error found first, a give_up)."""
+        pre_generated = self.question.get("pre_generated_answer")
+        if isinstance(pre_generated, str):
+            return pre_generated
+        for step in self.steps:
+            text = step.chosen_text
+            if text is None:
+                return None
+            if ANSWER_HEADER.match(text.strip().split("\n", 1)[0]):
+                return answer_from_steps([text])
         return None
-    if isinstance(value, bool) and bool not in kinds:
-        raise RowError(field, f"must be {what}, got a boolean")
-    if not isinstance(value, kinds):
-        raise RowError(field, f"must be {what}, got {type(value).__name__}")
-    return value
-
-
-def _rating(value: Any, field: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value not in (-1, 0, 1):
-        raise RowError(field, f"must be -1, 0, 1 or null, got {json.dumps(value)}")
-    return int(value)
 
 
 def parse_row(obj: Any) -> ParsedRow:
-    """Validate one PRM800K row; RowError names the first bad field."""
+    """Validate one PRM800K row against the schema above; RowError names the first bad field."""
     if not isinstance(obj, dict):
-        raise RowError("", f"a row must be a JSON object, got {type(obj).__name__}")
-    for key in ("question", "label"):
-        if key not in obj:
-            raise RowError(key, "is missing")
-    labeler = _expect(obj.get("labeler"), (str,), "labeler", "a string", nullable=True)
-    timestamp = _expect(obj.get("timestamp"), (str,), "timestamp", "a string", nullable=True)
-    generation = _expect(obj.get("generation"), (int,), "generation", "an integer", nullable=True)
-    is_qc = _expect(obj.get("is_quality_control_question", False), (bool,), "is_quality_control_question", "a boolean")
-    is_screening = _expect(
-        obj.get("is_initial_screening_question", False), (bool,), "is_initial_screening_question", "a boolean"
-    )
-    question = _expect(obj["question"], (dict,), "question", "an object")
-    problem = question.get("problem")
-    if not isinstance(problem, str) or not problem.strip():
-        raise RowError("question.problem", "is missing or empty" if not problem else "must be a string")
-    for key in ("ground_truth_answer", "ground_truth_solution", "pre_generated_answer"):
-        _expect(question.get(key), (str,), f"question.{key}", "a string", nullable=True)
-    pre_steps = question.get("pre_generated_steps")
-    if pre_steps is not None:
-        _expect(pre_steps, (list,), "question.pre_generated_steps", "a list of strings")
-        for position, item in enumerate(pre_steps):
-            _expect(item, (str,), f"question.pre_generated_steps[{position}]", "a string")
-    score = question.get("pre_generated_verifier_score")
-    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float, str))):
-        raise RowError("question.pre_generated_verifier_score", "must be a number")
-    label = _expect(obj["label"], (dict,), "label", "an object")
-    raw_steps = _expect(label.get("steps"), (list,), "label.steps", "a list")
+        raise RowError("", f"a row must be a JSON object, got {_shape_of(obj)}")
+    _check_object(obj, ROW_SCHEMA, "", closed=False)  # other row keys are kept and exported as they came
+    timestamp = obj.get("timestamp")
+    if timestamp is not None and len(timestamp) > MAX_TIMESTAMP_CHARS:
+        raise RowError("timestamp", f"is longer than {MAX_TIMESTAMP_CHARS} characters")
+    question = obj["question"]
+    _check_object(question, QUESTION_SCHEMA, "question", closed=False)
+    if not question["problem"].strip():
+        raise RowError("question.problem", "is empty")
+    for position, item in enumerate(question.get("pre_generated_steps") or ()):
+        _check(item, Field(("string",)), f"question.pre_generated_steps[{position}]")
+    label = obj["label"]
+    _check_object(label, LABEL_SCHEMA, "label", closed=False)
+    raw_steps = label["steps"]
     if len(raw_steps) > settings.STEPLAB_MAX_STEPS_PER_SOLUTION:
         raise RowError("label.steps", f"has {len(raw_steps)} steps; the limit is {settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
-    steps: list[ParsedStep] = []
-    for index, raw_step in enumerate(raw_steps):
-        where = f"label.steps[{index}]"
-        _expect(raw_step, (dict,), where, "an object")
-        raw_completions = _expect(raw_step.get("completions"), (list,), f"{where}.completions", "a list")
-        completions = []
-        for position, item in enumerate(raw_completions):
-            here = f"{where}.completions[{position}]"
-            _expect(item, (dict,), here, "an object")
-            text = _expect(item.get("text"), (str,), f"{here}.text", "a string")
-            if len(text) > settings.STEPLAB_MAX_STEP_CHARS:
-                raise RowError(f"{here}.text", f"is longer than {settings.STEPLAB_MAX_STEP_CHARS} characters")
-            completions.append(
-                ParsedCompletion(
-                    text=text,
-                    rating=_rating(item.get("rating"), f"{here}.rating"),
-                    flagged=_expect(item.get("flagged"), (bool,), f"{here}.flagged", "a boolean", nullable=True),
-                )
-            )
-        chosen = _expect(raw_step.get("chosen_completion"), (int,), f"{where}.chosen_completion", "an integer",
-                         nullable=True)
-        if chosen is not None and not 0 <= chosen < len(completions):
-            raise RowError(f"{where}.chosen_completion",
-                           f"is {chosen}, out of range for {len(completions)} completion(s)")
-        human = raw_step.get("human_completion")
-        if human is not None and not isinstance(human, str):
-            _expect(human, (dict,), f"{where}.human_completion", "null, a string or an object")
-            _expect(human.get("text"), (str,), f"{where}.human_completion.text", "a string")
-        steps.append(ParsedStep(completions, human, chosen))
-    total_time = _expect(label.get("total_time"), (int,), "label.total_time", "an integer (ms)", nullable=True)
+    steps = [_parse_step(raw_step, f"label.steps[{index}]") for index, raw_step in enumerate(raw_steps)]
+    total_time = label.get("total_time")
     if total_time is not None and total_time < 0:
         raise RowError("label.total_time", "must not be negative")
-    finish_reason = label.get("finish_reason")
-    if finish_reason not in FINISH_REASONS:
-        raise RowError("label.finish_reason", f"must be one of {', '.join(FINISH_REASONS)}, got {json.dumps(finish_reason)}")
     return ParsedRow(
-        raw=obj, labeler=labeler, timestamp=timestamp, generation=generation, is_quality_control=is_qc,
-        is_screening=is_screening, question=question, steps=steps, total_time=total_time,
-        finish_reason=finish_reason,
+        raw=obj, labeler=obj.get("labeler"), timestamp=timestamp, generation=obj.get("generation"),
+        is_quality_control=obj.get("is_quality_control_question", False),
+        is_screening=obj.get("is_initial_screening_question", False), question=question, steps=steps,
+        total_time=total_time, finish_reason=label.get("finish_reason"),
     )
+
+
+def _parse_step(raw_step: Any, where: str) -> ParsedStep:
+    _check(raw_step, Field(("object",)), where)
+    _check_object(raw_step, STEP_SCHEMA, where, closed=True)
+    completions: list[ParsedCompletion] | None = None
+    if raw_step["completions"] is not None:
+        completions = []
+        for position, item in enumerate(raw_step["completions"]):
+            here = f"{where}.completions[{position}]"
+            _check(item, Field(("object",)), here)
+            _check_object(item, COMPLETION_SCHEMA, here, closed=True)
+            if len(item["text"]) > settings.STEPLAB_MAX_STEP_CHARS:
+                raise RowError(f"{here}.text", f"is longer than {settings.STEPLAB_MAX_STEP_CHARS} characters")
+            rating = item["rating"]
+            completions.append(ParsedCompletion(item["text"], None if rating is None else int(rating), item["flagged"]))
+    chosen = raw_step["chosen_completion"]
+    if chosen is not None and not 0 <= chosen < len(completions or ()):
+        raise RowError(f"{where}.chosen_completion",
+                       f"is {chosen}, out of range for {len(completions or ())} completion(s)")
+    human = raw_step["human_completion"]
+    if isinstance(human, dict):
+        _check_object(human, HUMAN_COMPLETION_SCHEMA, f"{where}.human_completion", closed=True)
+    return ParsedStep(completions, human, chosen)
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -216,45 +322,56 @@ def question_from_fields(problem: Problem, solution: Solution) -> dict[str, Any]
     }
 
 
-class _Lookups:
-    """Caches of problems and labeler accounts, so a batch costs a constant number of queries."""
+def imported_username(labeler: str) -> str | None:
+    """The account name of an imported labeler; None when the string cannot be one (empty or too long: the
+    assignment then keeps the string itself and the account is named by its digest)."""
+    name = IMPORTED_LABELER_PREFIX + labeler
+    return name if labeler and len(name) <= 150 else None
 
-    def __init__(self) -> None:
+
+def _labeler_account(labeler: str) -> str:
+    return imported_username(labeler) or f"{IMPORTED_LABELER_PREFIX}sha256:{text_digest(labeler)[:32]}"
+
+
+def exported_labeler(username: str) -> str:
+    return username.removeprefix(IMPORTED_LABELER_PREFIX)
+
+
+class _Lookups:
+    """Caches of the campaign's problems and of imported labeler accounts: a batch costs a constant number of
+    queries."""
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.campaign = campaign
         self.problems: dict[str, Problem] = {}
         self.users: dict[str, int] = {}
 
     def problems_for(self, rows: list[ParsedRow], created: dict[str, int]) -> None:
         wanted: dict[str, ParsedRow] = {}
         for row in rows:
-            digest = text_digest(row.question["problem"])
-            if digest not in self.problems:
-                wanted.setdefault(digest, row)
+            key = problem_key(row.question["problem"])
+            if key not in self.problems:
+                wanted.setdefault(key, row)
         if not wanted:
             return
-        for problem in Problem.objects.filter(text_sha256__in=list(wanted)):
-            self.problems[problem.text_sha256] = problem
-        missing = [digest for digest in wanted if digest not in self.problems]
-        new = [
-            Problem(
-                text=wanted[d].question["problem"], text_sha256=d,
-                answer=wanted[d].question.get("ground_truth_answer"),
-                solution=wanted[d].question.get("ground_truth_solution"),
-            )
-            for d in missing
-        ]
+        self.problems.update(resolve_problems(self.campaign, keys=wanted)[1])
+        new = [new_problem(self.campaign, wanted[key].question["problem"],
+                           answer=wanted[key].question.get("ground_truth_answer"),
+                           solution=wanted[key].question.get("ground_truth_solution"))
+               for key in wanted if key not in self.problems]
         for problem in bulk_insert(new):
-            self.problems[problem.text_sha256] = problem
+            self.problems[problem.key_sha256] = problem
         created["problems"] = created.get("problems", 0) + len(new)
 
     def users_for(self, rows: list[ParsedRow], created: dict[str, int]) -> None:
-        names = {row.labeler for row in rows if row.labeler and row.labeler not in self.users}
+        names = {_labeler_account(row.labeler) for row in rows if row.labeler is not None} - self.users.keys()
         if not names:
             return
         User = get_user_model()
         for pk, username in User.objects.filter(username__in=names).values_list("pk", "username"):
             self.users[username] = pk
         missing = sorted(names - set(self.users))
-        # Imported labelers become inactive accounts with unusable passwords: they exist for provenance.
+        # Inactive accounts with unusable passwords, in their own namespace: they exist for provenance only.
         new_users = [User(username=name, is_active=False, password="!imported") for name in missing]
         for user in User.objects.bulk_create(new_users, batch_size=500):
             self.users[user.username] = user.pk
@@ -264,17 +381,55 @@ class _Lookups:
         created["users"] = created.get("users", 0) + len(missing)
 
 
+def _solution_extra(row: ParsedRow, question: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
+    """What export needs beyond the relational fields to give the row back as it came (see ``_row``)."""
+    extra: dict[str, Any] = {"question_keys": list(question.keys())}
+    overrides = {k: v for k, v in question.items() if k not in derived or derived[k] != v
+                 or type(derived[k]) is not type(v)}
+    if overrides:
+        extra["question"] = overrides
+    row_extra = {k: v for k, v in row.raw.items() if k not in ROW_KEYS}
+    if row_extra:
+        # As JSON text: PostgreSQL's jsonb would reorder the keys of nested objects.
+        extra["row_json"] = json.dumps(row_extra, ensure_ascii=False)
+    default_order = [k for k in ROW_KEYS if k in row.raw] + list(row_extra)
+    if list(row.raw) != default_order:
+        extra["row_keys"] = list(row.raw)
+    missing_row_keys = [k for k in ROW_KEYS if k not in row.raw]
+    if missing_row_keys:
+        extra["missing_row_keys"] = missing_row_keys
+    label = row.raw["label"]
+    label_extra = {k: v for k, v in label.items() if k not in LABEL_KEYS}
+    if label_extra:
+        extra["label_json"] = json.dumps(label_extra, ensure_ascii=False)
+    extra["label_keys"] = list(label.keys())
+    null_completions = [i for i, step in enumerate(row.steps) if step.completions is None]
+    if null_completions:
+        extra["null_completions"] = null_completions
+    floats = [[i, j] for i, raw_step in enumerate(label["steps"]) for j, item in enumerate(raw_step["completions"] or ())
+              if isinstance(item["rating"], float)]
+    if floats:
+        rated = sum(item["rating"] is not None for raw_step in label["steps"] for item in raw_step["completions"] or ())
+        extra["float_ratings"] = True if len(floats) == rated else floats
+    return extra
+
+
 def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, created: dict[str, int]) -> None:
     lookups.problems_for(rows, created)
     lookups.users_for(rows, created)
     solutions: list[Solution] = []
     for row in rows:
-        problem = lookups.problems[text_digest(row.question["problem"])]
+        problem = lookups.problems[problem_key(row.question["problem"])]
         question = row.question
+        answer = row.final_answer()
+        ground_truth = problem.answer if problem.answer is not None else question.get("ground_truth_answer")
+        verdict = answers_match(ground_truth, answer)
+        created["graded_correct" if verdict else "graded_wrong" if verdict is False else "ungraded"] = \
+            created.get("graded_correct" if verdict else "graded_wrong" if verdict is False else "ungraded", 0) + 1
         solution = Solution(
             campaign=campaign, problem=problem, generation=row.generation,
             is_quality_control=row.is_quality_control, is_screening=row.is_screening,
-            final_answer=question.get("pre_generated_answer"),
+            final_answer=answer, is_correct=verdict,
             verifier_score=_float_or_none(question.get("pre_generated_verifier_score")),
             pre_generated_steps=question.get("pre_generated_steps"), generator="prm800k",
             label_count=1, provenance={"source": "prm800k"},
@@ -283,35 +438,27 @@ def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, 
             problem.text, question.get("pre_generated_steps") or [s.completions[0].text if s.completions else ""
                                                                     for s in row.steps]
         )
-        derived = question_from_fields(problem, solution)
-        extra: dict[str, Any] = {"question_keys": list(question.keys())}
-        overrides = {k: v for k, v in question.items() if k not in derived or derived[k] != v
-                     or type(derived[k]) is not type(v)}
-        if overrides:
-            extra["question"] = overrides
-        row_extra = {k: v for k, v in row.raw.items() if k not in ROW_KEYS}
-        if row_extra:
-            extra["row"] = row_extra
-        missing_row_keys = [k for k in ROW_KEYS if k not in row.raw]
-        if missing_row_keys:
-            extra["missing_row_keys"] = missing_row_keys
-        label = row.raw["label"]
-        label_extra = {k: v for k, v in label.items() if k not in LABEL_KEYS}
-        if label_extra:
-            extra["label"] = label_extra
-        extra["label_keys"] = list(label.keys())
-        solution.source_extra = extra
+        solution.source_extra = _solution_extra(row, question, question_from_fields(problem, solution))
         solutions.append(solution)
     bulk_insert(solutions)
 
     assignments = []
     for row, solution in zip(rows, solutions, strict=True):
-        finished = _parse_timestamp(row.timestamp)
+        assignment_extra: dict[str, Any] = {}
+        if row.timestamp is None:
+            assignment_extra["timestamp_null"] = True
+        elif not row.timestamp:
+            assignment_extra["timestamp"] = ""  # an empty source_timestamp means "none recorded"
+        if row.finish_reason is None:
+            assignment_extra["finish_reason_null"] = True  # kept as give_up: the pass did not finish labeling
+        if row.labeler is not None and imported_username(row.labeler) is None:
+            assignment_extra["labeler"] = row.labeler
         assignments.append(Assignment(
-            solution=solution, labeler_id=lookups.users.get(row.labeler) if row.labeler else None,
-            status=AssignmentStatus.SUBMITTED, finished_at=finished, finish_reason=row.finish_reason,
-            total_time_ms=row.total_time, source_timestamp=row.timestamp or "",
-            source_extra={} if row.timestamp is not None else {"timestamp_null": True},
+            solution=solution,
+            labeler_id=lookups.users[_labeler_account(row.labeler)] if row.labeler is not None else None,
+            status=AssignmentStatus.SUBMITTED, finished_at=_parse_timestamp(row.timestamp),
+            finish_reason=row.finish_reason or FinishReason.GIVE_UP,
+            total_time_ms=row.total_time, source_timestamp=row.timestamp or "", source_extra=assignment_extra,
         ))
     bulk_insert(assignments)
 
@@ -325,7 +472,7 @@ def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, 
     for row, assignment in zip(rows, assignments, strict=True):
         for parsed_step in row.steps:
             step_id = next(step_iter)
-            for position, parsed in enumerate(parsed_step.completions):
+            for position, parsed in enumerate(parsed_step.completions or ()):
                 completion_rows.append((step_id, position, parsed.text))
                 rating_rows.append((assignment.pk, parsed.rating, parsed.flagged))
             decision_rows.append((assignment.pk, step_id, parsed_step.chosen_completion, parsed_step.human_completion))
@@ -333,31 +480,39 @@ def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, 
     insert_rows(Rating, ["assignment_id", "completion_id", "rating", "flagged"],
                 [(a, c, r, f) for (a, r, f), c in zip(rating_rows, completion_ids, strict=True)])
     insert_rows(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], decision_rows)
-    steps, ratings = step_ids, rating_rows
-    for name, count in (("solutions", len(solutions)), ("steps", len(steps)), ("ratings", len(ratings))):
+    for name, count in (("solutions", len(solutions)), ("steps", len(step_ids)), ("ratings", len(rating_rows))):
         created[name] = created.get(name, 0) + count
 
 
 def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False,
-                   progress: ProgressCallback | None = None) -> ImportReport:
+                   progress: ProgressCallback | None = None, adopt_mode: bool = False) -> ImportReport:
     """Import a PRM800K JSONL file into ``campaign``; all or nothing unless ``skip_invalid``.
 
     One pass, parsing each line once (parsing is a third of the import's time on 1M ratings): rows are written
     while the file is read, inside one transaction. The first bad line stops the writing — the rest is only
     parsed, so that every bad line is reported — and the transaction is rolled back: nothing is imported.
+    Problems are the campaign's own (joined on the normalised text); every solution that reaches an answer is
+    graded against its problem's ground truth. ``adopt_mode``: the campaign takes the mode its rows imply
+    (conversational when a step carries several rated completions, else stepwise).
     """
     path = Path(path)
     report = ImportReport(file=str(path))
-    lookups = _Lookups()
+    lookups = _Lookups(campaign)
+    conversational = False
     try:
         with transaction.atomic():
             for batch in valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, progress, report=report):
                 if report.rejected_count and not skip_invalid:
                     continue
-                _import_batch(campaign, [row for _, row in batch], lookups, report.created)
+                rows = [row for _, row in batch]
+                conversational = conversational or any(row.has_rated_alternatives for row in rows)
+                _import_batch(campaign, rows, lookups, report.created)
                 report.imported += len(batch)
             if report.rejected_count and not skip_invalid:
                 raise ImportFailed(report)
+            if adopt_mode:
+                campaign.mode = CampaignMode.CONVERSATIONAL if conversational else CampaignMode.STEPWISE
+                campaign.save(update_fields=["mode", "updated_at"])
     except ImportFailed:
         report.imported, report.created = 0, {}
         raise
@@ -459,28 +614,44 @@ def _chunk_data(chunk: list[Assignment]) -> ChunkData:
     return ChunkData(steps_by_solution, completions_by_step, ratings, decisions)
 
 
+def _human(value: Any) -> Any:
+    """A human completion object in the release's key order (jsonb stores keys in its own order)."""
+    if not isinstance(value, dict):
+        return value
+    return {**{k: value[k] for k in HUMAN_COMPLETION_SCHEMA if k in value}, **value}
+
+
 def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[int, list[tuple[int, int, str]]],
          ratings: dict[tuple[int, int], tuple[int | None, bool | None]],
          decisions: dict[tuple[int, int], tuple[int | None, Any]], rated_completions: set[int],
          usernames: dict[int, str]) -> dict[str, Any]:
+    """One PRM800K row from the relational data plus the solution's ``source_extra`` (what import recorded)."""
     solution = assignment.solution
     extra = solution.source_extra or {}
+    null_completions = set(extra.get("null_completions", ()))
+    float_ratings = extra.get("float_ratings")
+    float_positions = {tuple(p) for p in float_ratings} if isinstance(float_ratings, list) else set()
     label_steps = []
-    for step_id in step_ids:
+    for position, step_id in enumerate(step_ids):
         completions = completions_by_step[step_id]
         decision = decisions.get((assignment.pk, step_id))
         touched = decision is not None or any((assignment.pk, cid) in ratings for cid, _, _ in completions)
         if not touched:
             continue
-        rendered = []
-        for completion_id, _, text in completions:
+        rendered: list[dict[str, Any]] | None = []
+        for completion_id, index, text in completions:
             value, flagged = ratings.get((assignment.pk, completion_id), (None, None))
-            rendered.append({"text": text, "rating": value, "flagged": flagged})
+            if value is not None and (float_ratings is True or (position, index) in float_positions):
+                value = float(value)  # type: ignore[assignment]
+            rendered.append({"text": text, "rating": value, "flagged": flagged})  # type: ignore[union-attr]
+        if position in null_completions:
+            rendered = None
         chosen, human = decision if decision is not None else (None, None)
-        label_steps.append({"completions": rendered, "human_completion": human, "chosen_completion": chosen})
+        label_steps.append({"completions": rendered, "human_completion": _human(human), "chosen_completion": chosen})
+    finish_reason = None if assignment.source_extra.get("finish_reason_null") else assignment.finish_reason
     label: dict[str, Any] = {"steps": label_steps, "total_time": assignment.total_time_ms,
-                             "finish_reason": assignment.finish_reason}
-    label.update(extra.get("label", {}))
+                             "finish_reason": finish_reason}
+    label.update(json.loads(extra["label_json"]) if "label_json" in extra else extra.get("label", {}))
     if "label_keys" in extra:
         label = {k: label[k] for k in extra["label_keys"] if k in label}
     derived = question_from_fields(solution.problem, solution)
@@ -490,8 +661,12 @@ def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[
     timestamp = assignment.source_timestamp or _iso(assignment.finished_at)
     if assignment.source_extra.get("timestamp_null"):
         timestamp = None
+    timestamp = assignment.source_extra.get("timestamp", timestamp)
+    labeler = assignment.source_extra.get("labeler")
+    if labeler is None and assignment.labeler_id:
+        labeler = exported_labeler(usernames[assignment.labeler_id])
     row: dict[str, Any] = {
-        "labeler": usernames.get(assignment.labeler_id) if assignment.labeler_id else None,
+        "labeler": labeler,
         "timestamp": timestamp,
         "generation": solution.generation,
         "is_quality_control_question": solution.is_quality_control,
@@ -501,5 +676,7 @@ def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[
     }
     for key in extra.get("missing_row_keys", []):
         row.pop(key, None)
-    row.update(extra.get("row", {}))
+    row.update(json.loads(extra["row_json"]) if "row_json" in extra else extra.get("row", {}))
+    if "row_keys" in extra:
+        row = {k: row[k] for k in extra["row_keys"] if k in row}
     return row

@@ -44,7 +44,9 @@ class ExportOptions:
     neutral: str = "positive"
     seed: int = 0
     test_fraction: float = 0.1
-    include_qc: bool = False
+    # QC and screening rows: None = the format's default. prm800k is the release's format and writes every row
+    # with its flags, as the release does; the training formats (trl-stepwise, outcome) leave them out.
+    include_qc: bool | None = None
     finish_reasons: tuple[str, ...] = tuple(LABELED_REASONS)
     generations: tuple[int, ...] | None = None
     # "raw": every labeler's own ratings; "resolved": adjudicated solutions as one row of resolved labels.
@@ -68,7 +70,8 @@ def labeled_assignments(campaign: Campaign, options: ExportOptions, *, all_finis
     queryset = Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED, is_gold=False)
     if not all_finished:
         queryset = queryset.filter(finish_reason__in=options.finish_reasons)
-    if not options.include_qc:
+    include_qc = options.include_qc if options.include_qc is not None else all_finished  # all_finished: prm800k
+    if not include_qc:
         queryset = queryset.filter(solution__is_quality_control=False, solution__is_screening=False)
     if options.generations is not None:
         queryset = queryset.filter(solution__generation__in=options.generations)

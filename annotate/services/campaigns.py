@@ -357,7 +357,7 @@ def _run_claimed_job(job: ImportJob) -> None:
     try:
         with transaction.atomic():  # a savepoint: a database error leaves the job's transaction usable
             if job.kind == ImportKind.PROBLEMS:
-                report = import_problems(path, skip_invalid=job.skip_invalid, progress=progress)
+                report = import_problems(path, job.campaign, skip_invalid=job.skip_invalid, progress=progress)
             elif job.kind == ImportKind.SOLUTIONS:
                 report = import_solutions(path, job.campaign, skip_invalid=job.skip_invalid,
                                           split_rule=job.split_rule, generation=job.generation, progress=progress)

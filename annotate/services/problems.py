@@ -2,21 +2,25 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from ..grading import answers_match
-from ..models import Campaign, Completion, Problem, Solution, Step, text_digest
+from ..models import Campaign, Completion, Problem, Solution, Step, problem_key
 from ..prm800k import content_digest
 from ..steps import SPLIT_RULES, answer_from_steps, split_solution
+from .campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
 from .importing import (ImportFailed, ImportReport, ProgressCallback, RowError, bulk_insert, refresh_planner_statistics, valid_rows,
                         validate_file)
 
-LEVEL = re.compile(r"^(?:Level\s*)?(\d+)$", re.IGNORECASE)
+# "Level ?" is in the MATH train split (two problems whose level is unknown): accepted as no level.
+LEVEL = re.compile(r"^(?:Level\s*)?(\d+|\?)$", re.IGNORECASE)
 
 
 def _string(obj: dict[str, Any], key: str, *, required: bool = False, blank: bool = True) -> str | None:
@@ -51,47 +55,96 @@ def parse_problem(obj: Any) -> ProblemRow:
     if level_raw is not None:
         match = LEVEL.match(str(level_raw).strip()) if isinstance(level_raw, (str, int)) else None
         if match is None or isinstance(level_raw, bool):
-            raise RowError("level", f"must look like 'Level 3' or 3, got {level_raw!r}")
-        level = int(match.group(1))
+            raise RowError("level", f"must look like 'Level 3', 3 or 'Level ?', got {level_raw!r}")
+        level = None if match.group(1) == "?" else int(match.group(1))
+    source_id = _string(obj, "unique_id") or ""
+    if len(source_id) > 200:
+        raise RowError("unique_id", "is longer than 200 characters")
+    subject = _string(obj, "subject") or ""
+    if len(subject) > 100:
+        raise RowError("subject", "is longer than 100 characters")
     return ProblemRow(
         text=text or "", answer=_string(obj, "answer"), solution=_string(obj, "solution"),
-        subject=_string(obj, "subject") or "", level=level, source_id=_string(obj, "unique_id") or "",
+        subject=subject, level=level, source_id=source_id,
     )
 
 
-def import_problems(path: Path | str, *, skip_invalid: bool = False,
+def regrade_solutions(problem_ids: Iterable[int]) -> int:
+    """Grade again every solution of these problems that has an answer (a ground truth arrived or changed)."""
+    problem_ids = list(problem_ids)
+    changed = 0
+    for start in range(0, len(problem_ids), 1000):
+        solutions = list(Solution.objects.filter(problem_id__in=problem_ids[start:start + 1000],
+                                                 final_answer__isnull=False).select_related("problem")
+                         .only("pk", "final_answer", "is_correct", "problem__answer"))
+        for solution in solutions:
+            verdict = answers_match(solution.problem.answer, solution.final_answer)
+            if verdict != solution.is_correct:
+                solution.is_correct = verdict
+                changed += 1
+        Solution.objects.bulk_update(solutions, ["is_correct"], batch_size=1000)
+    return changed
+
+
+def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_invalid: bool = False,
                     progress: ProgressCallback | None = None) -> ImportReport:
-    """Create or update problems (matched on ``unique_id``, else on the problem text)."""
+    """Create or update ``campaign``'s problems (``None``: the staff bank), matched on ``unique_id``, else on
+    the normalised text. Solutions of a problem whose answer changed are graded again."""
     path = Path(path)
     report = ImportReport(file=str(path))
     validate_file(path, parse_problem, report, progress)
     if report.rejected_count and not skip_invalid:
         raise ImportFailed(report)
     created = updated = 0
+    answer_changed: set[int] = set()
+    clashes: list[tuple[int, RowError]] = []
     with transaction.atomic():
         for batch in valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH, progress):
             rows = [row for _, row in batch]
-            by_source = {p.source_id: p for p in Problem.objects.filter(
-                source_id__in=[r.source_id for r in rows if r.source_id])}
-            by_text = {p.text_sha256: p for p in Problem.objects.filter(
-                text_sha256__in=[text_digest(r.text) for r in rows])}
-            for row in rows:
+            by_source, by_key = {}, {}
+            for problem in owned_problems(campaign).filter(
+                    Q(source_id__in=[r.source_id for r in rows if r.source_id])
+                    | Q(key_sha256__in=[problem_key(r.text) for r in rows])):
+                by_key[problem.key_sha256] = problem
+                if problem.source_id:
+                    by_source[problem.source_id] = problem
+            for number, row in batch:
+                key = problem_key(row.text)
                 problem = by_source.get(row.source_id) if row.source_id else None
-                problem = problem or by_text.get(text_digest(row.text))
+                problem = problem or by_key.get(key)
+                other = by_key.get(key)
+                if problem is not None and other is not None and other.pk != problem.pk:
+                    clashes.append((number, RowError("problem", f"this text is already the problem "
+                                                                f"{other.source_id or other.pk!s}")))
+                    continue
+                if problem is not None and row.source_id and problem.source_id and problem.source_id != row.source_id:
+                    clashes.append((number, RowError("unique_id", f"{row.source_id!r}: this text is already the "
+                                                                  f"problem {problem.source_id!r}")))
+                    continue
                 if problem is None:
-                    problem = Problem(text=row.text)
+                    problem = Problem(campaign=campaign, text=row.text)
                     created += 1
                 else:
                     updated += 1
+                    if problem.answer != row.answer:
+                        answer_changed.add(problem.pk)
                 problem.text, problem.answer, problem.solution = row.text, row.answer, row.solution
                 problem.subject, problem.level = row.subject, row.level
                 problem.source_id = row.source_id or problem.source_id
                 problem.save()
-                by_text[problem.text_sha256] = problem
+                by_key[problem.key_sha256] = problem
                 if problem.source_id:
                     by_source[problem.source_id] = problem
             report.imported += len(rows)
-    report.created = {"problems": created, "updated": updated}
+        for number, error in clashes:
+            report.reject(number, error)
+            report.imported -= 1
+        if clashes and not skip_invalid:  # raised inside the transaction: nothing is kept
+            report.rejected.sort(key=lambda item: item.line)
+            report.imported = 0
+            raise ImportFailed(report)
+        regraded = regrade_solutions(answer_changed)
+    report.created = {"problems": created, "updated": updated, "regraded": regraded}
     return report
 
 
@@ -181,19 +234,18 @@ def make_solution_parser(split_rule: str = "auto"):  # type: ignore[no-untyped-d
     return parse
 
 
-def _resolve_problems(rows: list[SolutionRow]) -> dict[str, Problem]:
-    ids = {r.problem_id for r in rows if r.problem_id}
-    digests = {text_digest(r.problem_text) for r in rows if r.problem_text and not r.problem_id}
-    found: dict[str, Problem] = {}
-    for problem in Problem.objects.filter(source_id__in=ids):
-        found[f"id:{problem.source_id}"] = problem
-    for problem in Problem.objects.filter(text_sha256__in=digests):
-        found[f"text:{problem.text_sha256}"] = problem
+def _resolve_problems(campaign: Campaign, rows: list[SolutionRow], *, copy_from_bank: bool = True) -> dict[str, Problem]:
+    by_source, by_key = resolve_problems(
+        campaign, source_ids=[r.problem_id for r in rows if r.problem_id],
+        keys=[problem_key(r.problem_text) for r in rows if r.problem_text and not r.problem_id],
+        copy_from_bank=copy_from_bank)
+    found = {f"id:{source_id}": problem for source_id, problem in by_source.items()}
+    found.update((f"text:{key}", problem) for key, problem in by_key.items())
     return found
 
 
 def _problem_key(row: SolutionRow) -> str:
-    return f"id:{row.problem_id}" if row.problem_id else f"text:{text_digest(row.problem_text or '')}"
+    return f"id:{row.problem_id}" if row.problem_id else f"text:{problem_key(row.problem_text or '')}"
 
 
 def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False,
@@ -207,11 +259,11 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
     # Unknown problems are row errors too: check them in a second, batched pass.
     unknown: list[tuple[int, RowError]] = []
     for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress, "check"):
-        problems = _resolve_problems([row for _, row in batch])
+        problems = _resolve_problems(campaign, [row for _, row in batch], copy_from_bank=False)
         for number, row in batch:
             if _problem_key(row) not in problems:
                 field, value = ("problem_id", row.problem_id) if row.problem_id else ("problem", (row.problem_text or "")[:60])
-                unknown.append((number, RowError(field, f"{value!r} is not a known problem (import it first)")))
+                unknown.append((number, RowError(field, UNKNOWN_PROBLEM.format(value=value))))
     for number, error in unknown:
         report.reject(number, error)
     if report.rejected_count and not skip_invalid:
@@ -222,7 +274,7 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
     with transaction.atomic():
         for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress):
             batch = [(n, r) for n, r in batch if n not in bad_lines]
-            problems = _resolve_problems([row for _, row in batch])
+            problems = _resolve_problems(campaign, [row for _, row in batch])
             solutions = []
             for _, row in batch:
                 problem = problems[_problem_key(row)]

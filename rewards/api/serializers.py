@@ -19,9 +19,11 @@ class CampaignSerializer(serializers.ModelSerializer):
 
 
 class ProblemSerializer(serializers.ModelSerializer):
+    campaign = serializers.IntegerField(source="campaign_id", read_only=True)
+
     class Meta:
         model = Problem
-        fields = ["id", "source_id", "text", "text_sha256", "answer", "solution", "subject", "level", "created_at"]
+        fields = ["id", "campaign", "source_id", "text", "text_sha256", "answer", "solution", "subject", "level", "created_at"]
 
 
 class CompletionOutSerializer(serializers.Serializer):

@@ -124,18 +124,18 @@ def _assignment_queryset() -> QuerySet[Assignment]:
 
 @extend_schema(parameters=FILTERS)
 class ProblemViewSet(viewsets.ReadOnlyModelViewSet):
-    """Problems that have solutions in campaigns you can read."""
+    """The problems of campaigns you can read (problems are owned by one campaign; the staff bank is not here)."""
 
     serializer_class = s.ProblemSerializer
 
     def get_queryset(self) -> QuerySet[Problem]:
         filters = _filters(self.request)
-        solutions = Solution.objects.filter(campaign__in=readable_campaigns(self.request.user))
+        problems = Problem.objects.filter(campaign__in=readable_campaigns(self.request.user))
         if "campaign" in filters:
-            solutions = solutions.filter(campaign_id=filters["campaign"])
+            problems = problems.filter(campaign_id=filters["campaign"])
         if "generation" in filters:
-            solutions = solutions.filter(generation=filters["generation"])
-        problems = Problem.objects.filter(pk__in=solutions.values("problem_id"))
+            problems = problems.filter(pk__in=Solution.objects.filter(generation=filters["generation"])
+                                       .values("problem_id"))
         if "updated_since" in filters:
             problems = problems.filter(created_at__gte=filters["updated_since"])
         return problems.order_by("pk")

@@ -174,7 +174,10 @@ def _database_counts(campaign: Campaign, options: ExportOptions, *, in_thread: b
     try:
         labeled = labeled_assignments(campaign, options)
         base = labeled.aggregate(assignments=Count("id"), solutions=Count("solution_id", distinct=True),
-                                 problems=Count("solution__problem_id", distinct=True))
+                                 problems=Count("solution__problem_id", distinct=True),
+                                 # no verdict: no answer reached, or no ground truth to grade it against
+                                 solutions_ungraded=Count("solution_id", distinct=True,
+                                                          filter=Q(solution__is_correct__isnull=True)))
         by_value = dict(Rating.objects.filter(assignment__in=labeled, completion__index=0).values_list("rating")
                         .annotate(n=Count("id")).values_list("rating", "n"))
         steps = Rating.objects.filter(assignment__in=labeled).values("completion__step_id").distinct().count()

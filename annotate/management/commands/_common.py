@@ -7,10 +7,7 @@ from annotate.models import Campaign
 from annotate.services.importing import ImportFailed, ImportReport
 
 
-def get_campaign(slug: str, *, create: bool = False) -> Campaign:
-    if create:
-        campaign, _ = Campaign.objects.get_or_create(slug=slug, defaults={"name": slug})
-        return campaign
+def get_campaign(slug: str) -> Campaign:
     campaign = Campaign.objects.filter(slug=slug).first()
     if campaign is None:
         raise CommandError(f"campaign {slug!r} does not exist")

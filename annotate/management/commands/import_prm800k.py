@@ -1,19 +1,41 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from annotate.models import Campaign, CampaignMode
 from annotate.prm800k import import_prm800k
 
-from ._common import get_campaign, run_import
+from ._common import run_import
 
 
 class Command(BaseCommand):
-    help = "Import PRM800K JSONL rows (exactly as OpenAI released them) into a campaign."
+    help = ("Import PRM800K JSONL rows (exactly as OpenAI released them) into a campaign. A campaign this "
+            "command creates takes the mode its rows imply (conversational when steps carry several rated "
+            "completions, as in phase 1; else stepwise) unless --mode says otherwise.")
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
         parser.add_argument("file")
         parser.add_argument("--campaign", required=True, help="campaign slug (created if missing)")
+        parser.add_argument("--mode", choices=CampaignMode.values,
+                            help="mode of the campaign when this import creates it (default: implied by the rows)")
         parser.add_argument("--skip-invalid", action="store_true", help="import valid rows, report the rest")
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
-        campaign = get_campaign(options["campaign"], create=True)
-        run_import(self, lambda: import_prm800k(options["file"], campaign, skip_invalid=options["skip_invalid"]),
-                   skip_invalid=options["skip_invalid"])
+        mode = options["mode"]
+        campaign = Campaign.objects.filter(slug=options["campaign"]).first()
+        if campaign is not None and mode and campaign.mode != mode:
+            raise CommandError(f"campaign {campaign.slug!r} exists in {campaign.mode} mode; --mode {mode} applies "
+                               "only to a campaign this import creates")
+        created = campaign is None
+        if created:
+            campaign = Campaign.objects.create(slug=options["campaign"], name=options["campaign"],
+                                               mode=mode or CampaignMode.STEPWISE)
+        try:
+            run_import(self, lambda: import_prm800k(options["file"], campaign, skip_invalid=options["skip_invalid"],
+                                                    adopt_mode=created and not mode),
+                       skip_invalid=options["skip_invalid"])
+        except CommandError:
+            if created:  # nothing was imported: do not leave an empty campaign behind
+                campaign.delete()
+            raise
+        if created:
+            campaign.refresh_from_db(fields=["mode"])
+            self.stdout.write(f"created campaign {campaign.slug!r} in {campaign.mode} mode")

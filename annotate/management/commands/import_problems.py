@@ -2,16 +2,20 @@ from django.core.management.base import BaseCommand
 
 from annotate.services.problems import import_problems
 
-from ._common import run_import
+from ._common import get_campaign, run_import
 
 
 class Command(BaseCommand):
-    help = "Import MATH / MATH-500 rows (problem, solution, answer, subject, level, unique_id)."
+    help = ("Import MATH / MATH-500 rows (problem, solution, answer, subject, level, unique_id) into a campaign's "
+            "problems (--campaign), or without --campaign into the staff-only problem bank, whose problems are "
+            "copied into a campaign the first time one of its imports references them.")
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
         parser.add_argument("file")
+        parser.add_argument("--campaign", help="campaign slug; omitted: the staff-only problem bank")
         parser.add_argument("--skip-invalid", action="store_true")
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
-        run_import(self, lambda: import_problems(options["file"], skip_invalid=options["skip_invalid"]),
+        campaign = get_campaign(options["campaign"]) if options["campaign"] else None
+        run_import(self, lambda: import_problems(options["file"], campaign, skip_invalid=options["skip_invalid"]),
                    skip_invalid=options["skip_invalid"])

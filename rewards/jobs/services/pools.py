@@ -26,7 +26,8 @@ from typing import Any
 from django.db import transaction
 
 from annotate.grading import answers_match
-from annotate.models import Campaign, Problem, text_digest
+from annotate.models import Campaign, Problem, problem_key
+from annotate.services.campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
 from annotate.services.importing import ImportFailed, ImportReport, RowError, iter_json_lines
 from annotate.steps import SPLIT_RULES, answer_from_steps, split_solution
 
@@ -132,17 +133,19 @@ def parse_line(obj: Any, split_rule: str = "auto") -> ParsedProblem:
     return parsed
 
 
-def _resolve_problem(parsed: ParsedProblem) -> Problem:
+def _resolve_problem(parsed: ParsedProblem, campaign: Campaign | None) -> Problem:
+    """The pool's campaign's problem (the staff bank for a pool without campaign): problems are owned by one
+    campaign, and a generation makes the campaign's solutions from these."""
     if parsed.text is None:
-        problem = Problem.objects.filter(source_id=parsed.source_id).first()
+        problem = resolve_problems(campaign, source_ids=[parsed.source_id])[0].get(parsed.source_id)
         if problem is None:
-            raise RowError("problem_id", f"no problem has source_id {parsed.source_id!r}")
+            raise RowError("problem_id", UNKNOWN_PROBLEM.format(value=parsed.source_id))
         return problem
-    problem = Problem.objects.filter(text_sha256=text_digest(parsed.text)).first()
+    problem = resolve_problems(campaign, keys=[problem_key(parsed.text)])[1].get(problem_key(parsed.text))
     if problem is None:
-        source_id = parsed.source_id if parsed.source_id and not Problem.objects.filter(
+        source_id = parsed.source_id if parsed.source_id and not owned_problems(campaign).filter(
             source_id=parsed.source_id).exists() else ""
-        problem = Problem.objects.create(text=parsed.text, answer=parsed.gold, source_id=source_id)
+        problem = Problem.objects.create(campaign=campaign, text=parsed.text, answer=parsed.gold, source_id=source_id)
     return problem
 
 
@@ -193,7 +196,7 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
         for index, key in enumerate(order):
             parsed = problems[key]
             try:
-                problem = _resolve_problem(parsed)
+                problem = _resolve_problem(parsed, campaign)
             except RowError as error:
                 report.reject(0, error)
                 raise ImportFailed(report) from None

@@ -14,7 +14,12 @@ class Command(BaseCommand):
         parser.add_argument("--neutral", choices=NEUTRAL_POLICIES, default="positive")
         parser.add_argument("--seed", type=int, default=0, help="seed of the train/test split by problem")
         parser.add_argument("--test-fraction", type=float, default=0.1)
-        parser.add_argument("--include-qc", action="store_true", help="keep QC and screening solutions")
+        qc = parser.add_mutually_exclusive_group()
+        qc.add_argument("--include-qc", dest="include_qc", action="store_true", default=None,
+                        help="keep QC and screening solutions (default: prm800k keeps them, like the release; "
+                             "the training formats leave them out)")
+        qc.add_argument("--exclude-qc", dest="include_qc", action="store_false",
+                        help="leave QC and screening solutions out of prm800k too")
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         campaign = Campaign.objects.filter(slug=options["campaign"]).first()
