@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -140,14 +141,14 @@ def _shape_of(value: Any) -> str:
 
 
 _SHAPE_WORDS = {"null": "null", "string": "a string", "int": "an integer", "number": "a number", "bool": "a boolean",
-                "object": "an object", "list": "a list", "rating": "-1, 0 or 1",
+                "object": "an object", "list": "a list", "rating": "-1, 0, 1",
                 "finish_reason": "one of " + ", ".join(FINISH_REASONS)}
 
 
 def _matches(value: Any, shape: str) -> bool:
     actual = _shape_of(value)
-    if shape == "number":
-        return actual in ("int", "number")
+    if shape == "number":  # finite: NaN and Infinity are not JSON and PostgreSQL's jsonb refuses them
+        return actual == "int" or (actual == "number" and math.isfinite(value))
     if shape == "rating":
         return actual in ("int", "number") and value in (-1, 0, 1)
     if shape == "finish_reason":
@@ -255,10 +256,13 @@ def parse_row(obj: Any) -> ParsedRow:
         raise RowError("label.steps", f"has {len(raw_steps)} steps; the limit is {settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
     steps = [_parse_step(raw_step, f"label.steps[{index}]") for index, raw_step in enumerate(raw_steps)]
     total_time = label.get("total_time")
-    if total_time is not None and total_time < 0:
-        raise RowError("label.total_time", "must not be negative")
+    if total_time is not None and not 0 <= total_time < 2**63:
+        raise RowError("label.total_time", f"must be between 0 and 2**63-1 (milliseconds), got {total_time}")
+    generation = obj.get("generation")
+    if generation is not None and not -2**31 <= generation < 2**31:
+        raise RowError("generation", f"must be a 32-bit integer, got {generation}")
     return ParsedRow(
-        raw=obj, labeler=obj.get("labeler"), timestamp=timestamp, generation=obj.get("generation"),
+        raw=obj, labeler=obj.get("labeler"), timestamp=timestamp, generation=generation,
         is_quality_control=obj.get("is_quality_control_question", False),
         is_screening=obj.get("is_initial_screening_question", False), question=question, steps=steps,
         total_time=total_time, finish_reason=label.get("finish_reason"),
@@ -292,7 +296,7 @@ def _parse_step(raw_step: Any, where: str) -> ParsedStep:
 def _float_or_none(value: Any) -> float | None:
     try:
         return None if value is None else float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -301,9 +305,10 @@ def _parse_timestamp(value: str | None) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError:
+        parsed = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, dt_timezone.utc)
+        return parsed.astimezone(dt_timezone.utc)  # an offset at year 1 or 9999 leaves the range: no time
+    except (ValueError, OverflowError):
         return None
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, dt_timezone.utc)
 
 
 def content_digest(problem: str, step_texts: list[str]) -> str:
@@ -386,8 +391,8 @@ def _solution_extra(row: ParsedRow, question: dict[str, Any], derived: dict[str,
     extra: dict[str, Any] = {"question_keys": list(question.keys())}
     overrides = {k: v for k, v in question.items() if k not in derived or derived[k] != v
                  or type(derived[k]) is not type(v)}
-    if overrides:
-        extra["question"] = overrides
+    if overrides:  # as JSON text: jsonb would reorder the keys of nested objects
+        extra["question_json"] = json.dumps(overrides, ensure_ascii=False)
     row_extra = {k: v for k, v in row.raw.items() if k not in ROW_KEYS}
     if row_extra:
         # As JSON text: PostgreSQL's jsonb would reorder the keys of nested objects.
@@ -655,7 +660,7 @@ def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[
     if "label_keys" in extra:
         label = {k: label[k] for k in extra["label_keys"] if k in label}
     derived = question_from_fields(solution.problem, solution)
-    derived.update(extra.get("question", {}))
+    derived.update(json.loads(extra["question_json"]) if "question_json" in extra else extra.get("question", {}))
     keys = extra.get("question_keys") or list(QUESTION_KEYS)
     question = {k: derived.get(k) for k in keys}
     timestamp = assignment.source_timestamp or _iso(assignment.finished_at)

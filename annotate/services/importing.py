@@ -6,6 +6,7 @@ one transaction, so a bad line imports nothing unless ``skip_invalid`` asks to i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,29 @@ class ImportFailed(Exception):
         self.report = report
 
 
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def _unstorable_text(value: Any) -> str | None:
+    """'a NUL character' / 'a lone surrogate' when any string (key or value) inside ``value`` has one."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "a NUL character (\\u0000)"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "a lone UTF-16 surrogate"
+    return None
+
+
 def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed JSON or RowError) for each non-blank line, streaming."""
     with open(path, "rb") as handle:
@@ -83,9 +107,16 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             if not raw.strip():
                 continue
             try:
-                yield number, json.loads(raw)
+                value = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as error:
                 yield number, RowError("", f"not valid JSON ({error})")
+                continue
+            # JSON escapes can spell what PostgreSQL text cannot hold (NUL, a lone UTF-16 surrogate): look closer
+            # only when the line has such an escape (valid surrogate pairs, e.g. emoji, have one too).
+            if _SUSPECT_ESCAPE.search(raw) and (bad := _unstorable_text(value)) is not None:
+                yield number, RowError("", f"holds {bad}, which no text column can store")
+                continue
+            yield number, value
 
 
 T = TypeVar("T")

@@ -41,8 +41,9 @@ def test_import_stores_steps_as_rows_and_users_for_labelers(shared_data: Path) -
     from django.contrib.auth import get_user_model
 
     labelers = {r["labeler"] for r in rows if r["labeler"]}
-    users = get_user_model().objects.filter(username__in=labelers)
+    users = get_user_model().objects.filter(username__in=[f"imported:{name}" for name in labelers])
     assert users.count() == len(labelers) and not users.filter(is_active=True).exists()
+    assert not get_user_model().objects.filter(username__in=labelers).exists()  # their own namespace
 
 
 def test_reconstructed_phase1_rows_import(shared_data: Path) -> None:

@@ -190,7 +190,7 @@ def world(db, tmp_path, settings) -> World:  # type: ignore[no-untyped-def]
     for role, campaign, membership in (("labeler_in", a, Role.LABELER), ("labeler_out", b, Role.LABELER),
                                        ("researcher", a, Role.RESEARCHER), ("admin", a, Role.ADMIN)):
         Membership.objects.create(campaign=campaign, user=users[role], role=membership, passed_screening=True)
-    problem = Problem.objects.create(text="What is $1+1$?", answer="2")
+    problem = Problem.objects.create(campaign=a, text="What is $1+1$?", answer="2")
     solution = Solution.objects.create(campaign=a, problem=problem)
     for index in range(2):
         Completion.objects.create(step=Step.objects.create(solution=solution, index=index), index=0, text=f"s{index}")
