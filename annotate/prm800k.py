@@ -216,9 +216,12 @@ class ParsedRow:
     finish_reason: str | None
 
     @property
-    def has_rated_alternatives(self) -> bool:
-        """Phase-1 (conversational) data: some step offers several rated completions."""
-        return any(sum(c.rating is not None for c in step.completions or ()) > 1 for step in self.steps)
+    def is_conversational(self) -> bool:
+        """Phase-1 (conversational) data: the steps are the labeler's path through several rated completions,
+        not pre-generated ones (phase 2 rows, which carry ``pre_generated_steps``, rate alternatives only at the
+        step where the error was found)."""
+        return self.question.get("pre_generated_steps") is None and any(
+            sum(c.rating is not None for c in step.completions or ()) > 1 for step in self.steps)
 
     def final_answer(self) -> str | None:
         """The answer the solution reaches: phase 2's ``pre_generated_answer``, else the ``# Answer`` step of the
@@ -498,25 +501,26 @@ def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool =
     parsed, so that every bad line is reported — and the transaction is rolled back: nothing is imported.
     Problems are the campaign's own (joined on the normalised text); every solution that reaches an answer is
     graded against its problem's ground truth. ``adopt_mode``: the campaign takes the mode its rows imply
-    (conversational when a step carries several rated completions, else stepwise).
+    (conversational when most rows are phase-1 rows, whose steps carry several rated completions; else stepwise).
     """
     path = Path(path)
     report = ImportReport(file=str(path))
     lookups = _Lookups(campaign)
-    conversational = False
+    conversational = 0
     try:
         with transaction.atomic():
             for batch in valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, progress, report=report):
                 if report.rejected_count and not skip_invalid:
                     continue
                 rows = [row for _, row in batch]
-                conversational = conversational or any(row.has_rated_alternatives for row in rows)
+                conversational += sum(row.is_conversational for row in rows)
                 _import_batch(campaign, rows, lookups, report.created)
                 report.imported += len(batch)
             if report.rejected_count and not skip_invalid:
                 raise ImportFailed(report)
             if adopt_mode:
-                campaign.mode = CampaignMode.CONVERSATIONAL if conversational else CampaignMode.STEPWISE
+                phase1 = conversational * 2 > report.imported
+                campaign.mode = CampaignMode.CONVERSATIONAL if phase1 else CampaignMode.STEPWISE
                 campaign.save(update_fields=["mode", "updated_at"])
     except ImportFailed:
         report.imported, report.created = 0, {}

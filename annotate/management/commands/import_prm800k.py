@@ -8,8 +8,8 @@ from ._common import run_import
 
 class Command(BaseCommand):
     help = ("Import PRM800K JSONL rows (exactly as OpenAI released them) into a campaign. A campaign this "
-            "command creates takes the mode its rows imply (conversational when steps carry several rated "
-            "completions, as in phase 1; else stepwise) unless --mode says otherwise.")
+            "command creates takes the mode its rows imply (conversational when most rows are phase-1 rows, whose "
+            "steps carry several rated completions; else stepwise) unless --mode says otherwise.")
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
         parser.add_argument("file")
