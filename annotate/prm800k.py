@@ -233,8 +233,10 @@ class ParsedRow:
             text = step.chosen_text
             if text is None:
                 return None
-            if ANSWER_HEADER.match(text.strip().split("\n", 1)[0]):
-                return answer_from_steps([text])
+            lines = text.splitlines()
+            for position, line in enumerate(lines):  # "Exactly.\n\n# Answer\n\n468" holds one too
+                if ANSWER_HEADER.match(line.strip()):
+                    return answer_from_steps(["\n".join(lines[position:])])
         return None
 
 

@@ -89,13 +89,15 @@ def regrade_solutions(problem_ids: Iterable[int]) -> int:
 def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_invalid: bool = False,
                     progress: ProgressCallback | None = None) -> ImportReport:
     """Create or update ``campaign``'s problems (``None``: the staff bank), matched on ``unique_id``, else on
-    the normalised text. Solutions of a problem whose answer changed are graded again."""
+    the normalised text (``normalized_problem_text``). A row whose text is already the problem of another
+    ``unique_id`` is counted in ``duplicate_texts`` and changes nothing. Solutions of a problem whose answer
+    changed are graded again."""
     path = Path(path)
     report = ImportReport(file=str(path))
     validate_file(path, parse_problem, report, progress)
     if report.rejected_count and not skip_invalid:
         raise ImportFailed(report)
-    created = updated = 0
+    created = updated = duplicates = 0
     answer_changed: set[int] = set()
     clashes: list[tuple[int, RowError]] = []
     with transaction.atomic():
@@ -118,8 +120,9 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
                                                                 f"{other.source_id or other.pk!s}")))
                     continue
                 if problem is not None and row.source_id and problem.source_id and problem.source_id != row.source_id:
-                    clashes.append((number, RowError("unique_id", f"{row.source_id!r}: this text is already the "
-                                                                  f"problem {problem.source_id!r}")))
+                    # The same problem under a second unique_id (MATH train has one such pair): one problem is
+                    # one row, so the first id keeps it and the row is only counted.
+                    duplicates += 1
                     continue
                 if problem is None:
                     problem = Problem(campaign=campaign, text=row.text)
@@ -144,7 +147,7 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
             report.imported = 0
             raise ImportFailed(report)
         regraded = regrade_solutions(answer_changed)
-    report.created = {"problems": created, "updated": updated, "regraded": regraded}
+    report.created = {"problems": created, "updated": updated, "duplicate_texts": duplicates, "regraded": regraded}
     return report
 
 
