@@ -35,8 +35,10 @@ def _parsed(answer: str) -> tuple[object, ...]:
     return tuple(parse(f"${answer}$", parsing_timeout=_timeout()))  # type: ignore[arg-type]
 
 
+@lru_cache(maxsize=65536)
 def answers_match(ground_truth: str | None, answer: str | None) -> bool | None:
-    """True/False when both answers exist; None when there is nothing to grade."""
+    """True/False when both answers exist; None when there is nothing to grade. Cached per pair: an import
+    grades the same (ground truth, answer) for every labeler of a solution and every sample that agrees."""
     if ground_truth is None or answer is None or not ground_truth.strip() or not answer.strip():
         return None
     if len(answer) > MAX_ANSWER_CHARS:

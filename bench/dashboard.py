@@ -120,8 +120,9 @@ def _fill(slug: str, solutions: int, steps: int, overlap_share: float):  # type:
         users = [get_user_model().objects.create(username=f"{slug}-labeler-{i}") for i in range(50)]
         for user in users:
             Membership.objects.create(campaign=campaign, user=user)
-        problem_ids = insert_rows(Problem, ["text", "text_sha256", "answer"],
-                                  [(f"{slug} problem {i}", f"{slug}-{i:058d}"[-64:], "1") for i in range(solutions // 10)])
+        problem_ids = insert_rows(Problem, ["campaign_id", "text", "text_sha256", "key_sha256", "answer"],
+                                  [(campaign.pk, f"{slug} problem {i}", f"{slug}-{i:058d}"[-64:], f"{slug}-{i:058d}"[-64:],
+                                    "1") for i in range(solutions // 10)])
         solution_rows = []
         for i in range(solutions):
             qc = i % 50 == 0
