@@ -100,3 +100,38 @@ def test_a_ten_thousand_step_solution_imports_and_exports(tmp_path: Path) -> Non
     out = tmp_path / "out.jsonl"
     call_command("export_dataset", "--campaign", "long", "--format", "prm800k", "--out", str(out))
     assert json.loads(out.read_text()) == json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda row: row.update(generation=10**30), "field 'generation': must be a 32-bit integer"),
+    (lambda row: row["label"].update(total_time=2**63), "field 'label.total_time': must be between 0 and 2**63-1"),
+    (lambda row: row["question"].update(pre_generated_verifier_score=float("nan")),
+     "field 'question.pre_generated_verifier_score': must be a number or a string or null, got NaN"),
+    (lambda row: row.update(timestamp="t" * 65), "field 'timestamp': is longer than 64 characters"),
+    (lambda row: row["label"]["steps"][0].update(extra=1), "field 'label.steps[0].extra': is not a PRM800K key"),
+    (lambda row: row["label"]["steps"][0]["completions"][0].pop("flagged"),
+     "field 'label.steps[0].completions[0].flagged': is missing"),
+])
+def test_values_the_database_cannot_hold_are_named_row_errors(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+    row = _row_with_steps(1)
+    mutate(row)
+    with pytest.raises(RowError) as raised:
+        parse_row(row)
+    assert str(raised.value).startswith(message)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nul_and_lone_surrogate_lines_are_rejected_by_line(tmp_path: Path) -> None:
+    """JSON escapes can spell text PostgreSQL cannot store; the line is named, the valid lines still import."""
+    from annotate.models import Campaign
+    from annotate.prm800k import import_prm800k
+
+    good = json.dumps(_row_with_steps(1, "emoji \U0001F600 is fine"))  # an escaped surrogate *pair*
+    path = tmp_path / "escapes.jsonl"
+    path.write_text("\n".join([good, good.replace("emoji", "nul \\u0000"), good.replace("emoji", "lone \\ud800")])
+                    + "\n", encoding="utf-8")
+    report = import_prm800k(path, Campaign.objects.create(slug="esc", name="esc"), skip_invalid=True)
+    assert report.imported == 1
+    assert [(r.line, r.message) for r in report.rejected] == [
+        (2, "holds a NUL character (\\u0000), which no text column can store"),
+        (3, "holds a lone UTF-16 surrogate, which no text column can store")]
