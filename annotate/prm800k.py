@@ -27,7 +27,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.utils import timezone
 
 from .models import (
@@ -49,6 +48,7 @@ from .services.importing import (
     ProgressCallback,
     RowError,
     bulk_insert,
+    import_transaction,
     insert_rows,
     refresh_planner_statistics,
     select_by_ids,
@@ -350,7 +350,7 @@ def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool =
     report = ImportReport(file=str(path))
     lookups = _Lookups()
     try:
-        with transaction.atomic():
+        with import_transaction():
             for batch in valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, progress, report=report):
                 if report.rejected_count and not skip_invalid:
                     continue

@@ -7,14 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from ..grading import answers_match
 from ..models import Campaign, Completion, Problem, Solution, Step, text_digest
 from ..prm800k import content_digest
 from ..steps import SPLIT_RULES, answer_from_steps, split_solution
-from .importing import (ImportFailed, ImportReport, ProgressCallback, RowError, bulk_insert, refresh_planner_statistics, valid_rows,
-                        validate_file)
+from .importing import (ImportFailed, ImportReport, ProgressCallback, RowError, bulk_insert, import_transaction,
+                        refresh_planner_statistics, valid_rows, validate_file)
 
 LEVEL = re.compile(r"^(?:Level\s*)?(\d+)$", re.IGNORECASE)
 
@@ -68,7 +67,7 @@ def import_problems(path: Path | str, *, skip_invalid: bool = False,
     if report.rejected_count and not skip_invalid:
         raise ImportFailed(report)
     created = updated = 0
-    with transaction.atomic():
+    with import_transaction():
         for batch in valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH, progress):
             rows = [row for _, row in batch]
             by_source = {p.source_id: p for p in Problem.objects.filter(
@@ -219,7 +218,7 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
         raise ImportFailed(report)
     bad_lines = {number for number, _ in unknown}
     counts = {"solutions": 0, "steps": 0, "graded_correct": 0, "graded_wrong": 0, "ungraded": 0}
-    with transaction.atomic():
+    with import_transaction():
         for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress):
             batch = [(n, r) for n, r in batch if n not in bad_lines]
             problems = _resolve_problems([row for _, row in batch])
