@@ -9,6 +9,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from functools import partial
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
@@ -194,30 +196,49 @@ def _converters(columns: list[models.Field]) -> list[tuple[int, Callable[[Any], 
             converters.append((position, _json_or_null))
         elif kind in _PLAIN_TYPES or (kind == "DateTimeField" and connection.vendor == "postgresql"):
             continue
+        elif kind == "DateTimeField" and connection.vendor == "sqlite":
+            converters.append((position, partial(_sqlite_datetime, zone=connection.timezone)))
         else:
             converters.append((position, lambda value, f=model_field: f.get_db_prep_save(value, connection)))
     return converters
+
+
+def _sqlite_datetime(value: datetime | None, zone: tzinfo) -> str | None:
+    """What Django's SQLite backend stores for a datetime (naive, in the connection's zone), at a fifth of the
+    cost of ``get_db_prep_save`` (which was most of the time of writing 200,000 ratings)."""
+    if value is None or value.utcoffset() is None:
+        return None if value is None else str(value)
+    return str(value.astimezone(zone).replace(tzinfo=None))
 
 
 def _json_or_null(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
-def _write(model: type[models.Model], columns: list[models.Field], rows: list[tuple[Any, ...]]) -> None:
-    """Insert value tuples (primary key included) into ``columns`` of ``model``'s table.
+def _write(model: type[models.Model], columns: list[models.Field], rows: list[tuple[Any, ...]],
+           tail: tuple[Any, ...] = ()) -> None:
+    """Insert value tuples (primary key included) into ``columns`` of ``model``'s table; ``tail`` holds the
+    values of the last columns, the same for every row (defaults, "now"), converted once rather than per row.
 
     PostgreSQL: one ``COPY``, its foreign keys checked in bulk (see ``_foreign_keys_in_bulk``). SQLite:
     ``executemany`` of one prepared INSERT — the statement is compiled once, not once per 500 rows.
     """
-    converters = _converters(columns)
+    own = len(columns) - len(tail)
+    converters = _converters(columns[:own])
+    tail_values = list(tail)
+    for position, convert in _converters(columns[own:]):
+        tail_values[position] = convert(tail_values[position])
+    tail = tuple(tail_values)
     if converters:
         converted = []
         for row in rows:
             values = list(row)
             for position, convert in converters:
                 values[position] = convert(values[position])
-            converted.append(values)
-        rows = converted  # type: ignore[assignment]
+            converted.append((*values, *tail))
+        rows = converted
+    elif tail:
+        rows = [(*row, *tail) for row in rows]
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     names = ", ".join(quote(f.column) for f in columns)
@@ -225,7 +246,7 @@ def _write(model: type[models.Model], columns: list[models.Field], rows: list[tu
         if connection.vendor != "postgresql":
             cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))})", rows)
             return
-        with _foreign_keys_in_bulk(cursor, columns, rows):
+        with _foreign_keys_in_bulk(cursor, columns, rows), connection.wrap_database_errors:
             with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
@@ -358,7 +379,7 @@ def insert_rows(model: type[models.Model], fields: list[str], rows: list[tuple[A
     with transaction.atomic(savepoint=False):  # SQLite: the ids' write lock lasts until the rows are in
         ids = allocate_ids(model, len(rows))
         _write(model, [pk, *(by_attname[name] for name in fields), *rest],  # type: ignore[list-item]
-               [(new_id, *row, *filler) for new_id, row in zip(ids, rows, strict=True)])
+               [(new_id, *row) for new_id, row in zip(ids, rows, strict=True)], tail=filler)
     return ids
 
 
