@@ -138,6 +138,27 @@ def test_bulk_checked_foreign_key_names_the_missing_key(campaign_factory) -> Non
 
 
 @pytest.mark.django_db
+def test_copy_text_keeps_every_character(campaign_factory) -> None:  # type: ignore[no-untyped-def]
+    """The COPY rows are written in PostgreSQL's text format here: escapes, NULLs, JSON and timestamps."""
+    from annotate.models import Assignment, Completion, Problem, Solution, Step, StepDecision
+    from annotate.services.importing import insert_rows
+
+    text = "a\\b \\N \t tab \n newline \r\n crlf \\\\frac{1}{2} ünï €"
+    problem = Problem.objects.create(text="4+4?")
+    solution = Solution.objects.create(campaign=campaign_factory(), problem=problem)
+    assignment = Assignment.objects.create(solution=solution)
+    [step] = insert_rows(Step, ["solution_id", "index"], [(solution.pk, 0)])
+    insert_rows(Completion, ["step_id", "index", "text"], [(step, 0, text), (step, 1, "")])
+    human = {"text": text, "rating": None, "source": "human", "flagged": None}
+    insert_rows(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"],
+                [(assignment.pk, step, None, human)])
+    assert list(Completion.objects.order_by("index").values_list("text", flat=True)) == [text, ""]
+    decision = StepDecision.objects.get()
+    assert decision.human_completion == human and decision.chosen_completion is None
+    assert decision.updated_at is not None
+
+
+@pytest.mark.django_db
 def test_without_the_privilege_the_row_triggers_check_the_keys(campaign_factory) -> None:  # type: ignore[no-untyped-def]
     """A role that may not set session_replication_role keeps PostgreSQL's own per-row checks."""
     from django.db import IntegrityError, connection, transaction
