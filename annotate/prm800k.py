@@ -50,6 +50,7 @@ from .services.importing import (
     bulk_insert,
     import_transaction,
     insert_rows,
+    read_ahead,
     refresh_planner_statistics,
     select_by_ids,
     valid_rows,
@@ -351,7 +352,8 @@ def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool =
     lookups = _Lookups()
     try:
         with import_transaction():
-            for batch in valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, progress, report=report):
+            for batch in read_ahead(lambda relay: valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, relay,
+                                                             report=report), progress):
                 if report.rejected_count and not skip_invalid:
                     continue
                 _import_batch(campaign, [row for _, row in batch], lookups, report.created)

@@ -6,6 +6,8 @@ one transaction, so a bad line imports nothing unless ``skip_invalid`` asks to i
 from __future__ import annotations
 
 import json
+import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -146,6 +148,58 @@ def valid_rows(path: Path, parse: Callable[[Any], T], batch_size: int, progress:
             batch = []
     if batch:
         yield batch
+
+
+def read_ahead(produce: Callable[[ProgressCallback | None], Iterator[T]], progress: ProgressCallback | None,
+               depth: int = 2) -> Iterator[T]:
+    """The batches of ``produce(progress)``, made by a background thread up to ``depth`` ahead of the consumer.
+
+    An import alternates between parsing (Python, this process) and writing (the database server, which the
+    process waits for): reading ahead lets the next batch be parsed while the server takes in the last one — a
+    thread waiting on the database releases the GIL. The thread only parses: every database call, ``progress``
+    included (it is relayed), stays in the caller's thread and transaction. An exception in the thread is
+    raised here; leaving early stops the thread.
+    """
+    handoff: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def send(kind: str, value: Any) -> None:
+        while not stop.is_set():
+            try:
+                handoff.put((kind, value), timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def relay(phase: str, line: int) -> None:
+        send("progress", (phase, line))
+
+    def run() -> None:
+        try:
+            for item in produce(relay if progress is not None else None):
+                send("item", item)
+                if stop.is_set():
+                    return
+            send("end", None)
+        except BaseException as error:  # noqa: BLE001 — handed to the consumer, which raises it
+            send("error", error)
+
+    thread = threading.Thread(target=run, name="import-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = handoff.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            if kind == "progress":
+                progress(*value)  # type: ignore[misc]
+                continue
+            yield value
+    finally:
+        stop.set()
+        thread.join()
 
 
 M = TypeVar("M", bound=models.Model)
