@@ -482,7 +482,7 @@ def insert_rows(model: type[models.Model], fields: list[str], rows: list[tuple[A
 
 
 # SQLite page cache during an import, in KiB (negative: PRAGMA cache_size's unit is then KiB, not pages).
-SQLITE_IMPORT_CACHE_KIB = 128 * 1024
+SQLITE_IMPORT_CACHE_KIB = 64 * 1024
 
 
 @contextmanager
