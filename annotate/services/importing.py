@@ -156,9 +156,10 @@ def read_ahead(produce: Callable[[ProgressCallback | None], Iterator[T]], progre
 
     An import alternates between parsing (Python, this process) and writing (the database server, which the
     process waits for): reading ahead lets the next batch be parsed while the server takes in the last one — a
-    thread waiting on the database releases the GIL. The thread only parses: every database call, ``progress``
-    included (it is relayed), stays in the caller's thread and transaction. An exception in the thread is
-    raised here; leaving early stops the thread.
+    thread waiting on the database releases the GIL. The thread only parses — ``produce`` must not query the
+    database, which it would do on another connection, outside the import's transaction: every database call,
+    ``progress`` included (it is relayed), stays in the caller's thread. An exception in the thread is raised
+    here; leaving early stops the thread.
     """
     handoff: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
