@@ -28,7 +28,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.utils import timezone
 
 from .models import (
@@ -54,7 +53,9 @@ from .services.importing import (
     ProgressCallback,
     RowError,
     bulk_insert,
+    import_transaction,
     insert_rows,
+    read_ahead,
     refresh_planner_statistics,
     select_by_ids,
     valid_rows,
@@ -510,8 +511,9 @@ def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool =
     lookups = _Lookups(campaign)
     conversational = 0
     try:
-        with transaction.atomic():
-            for batch in valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, progress, report=report):
+        with import_transaction():
+            for batch in read_ahead(lambda relay: valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, relay,
+                                                             report=report), progress):
                 if report.rejected_count and not skip_invalid:
                     continue
                 rows = [row for _, row in batch]

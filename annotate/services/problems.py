@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 
 from ..grading import answers_match
@@ -16,8 +15,8 @@ from ..models import Campaign, Completion, Problem, Solution, Step, problem_key
 from ..prm800k import content_digest
 from ..steps import SPLIT_RULES, answer_from_steps, split_solution
 from .campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
-from .importing import (ImportFailed, ImportReport, ProgressCallback, RowError, bulk_insert, refresh_planner_statistics, valid_rows,
-                        validate_file)
+from .importing import (ImportFailed, ImportReport, ProgressCallback, RowError, bulk_insert, import_transaction,
+                        refresh_planner_statistics, valid_rows, validate_file)
 
 # "Level ?" is in the MATH train split (two problems whose level is unknown): accepted as no level.
 LEVEL = re.compile(r"^(?:Level\s*)?(\d+|\?)$", re.IGNORECASE)
@@ -100,7 +99,7 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
     created = updated = duplicates = 0
     answer_changed: set[int] = set()
     clashes: list[tuple[int, RowError]] = []
-    with transaction.atomic():
+    with import_transaction():
         for batch in valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH, progress):
             rows = [row for _, row in batch]
             by_source, by_key = {}, {}
@@ -274,7 +273,7 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
         raise ImportFailed(report)
     bad_lines = {number for number, _ in unknown}
     counts = {"solutions": 0, "steps": 0, "graded_correct": 0, "graded_wrong": 0, "ungraded": 0}
-    with transaction.atomic():
+    with import_transaction():
         for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress):
             batch = [(n, r) for n, r in batch if n not in bad_lines]
             problems = _resolve_problems(campaign, [row for _, row in batch])
