@@ -43,6 +43,7 @@ from .models import (
     StepDecision,
     text_digest,
 )
+from .services.labeling import check_stop_at_first_error
 from .services.importing import (
     ImportFailed,
     ImportReport,
@@ -176,11 +177,25 @@ def parse_row(obj: Any) -> ParsedRow:
     finish_reason = label.get("finish_reason")
     if finish_reason not in FINISH_REASONS:
         raise RowError("label.finish_reason", f"must be one of {', '.join(FINISH_REASONS)}, got {json.dumps(finish_reason)}")
+    _check_stepwise_pass(steps)
     return ParsedRow(
         raw=obj, labeler=labeler, timestamp=timestamp, generation=generation, is_quality_control=is_qc,
         is_screening=is_screening, question=question, steps=steps, total_time=total_time,
         finish_reason=finish_reason,
     )
+
+
+def _check_stepwise_pass(steps: list[ParsedStep]) -> None:
+    """A stepwise pass (one completion per step, none written by the labeler) keeps stop-at-first-error, as
+    the workspace does: no gap before a rated step, nothing rated after the first −1. Every genuine PRM800K
+    row of that shape does; conversational rows rate alternatives after a −1 and are not this rule's."""
+    if any(len(step.completions) > 1 or step.human_completion is not None for step in steps):
+        return
+    broken = check_stop_at_first_error([step.completions[0].rating if step.completions else None
+                                        for step in steps])
+    if broken is not None:
+        index, why = broken
+        raise RowError(f"label.steps[{index}].completions[0].rating", why)
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -107,6 +107,17 @@ class AssignmentSerializer(LabelSerializer):
         return steps_of(assignment.solution)
 
 
+class RateOutSerializer(AssignmentSerializer):
+    """The assignment after a rating, with what a −1 on an earlier step took out of the pass."""
+
+    removed_ratings = RatingOutSerializer(many=True, read_only=True,
+                                          help_text="ratings of later steps removed by this −1 (kept as revisions)")
+    notice = serializers.CharField(read_only=True, help_text="the same, in words; empty when nothing was removed")
+
+    class Meta(AssignmentSerializer.Meta):
+        fields = AssignmentSerializer.Meta.fields + ["removed_ratings", "notice"]
+
+
 class DatasetFileSerializer(serializers.Serializer):
     format = serializers.CharField()
     name = serializers.CharField()
