@@ -43,7 +43,6 @@ from .models import (
     StepDecision,
     text_digest,
 )
-from .services.labeling import check_stop_at_first_error
 from .services.importing import (
     ImportFailed,
     ImportReport,
@@ -55,6 +54,7 @@ from .services.importing import (
     select_by_ids,
     valid_rows,
 )
+from .services.labeling import check_stop_at_first_error
 
 ROW_KEYS = ("labeler", "timestamp", "generation", "is_quality_control_question", "is_initial_screening_question",
             "question", "label")

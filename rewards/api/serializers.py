@@ -60,7 +60,7 @@ class RatingOutSerializer(serializers.Serializer):
     step_index = serializers.IntegerField()
     completion_index = serializers.IntegerField()
     rating = serializers.IntegerField(allow_null=True)
-    flagged = serializers.BooleanField(allow_null=True)
+    flagged = serializers.BooleanField(allow_null=True, help_text="the labeler's Unsure mark (PRM800K's flagged)")
 
 
 class DecisionOutSerializer(serializers.Serializer):
@@ -171,14 +171,15 @@ class RateInputSerializer(serializers.Serializer):
     step_index = serializers.IntegerField(**SMALL_INT)
     rating = serializers.IntegerField(allow_null=True, min_value=-1, max_value=1)
     completion_index = serializers.IntegerField(default=0, **SMALL_INT)
-    flagged = serializers.BooleanField(required=False, allow_null=True, default=None)
+    flagged = serializers.BooleanField(required=False, allow_null=True, default=None,
+                                       help_text="set or clear the Unsure mark with the rating")
     time_ms = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
                                        max_value=2**62)
 
 
 class FlagInputSerializer(serializers.Serializer):
     step_index = serializers.IntegerField(**SMALL_INT)
-    flagged = serializers.BooleanField()
+    flagged = serializers.BooleanField(help_text="the Unsure mark (PRM800K's flagged)")
     completion_index = serializers.IntegerField(default=0, **SMALL_INT)
 
 

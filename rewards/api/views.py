@@ -180,7 +180,7 @@ class LabelViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Your own assignments: read one, rate, flag, decide (conversational), finish."""
+    """Your own assignments: read one, rate, mark Unsure (``flag``), decide (conversational), finish."""
 
     serializer_class = s.AssignmentSerializer
 
