@@ -324,9 +324,11 @@ def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
         stepwise = result.workspace.assignment.solution.campaign.mode == CampaignMode.STEPWISE
         what = f"Step {data['step_index'] + 1}" + ("" if stepwise else f", candidate {data['completion_index'] + 1},")
         announce = f"Saved: {what} rated {RATING_WORDS[data['rating']]}."
-        if stepwise and result.found_error:
-            announce += (f" Step {result.workspace.progress.first_error + 1} is −1: the steps after it are locked. "
-                         "Press Enter (Submit) to finish, or change that rating to go on.")
+        first_error = result.workspace.progress.first_error
+        if stepwise and first_error == data["step_index"]:
+            announce += " The steps after it are locked: press Enter (Submit) to finish, or change this rating to go on."
+        elif stepwise and first_error is not None:
+            announce += f" Step {first_error + 1} is still −1: Submit, or change that rating to go on."
         return _rows_response(request, result.workspace, data["step_index"], announce,
                               result.removed_notice)
     except LabelingError as error:

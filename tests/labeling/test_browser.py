@@ -149,6 +149,8 @@ def test_an_accidental_minus_one_is_undone_by_keyboard(page: Page, live_server, 
         "(kept in the revision history).")
     expect(page.locator('[data-action="next"]')).to_be_focused()
     expect(pressed(page, 1, "1")).to_be_disabled()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "minus-one-waits-for-submit.png"), full_page=True)
     assert Assignment.objects.get(pk=first.pk).status == AssignmentStatus.LEASED
     page.keyboard.press("3")  # change it back: the keys still act on the −1 step
     expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
