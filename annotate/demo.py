@@ -30,10 +30,12 @@ Rate **every step** of the model's solution, in order:
 
 * **+1 (great)** — correct and moves the solution forward;
 * **0 (okay)** — reasonable but not helpful, or an ambiguous/uncertain step;
-* **−1 (bad)** — wrong, or misleading. Rating a step −1 ends the solution: later steps are not rated.
+* **−1 (bad)** — wrong, or misleading. A −1 stops the solution there: later steps are not rated. Press
+  *Submit* (`Enter`) to confirm it; until then you can still change it.
 
-Use the flag when you are unsure. If the problem itself is broken, choose *Bad problem*; if you cannot decide,
-*Give up* — both need a short reason. Shortcuts: `1` `2` `3` rate, `j`/`k` move, `f` flags, `Enter` next, `?` help.
+Mark a step *Unsure* when you are not sure of your rating. If the problem itself is broken, choose *Bad problem*;
+if you cannot decide, *Give up* — both need a short reason. Shortcuts: `1` `2` `3` rate, `j`/`k` move,
+`f` Unsure, `Enter` submit, `?` help.
 
 The ground-truth answer is shown as the *current guess of the correct answer*: e.g. $\\frac{1}{2}$.
 """

@@ -62,8 +62,8 @@ class FinishForm(forms.Form):
                                                "invalid_choice": "reason must be bad_problem or give_up, "
                                                                  "not %(value)s."})
     reason_text = forms.CharField(max_length=5_000, strip=True, error_messages={
-        "required": "reason_text is required: say why (bad problem / give up).",
-        "max_length": "reason_text is too long (at most %(limit_value)d characters)."})
+        "required": "Type a reason first: say why the problem is bad or why you give up.",
+        "max_length": "The reason is too long (at most %(limit_value)d characters)."})
 
 
 def first_error(form: forms.Form) -> str:

@@ -312,11 +312,20 @@ class Rating(models.Model):
 
 
 class RatingRevision(models.Model):
-    """A value a rating had before it was changed: ratings are never silently overwritten."""
+    """A value a rating had before it was changed: ratings are never silently overwritten.
 
-    rating = models.ForeignKey(Rating, on_delete=models.CASCADE, related_name="revisions")
+    A rating removed from its pass (a step after a new first −1) leaves its last value here with
+    ``removed_from_pass``; ``rating`` is then null, and ``assignment``/``completion`` still say whose it was.
+    """
+
+    rating = models.ForeignKey(Rating, null=True, blank=True, on_delete=models.SET_NULL, related_name="revisions")
+    assignment = models.ForeignKey(Assignment, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="rating_revisions")
+    completion = models.ForeignKey(Completion, null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="rating_revisions")
     previous_rating = models.SmallIntegerField(null=True, blank=True)
     previous_flagged = models.BooleanField(null=True, blank=True)
+    removed_from_pass = models.BooleanField(default=False)
     changed_at = models.DateTimeField(auto_now_add=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 

@@ -61,6 +61,7 @@ from .services.importing import (
     valid_rows,
 )
 from .services.campaign_problems import new_problem, resolve_problems
+from .services.labeling import check_stop_at_first_error
 
 # --- the accepted shapes, written once ------------------------------------------------------------
 # Every value shape the released PRM800K files hold (phase 1 and 2, give_up / found_error / solution rows,
@@ -267,6 +268,7 @@ def parse_row(obj: Any) -> ParsedRow:
     generation = obj.get("generation")
     if generation is not None and not -2**31 <= generation < 2**31:
         raise RowError("generation", f"must be a 32-bit integer, got {generation}")
+    _check_stepwise_pass(steps)
     return ParsedRow(
         raw=obj, labeler=obj.get("labeler"), timestamp=timestamp, generation=generation,
         is_quality_control=obj.get("is_quality_control_question", False),
@@ -297,6 +299,19 @@ def _parse_step(raw_step: Any, where: str) -> ParsedStep:
     if isinstance(human, dict):
         _check_object(human, HUMAN_COMPLETION_SCHEMA, f"{where}.human_completion", closed=True)
     return ParsedStep(completions, human, chosen)
+
+
+def _check_stepwise_pass(steps: list[ParsedStep]) -> None:
+    """A stepwise pass (one completion per step, none written by the labeler) keeps stop-at-first-error, as
+    the workspace does: no gap before a rated step, nothing rated after the first −1. Every genuine PRM800K
+    row of that shape does; conversational rows rate alternatives after a −1 and are not this rule's."""
+    if any(len(step.completions or ()) > 1 or step.human_completion is not None for step in steps):
+        return
+    broken = check_stop_at_first_error([step.completions[0].rating if step.completions else None
+                                        for step in steps])
+    if broken is not None:
+        index, why = broken
+        raise RowError(f"label.steps[{index}].completions[0].rating", why)
 
 
 def _float_or_none(value: Any) -> float | None:

@@ -18,7 +18,6 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from . import forms
@@ -63,8 +62,21 @@ def _wrap_bare_boxed(text: str) -> str:
     return "".join(out)
 
 
+_ANSWER_BLOCK = re.compile(r"(^|\n)(#\s*Answer[ \t]*\n+)(.+?)\s*$", re.S)
+
+
+def _wrap_answer_block(text: str) -> str:
+    r"""A step's final ``# Answer`` block is bare LaTeX in PRM800K (``# Answer\n\n\dfrac{20}{3}``):
+    put it in ``\(…\)`` so it renders like the rest of the step, unless it already has math delimiters."""
+    match = _ANSWER_BLOCK.search(text)
+    if match is None or _MATH.search(match.group(3)) or "\\boxed" in match.group(3):
+        return text
+    return text[:match.start(3)] + "\\(" + match.group(3) + "\\)" + text[match.end(3):]
+
+
 def math_source(text: str) -> str:
     r"""Text ready for KaTeX auto-render: math delimiters kept, bare ``\boxed{}`` wrapped. Still plain text."""
+    text = _wrap_answer_block(text)
     pieces, position = [], 0
     for match in _MATH.finditer(text):
         pieces.append(_wrap_bare_boxed(text[position:match.start()]))
@@ -102,6 +114,7 @@ def render_markdown(text: str) -> str:
 RATING_BUTTONS = [(-1, "−1", "bad", "Bad: this step is wrong (1 or -)"),
                   (0, "0", "okay", "Okay: reasonable but not helpful (2 or 0)"),
                   (1, "+1", "great", "Great: correct and helpful (3 or +)")]
+RATING_WORDS = {-1: "−1 (bad)", 0: "0 (okay)", 1: "+1 (great)", None: "no rating"}
 
 
 @dataclass
@@ -152,8 +165,10 @@ def _rows(ws: Workspace, *, oob: set[int] = frozenset()) -> list[StepRow]:  # ty
                                               bool(rating.flagged) if rating else False))
         decision = ws.decisions.get(step.index)
         if stepwise:
-            editable = is_open and not progress.has_error and step.index <= progress.first_open
-            state = "open" if editable else ("locked" if is_open and step.index > progress.first_open else "done")
+            # Every step up to the first one to rate can change; after a −1, only up to the −1 (the rest is
+            # locked until that −1 changes).
+            last = progress.first_error if progress.first_error is not None else progress.first_open
+            state = "open" if is_open and step.index <= last else ("locked" if is_open else "done")
         else:
             state = "open" if is_open and step.index == progress.first_open else (
                 "locked" if is_open and step.index > progress.first_open else "done")
@@ -190,7 +205,7 @@ def _workspace_context(request: HttpRequest, ws: Workspace, **extra: object) -> 
 
 
 def _next_ready(assignment: Assignment, progress: Progress) -> bool:
-    return assignment.status != AssignmentStatus.LEASED or (progress.done == progress.total and not progress.has_error)
+    return assignment.status != AssignmentStatus.LEASED or progress.has_error or progress.done == progress.total
 
 
 # --- Responses ------------------------------------------------------------------------------------------------
@@ -232,20 +247,18 @@ def _form_error(request: HttpRequest, assignment_id: int, error: LabelingError) 
     return _workspace_error(request, assignment_id, str(error), 409 if isinstance(error, LeaseExpired) else 400)
 
 
-def _rows_response(request: HttpRequest, ws: Workspace, step_index: int) -> HttpResponse:
-    """The changed row, then (out of band) the rows after it, the progress counter and the "next" control."""
+def _rows_response(request: HttpRequest, ws: Workspace, step_index: int, announce: str,
+                   removed: str = "") -> HttpResponse:
+    """The changed row, then (out of band) the rows after it, the progress counter, the "Submit" control and
+    the live-region announcement of what was saved (``removed``: ratings a −1 took out of the pass)."""
     if not request.htmx:
         return redirect("annotate:workspace", ws.assignment.pk)
-    if ws.assignment.status != AssignmentStatus.LEASED:
-        # The pass just ended (a −1 in stepwise mode): show the finished workspace.
-        response = HttpResponse(status=200)
-        response["HX-Redirect"] = reverse("annotate:workspace", args=[ws.assignment.pk])
-        return response
     rows = _rows(ws, oob={step.index for step in ws.steps if step.index != step_index})
     return render(request, "annotate/_rows_update.html", {
         "rows": rows, "assignment": ws.assignment, "progress": ws.progress, "rating_buttons": RATING_BUTTONS,
         "stepwise": ws.assignment.solution.campaign.mode == CampaignMode.STEPWISE,
         "next_ready": _next_ready(ws.assignment, ws.progress), "is_open": True,
+        "announce": announce, "removed": removed,
     })
 
 
@@ -308,7 +321,16 @@ def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
         result = labeling.record_rating(assignment_id, request.user, step_index=data["step_index"],
                                         rating=data["rating"], completion_index=data["completion_index"],
                                         time_ms=data["time_ms"])
-        return _rows_response(request, result.workspace, data["step_index"])
+        stepwise = result.workspace.assignment.solution.campaign.mode == CampaignMode.STEPWISE
+        what = f"Step {data['step_index'] + 1}" + ("" if stepwise else f", candidate {data['completion_index'] + 1},")
+        announce = f"Saved: {what} rated {RATING_WORDS[data['rating']]}."
+        first_error = result.workspace.progress.first_error
+        if stepwise and first_error == data["step_index"]:
+            announce += " The steps after it are locked: press Enter (Submit) to finish, or change this rating to go on."
+        elif stepwise and first_error is not None:
+            announce += f" Step {first_error + 1} is still −1: Submit, or change that rating to go on."
+        return _rows_response(request, result.workspace, data["step_index"], announce,
+                              result.removed_notice)
     except LabelingError as error:
         return _error_response(request, error, assignment_id)
 
@@ -325,7 +347,8 @@ def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
                                     flagged=data["flagged"], completion_index=data["completion_index"])
         ws = labeling.load_workspace(assignment_id, request.user, step_indexes=[data["step_index"]],
                                      checked=rating.assignment)
-        return _rows_response(request, ws, data["step_index"])
+        mark = "marked Unsure" if data["flagged"] else "no longer marked Unsure"
+        return _rows_response(request, ws, data["step_index"], f"Saved: step {data['step_index'] + 1} {mark}.")
     except LabelingError as error:
         return _error_response(request, error, assignment_id)
 
@@ -344,7 +367,8 @@ def decide(request: HttpRequest, assignment_id: int) -> HttpResponse:
         ws = labeling.load_workspace(assignment_id, request.user,
                                      step_indexes=[data["step_index"], data["step_index"] + 1],
                                      checked=decision.assignment)
-        return _rows_response(request, ws, data["step_index"])
+        return _rows_response(request, ws, data["step_index"],
+                              f"Saved: the continuation of step {data['step_index'] + 1}.")
     except LabelingError as error:
         return _error_response(request, error, assignment_id)
 
@@ -359,17 +383,28 @@ def _go_next(request: HttpRequest, outcome: labeling.LeaseOutcome, slug: str) ->
 @login_required
 @require_POST
 def finish(request: HttpRequest, assignment_id: int) -> HttpResponse:
-    """Bad problem / give up (each with its reason), then straight on to the next solution."""
+    """Bad problem / give up (each with its reason), then straight on to the next solution. From the page
+    (htmx) a refusal is answered in place, in #alerts, and nothing typed is lost."""
     form = forms.FinishForm(request.POST)
     if not form.is_valid():
-        return _workspace_error(request, assignment_id, forms.first_error(form), 400)
+        message = next(iter(form.errors.values()))[0]
+        if request.htmx:
+            return _alert(request, message, 400)
+        return _workspace_error(request, assignment_id, message, 400)
     try:
         assignment = labeling.finish_assignment(assignment_id, request.user, reason=form.cleaned_data["reason"],
                                                 text=form.cleaned_data["reason_text"])
         outcome = labeling.lease_next_solution(assignment.solution.campaign, request.user)
     except LabelingError as error:
+        if request.htmx:
+            return _error_response(request, error, assignment_id)
         return _form_error(request, assignment_id, error)
-    return _go_next(request, outcome, assignment.solution.campaign.slug)
+    response = _go_next(request, outcome, assignment.solution.campaign.slug)
+    if request.htmx:  # htmx follows a 302 in place; the page must change as a whole instead
+        redirect_to = response["Location"]
+        response = HttpResponse(status=200)
+        response["HX-Redirect"] = redirect_to
+    return response
 
 
 @login_required

@@ -7,7 +7,7 @@ labeler, claimed with ``SELECT … FOR UPDATE SKIP LOCKED`` so concurrent reques
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -229,8 +229,25 @@ def _locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
 class RatingResult:
     rating: Rating
     changed: bool
-    finished: bool
-    workspace: Workspace  # the rated step and the one after it, as they stand after the write
+    workspace: Workspace  # the rows the write changed, as they stand after it; progress covers the whole pass
+    removed: list[Rating] = field(default_factory=list)  # later steps' ratings this −1 took out of the pass
+
+    @property
+    def found_error(self) -> bool:
+        """The pass now holds a −1: the later steps are locked and the pass waits to be submitted."""
+        return self.workspace.progress.has_error
+
+    @property
+    def removed_notice(self) -> str:
+        """What a −1 took out of the pass, in the words the page and the API both show."""
+        steps = sorted({r.step_index + 1 for r in self.removed if r.rating is not None or r.flagged})
+        if not steps:
+            return ""
+        names = (f"Step {steps[0]} was" if len(steps) == 1 else
+                 f"Steps {', '.join(map(str, steps[:-1]))} and {steps[-1]} were")
+        return (f"{names} rated after step {self.rating.step_index + 1}, which is now −1: "
+                f"{'its rating was' if len(steps) == 1 else 'their ratings were'} removed from this pass "
+                f"(kept in the revision history).")
 
 
 def record_rating(assignment_id: int, user: User, *, step_index: int, rating: int | None,
@@ -238,10 +255,11 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
                   now: datetime | None = None) -> RatingResult:
     """Save one rating. Idempotent: the same value twice is one rating; a change keeps a revision.
 
-    Stepwise mode enforces stop-at-first-error: steps are rated in order, and a −1 finishes the
-    solution as ``found_error`` so nothing after it can be rated. The pass's ratings are read once,
-    under the assignment's lock, and serve the order check, the rating being changed and the
-    returned workspace alike: this is the labelers' hottest request.
+    Stepwise mode keeps stop-at-first-error: steps are rated in order (a null rating too), nothing after a −1
+    can be rated, and a −1 given to an earlier step takes the later steps' ratings out of the pass (their
+    values stay in the revision history). A −1 does not end the pass: the labeler submits it (or changes the
+    −1 and carries on). The pass's ratings are read once, under the assignment's lock, and serve the order
+    check, the rating being changed and the returned workspace alike: this is the labelers' hottest request.
     """
     if rating not in (-1, 0, 1, None):
         raise LabelingError("A rating must be -1, 0 or +1.")
@@ -252,27 +270,34 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         assignment = _locked_open_assignment(assignment_id, user, now, count_steps=True)
         campaign = assignment.solution.campaign
         stepwise = campaign.mode == CampaignMode.STEPWISE
-        steps = _step_contents(assignment, [step_index, step_index + 1])
+        ratings = _ratings_of(assignment)
+        decisions = {} if stepwise else _decisions_of(assignment)
+        current = ratings.get((step_index, completion_index))
+        shown = [step_index, step_index + 1]
+        if stepwise and (rating == -1 or (current is not None and current.rating == -1)):
+            # The later rows lock (or open again): re-render them all.
+            shown = list(range(step_index, max(assignment.step_total, step_index + 1)))
+        steps = _step_contents(assignment, shown)
         completion = next((c for step in steps if step.index == step_index for c in step.completions
                            if c.index == completion_index), None)
         if completion is None:
             raise LabelingError(f"Step {step_index} has no completion {completion_index}.")
-        ratings = _ratings_of(assignment)
-        decisions = {} if stepwise else _decisions_of(assignment)
-        if stepwise and rating is not None:
-            _check_in_order(ratings, step_index)
-        elif not stepwise:
+        if stepwise:
+            _check_in_order(_rated_steps(ratings), step_index, rating)
+        else:
             _check_decided_before(decisions, step_index)
-        current = ratings.get((step_index, completion_index))
+        removed = _remove_after(assignment, ratings, step_index, user) if stepwise and rating == -1 else []
         new_flag = flagged if flagged is not None else (current.flagged if current else False)
         if current is None:
             current = Rating.objects.create(assignment=assignment, completion=completion, rating=rating,
                                             flagged=new_flag, time_ms=time_ms)
+            current.step_index, current.completion_index = step_index, completion_index  # as _ratings_of has them
             ratings[(step_index, completion_index)] = current
             changed = True
         elif current.rating != rating or current.flagged != new_flag:
-            RatingRevision.objects.create(rating=current, previous_rating=current.rating,
-                                          previous_flagged=current.flagged, changed_by_id=user.pk)
+            RatingRevision.objects.create(rating=current, assignment=assignment, completion=completion,
+                                          previous_rating=current.rating, previous_flagged=current.flagged,
+                                          changed_by_id=user.pk)
             current.rating, current.flagged = rating, new_flag
             if time_ms is not None:
                 current.time_ms = time_ms
@@ -285,24 +310,65 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
             StepDecision.objects.bulk_create(
                 [StepDecision(assignment=assignment, step_id=completion.step_id, chosen_completion=0)],
                 ignore_conflicts=True)
-        finished = False
-        if stepwise and rating == -1:
-            _finish(assignment, FinishReason.FOUND_ERROR, "", now)
-            finished = True
-        else:
-            assignment.save(update_fields=["lease_expires_at", "updated_at"])
+        assignment.save(update_fields=["lease_expires_at", "updated_at"])
     progress = _progress(assignment.step_total, stepwise, ratings, decisions)
-    return RatingResult(current, changed, finished, Workspace(assignment, steps, ratings, decisions, progress))
+    return RatingResult(current, changed, Workspace(assignment, steps, ratings, decisions, progress), removed)
 
 
-def _check_in_order(ratings: dict[tuple[int, int], Rating], step_index: int) -> None:
-    """No step may be rated while an earlier one is unrated, nor after a −1."""
-    rated = {step: value for step, value in _rated_steps(ratings).items() if step < step_index}
-    if any(value == -1 for value in rated.values()):
-        raise LabelingError("An earlier step is rated −1: nothing after the first error can be rated.")
-    if len(rated) < step_index:
-        missing = min(set(range(step_index)) - set(rated))
+def _remove_after(assignment: Assignment, ratings: dict[tuple[int, int], Rating], step_index: int,
+                  user: User) -> list[Rating]:
+    """Take every rating after ``step_index`` out of the pass, keeping its last value as a revision.
+
+    Deleting (not nulling) them keeps the exported pass exactly what the labeler now stands by; the
+    revisions keep their assignment and completion, so the history still says what was rated.
+    """
+    later = sorted((r for (index, _), r in ratings.items() if index > step_index),
+                   key=lambda r: (r.step_index, r.completion_index))
+    if not later:
+        return []
+    RatingRevision.objects.bulk_create([
+        RatingRevision(rating=r, assignment=assignment, completion_id=r.completion_id, previous_rating=r.rating,
+                       previous_flagged=r.flagged, removed_from_pass=True, changed_by_id=user.pk)
+        for r in later])
+    Rating.objects.filter(pk__in=[r.pk for r in later]).delete()
+    StepDecision.objects.filter(assignment=assignment, step__index__gt=step_index).delete()
+    for r in later:
+        del ratings[(r.step_index, r.completion_index)]
+    return later
+
+
+def _check_in_order(rated: dict[int, int], step_index: int, rating: int | None) -> None:
+    """Stepwise: no gap before a rated step and nothing after the first −1 (a null rating included)."""
+    earlier = {step: value for step, value in rated.items() if step < step_index}
+    error = next((step for step in sorted(earlier) if earlier[step] == -1), None)
+    if error is not None:
+        raise LabelingError(f"Step {error + 1} is rated −1: nothing after the first error can be rated. Change "
+                            f"that rating first if it was a mistake.")
+    if len(earlier) < step_index:
+        missing = min(set(range(step_index)) - set(earlier))
         raise LabelingError(f"Rate step {missing + 1} first: steps are rated in order.")
+    later = [step for step in rated if step > step_index]
+    if rating is None and later:
+        raise LabelingError(f"Step {max(later) + 1} is rated: a rating can only be cleared from the last rated "
+                            f"step, so that no rated step follows an unrated one.")
+
+
+def check_stop_at_first_error(values: list[int | None]) -> tuple[int, str] | None:
+    """A finished stepwise pass, as its steps' ratings in order (None: not rated): the first step that
+    breaks stop-at-first-error and why, or None. Imports of finished passes use it; the workspace keeps
+    the same rule one rating at a time in ``record_rating``."""
+    error: int | None = None
+    gap: int | None = None
+    for index, value in enumerate(values):
+        if value is None:
+            gap = index if gap is None else gap
+        elif error is not None:
+            return index, f"is rated after step {error + 1}'s −1: nothing after the first error can be rated"
+        elif gap is not None:
+            return index, f"is rated while step {gap + 1} is not: steps are rated in order"
+        elif value == -1:
+            error = index
+    return None
 
 
 def _check_decided_before(decisions: dict[int, StepDecision], step_index: int) -> None:
@@ -314,18 +380,26 @@ def _check_decided_before(decisions: dict[int, StepDecision], step_index: int) -
 
 def flag_step(assignment_id: int, user: User, *, step_index: int, flagged: bool,
               completion_index: int = 0) -> Rating:
-    """Set or clear the "unsure" flag; a step can be flagged before it is rated."""
+    """Set or clear the "Unsure" mark (PRM800K's ``flagged``); a step can be marked before it is rated, but
+    not after a −1 (stepwise: those steps are out of the pass)."""
     with transaction.atomic():
         assignment = _locked_open_assignment(assignment_id, user, timezone.now())
         completion = Completion.objects.filter(step__solution_id=assignment.solution_id, step__index=step_index,
                                                index=completion_index).first()
         if completion is None:
             raise LabelingError(f"Step {step_index} has no completion {completion_index}.")
+        error = (Rating.objects.filter(assignment=assignment, rating=-1, completion__index=0,
+                                       completion__step__index__lt=step_index)
+                 .order_by("completion__step__index").values_list("completion__step__index", flat=True).first()
+                 if assignment.solution.campaign.mode == CampaignMode.STEPWISE else None)
+        if error is not None:
+            raise LabelingError(f"Step {error + 1} is rated −1: the steps after it are not part of this pass.")
         current, created = Rating.objects.get_or_create(assignment=assignment, completion=completion,
                                                         defaults={"flagged": flagged})
         if not created and current.flagged != flagged:
-            RatingRevision.objects.create(rating=current, previous_rating=current.rating,
-                                          previous_flagged=current.flagged, changed_by_id=user.pk)
+            RatingRevision.objects.create(rating=current, assignment=assignment, completion=completion,
+                                          previous_rating=current.rating, previous_flagged=current.flagged,
+                                          changed_by_id=user.pk)
             current.flagged = flagged
             current.save(update_fields=["flagged", "updated_at"])
         assignment.save(update_fields=["lease_expires_at", "updated_at"])
@@ -384,34 +458,51 @@ def _finish(assignment: Assignment, reason: str, text: str, now: datetime, total
 
 def finish_assignment(assignment_id: int, user: User, *, reason: str, text: str = "",
                       total_time_ms: int | None = None, now: datetime | None = None) -> Assignment:
-    """End a labeler's pass: ``solution`` needs every step rated and no −1; bad problem/give up need a reason."""
+    """End a labeler's pass: ``solution`` needs every step rated and no −1, ``found_error`` a −1 (stepwise,
+    nothing rated after it by construction); bad problem/give up need a reason."""
     now = now or timezone.now()
     if reason not in FinishReason.values:
         raise LabelingError(f"Unknown finish reason {reason!r}.")
     text = (text or "").strip()
     if reason in (FinishReason.BAD_PROBLEM, FinishReason.GIVE_UP) and not text:
         raise LabelingError("Say why: a reason is required for “bad problem” and “give up”.")
+    judged = reason in (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, now, count_steps=reason == FinishReason.SOLUTION)
-        campaign = assignment.solution.campaign
-        if reason == FinishReason.SOLUTION:
-            _check_complete(assignment, campaign)
-        if reason == FinishReason.FOUND_ERROR and not Rating.objects.filter(assignment=assignment, rating=-1).exists():
-            raise LabelingError("“Found error” needs a step rated −1.")
+        assignment = _locked_open_assignment(assignment_id, user, now, count_steps=judged)
+        if judged:
+            _check_submittable(assignment, reason)
         _finish(assignment, reason, text, now, total_time_ms)
     return assignment
 
 
-def _check_complete(assignment: Assignment, campaign: Campaign) -> None:
-    stepwise = campaign.mode == CampaignMode.STEPWISE
+def submit_assignment(assignment_id: int, user: User, *, total_time_ms: int | None = None,
+                      now: datetime | None = None) -> Assignment:
+    """The workspace's "Submit" control: a pass holding a −1 ends as ``found_error``, a complete one as
+    ``solution``. Until this runs, a −1 can still be changed."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        assignment = _locked_open_assignment(assignment_id, user, now, count_steps=True)
+        progress = _check_submittable(assignment, None)
+        reason = FinishReason.FOUND_ERROR if progress.has_error else FinishReason.SOLUTION
+        _finish(assignment, reason, "", now, total_time_ms)
+    return assignment
+
+
+def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
+    """Refuse a ``solution`` / ``found_error`` finish the pass does not support (``None``: whichever fits)."""
+    stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
     progress = _progress(assignment.step_total, stepwise,  # the step count comes with the lock
                          _ratings_of(assignment) if stepwise else {}, {} if stepwise else _decisions_of(assignment))
-    if progress.has_error:
-        raise LabelingError("A step is rated −1: this solution ends as “found error”.")
-    if progress.done < progress.total:
-        raise LabelingError(f"Rate every step first ({progress.done} of {progress.total} rated)." if stepwise else
-                            f"Choose or write a continuation at every step first ({progress.done} of "
-                            f"{progress.total}).")
+    if reason == FinishReason.FOUND_ERROR and not progress.has_error:
+        raise LabelingError("“Found error” needs a step rated −1.")
+    if reason == FinishReason.SOLUTION and progress.has_error:
+        raise LabelingError(f"Step {progress.first_error + 1} is rated −1: this solution ends as “found error”."
+                            if progress.first_error is not None else "A step is rated −1.")
+    if not progress.has_error and progress.done < progress.total:
+        raise LabelingError(f"Rate every step (or give a −1) first ({progress.done} of {progress.total} rated)."
+                            if stepwise else f"Choose or write a continuation at every step first ({progress.done} "
+                            f"of {progress.total}).")
+    return progress
 
 
 def release_lease(assignment: Assignment) -> None:
@@ -471,6 +562,7 @@ class Progress:
     done: int  # stepwise: steps rated; conversational: steps with a continuation
     first_open: int  # index of the first step still to do (== total when none)
     has_error: bool
+    first_error: int | None = None  # stepwise: the step rated −1 (every later step is locked)
 
 
 @dataclass(frozen=True)
@@ -527,13 +619,16 @@ def _rated_steps(ratings: dict[tuple[int, int], Rating]) -> dict[int, int]:
 def _progress(total: int, stepwise: bool, ratings: dict[tuple[int, int], Rating],
               decisions: dict[int, StepDecision]) -> Progress:
     """How far a pass is, from its ratings (stepwise) or its decisions (conversational)."""
+    first_error = None
     if stepwise:
         rated = _rated_steps(ratings)
-        done_indexes, has_error = set(rated), -1 in rated.values()
+        done_indexes = set(rated)
+        first_error = min((index for index, value in rated.items() if value == -1), default=None)
     else:
-        done_indexes, has_error = {index for index, d in decisions.items() if d.is_decided}, False
+        done_indexes = {index for index, d in decisions.items() if d.is_decided}
     first_open = next((index for index in range(total) if index not in done_indexes), total)
-    return Progress(total=total, done=len(done_indexes), first_open=first_open, has_error=has_error)
+    return Progress(total=total, done=len(done_indexes), first_open=first_open, has_error=first_error is not None,
+                    first_error=first_error)
 
 
 def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | None = None,
@@ -561,10 +656,10 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
 
 
 def finish_and_lease_next(assignment_id: int, user: User, *, now: datetime | None = None) -> LeaseOutcome:
-    """The "next solution" control: submit an open pass as ``solution`` (rules apply), then lease the next one."""
+    """The "Submit" / "next solution" control: submit an open pass (rules apply), then lease the next one."""
     assignment = Assignment.objects.select_related("solution__campaign").filter(pk=assignment_id).first()
     if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
         raise NotAllowed("This is not your assignment.")
     if assignment.status == AssignmentStatus.LEASED:
-        finish_assignment(assignment_id, user, reason=FinishReason.SOLUTION, now=now)
+        submit_assignment(assignment_id, user, now=now)
     return lease_next_solution(assignment.solution.campaign, user, now=now)

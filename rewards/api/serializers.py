@@ -62,7 +62,7 @@ class RatingOutSerializer(serializers.Serializer):
     step_index = serializers.IntegerField()
     completion_index = serializers.IntegerField()
     rating = serializers.IntegerField(allow_null=True)
-    flagged = serializers.BooleanField(allow_null=True)
+    flagged = serializers.BooleanField(allow_null=True, help_text="the labeler's Unsure mark (PRM800K's flagged)")
 
 
 class DecisionOutSerializer(serializers.Serializer):
@@ -107,6 +107,17 @@ class AssignmentSerializer(LabelSerializer):
     @extend_schema_field(StepOutSerializer(many=True))
     def get_steps(self, assignment: Assignment) -> list[dict[str, Any]]:
         return steps_of(assignment.solution)
+
+
+class RateOutSerializer(AssignmentSerializer):
+    """The assignment after a rating, with what a −1 on an earlier step took out of the pass."""
+
+    removed_ratings = RatingOutSerializer(many=True, read_only=True,
+                                          help_text="ratings of later steps removed by this −1 (kept as revisions)")
+    notice = serializers.CharField(read_only=True, help_text="the same, in words; empty when nothing was removed")
+
+    class Meta(AssignmentSerializer.Meta):
+        fields = AssignmentSerializer.Meta.fields + ["removed_ratings", "notice"]
 
 
 class DatasetFileSerializer(serializers.Serializer):
@@ -162,14 +173,15 @@ class RateInputSerializer(serializers.Serializer):
     step_index = serializers.IntegerField(**SMALL_INT)
     rating = serializers.IntegerField(allow_null=True, min_value=-1, max_value=1)
     completion_index = serializers.IntegerField(default=0, **SMALL_INT)
-    flagged = serializers.BooleanField(required=False, allow_null=True, default=None)
+    flagged = serializers.BooleanField(required=False, allow_null=True, default=None,
+                                       help_text="set or clear the Unsure mark with the rating")
     time_ms = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
                                        max_value=2**62)
 
 
 class FlagInputSerializer(serializers.Serializer):
     step_index = serializers.IntegerField(**SMALL_INT)
-    flagged = serializers.BooleanField()
+    flagged = serializers.BooleanField(help_text="the Unsure mark (PRM800K's flagged)")
     completion_index = serializers.IntegerField(default=0, **SMALL_INT)
 
 

@@ -180,14 +180,14 @@ class LabelViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Your own assignments: read one, rate, flag, decide (conversational), finish."""
+    """Your own assignments: read one, rate, mark Unsure (``flag``), decide (conversational), finish."""
 
     serializer_class = s.AssignmentSerializer
 
     def get_queryset(self) -> QuerySet[Assignment]:
         return _assignment_queryset().filter(labeler_id=self.request.user.pk).order_by("pk")
 
-    def _act(self, pk: str | None, call: Any) -> Response:
+    def _act(self, pk: str | None, call: Any, extra: Any = None) -> Response:
         try:
             assignment_id = int(pk or "")
         except ValueError:
@@ -195,21 +195,28 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         if not Assignment.objects.filter(pk=assignment_id, labeler_id=self.request.user.pk).exists():
             raise NotFound("No such assignment of yours.")
         try:
-            call(assignment_id)
+            result = call(assignment_id)
         except labeling.NotAllowed as error:
             raise PermissionDenied(str(error)) from None
         except labeling.LeaseExpired as error:
             return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
         except labeling.LabelingError as error:
             raise ValidationError({"detail": str(error)}) from None
-        return Response(s.AssignmentSerializer(self.get_queryset().get(pk=assignment_id)).data)
+        body = s.AssignmentSerializer(self.get_queryset().get(pk=assignment_id)).data
+        return Response({**body, **extra(result)} if extra else body)
 
-    @extend_schema(request=s.RateInputSerializer, responses={200: s.AssignmentSerializer})
+    @extend_schema(request=s.RateInputSerializer, responses={200: s.RateOutSerializer})
     @action(detail=True, methods=["post"])
     def rate(self, request: Request, pk: str | None = None) -> Response:
+        """Stepwise: a −1 does not finish the pass (``finish`` with ``found_error`` does); a −1 on an earlier
+        step takes the later steps' ratings out of the pass and lists them in ``removed_ratings``."""
         data = s.RateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return self._act(pk, lambda a: labeling.record_rating(a, request.user, **data.validated_data))
+        return self._act(pk, lambda a: labeling.record_rating(a, request.user, **data.validated_data),
+                         lambda result: {
+                             "removed_ratings": [{"step_index": r.step_index, "completion_index": r.completion_index,
+                                                  "rating": r.rating, "flagged": r.flagged} for r in result.removed],
+                             "notice": result.removed_notice})
 
     @extend_schema(request=s.FlagInputSerializer, responses={200: s.AssignmentSerializer})
     @action(detail=True, methods=["post"])

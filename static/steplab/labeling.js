@@ -216,6 +216,7 @@
 
   // One request can swap several rows (the rated one and, out of band, the next): act once per request.
   var handled = typeof WeakSet === "function" ? new WeakSet() : null;
+  var focusSubmit = false; // set by a −1's swap, done once the whole response has settled
   document.addEventListener("htmx:afterSwap", function (event) {
     var elt = event.detail.elt;
     var xhr = event.detail.xhr;
@@ -226,6 +227,8 @@
     var current = focused();
     if (requester && requester.hasAttribute && requester.hasAttribute("data-rating")) {
       lastActionAt = Date.now();
+      // After a −1 the later steps are locked: the keyboard focus goes to "Submit" once every swap is in.
+      focusSubmit = requester.getAttribute("data-rating") === "-1";
       // After a rating, move on to the next unit that still needs one and can take it.
       var index = all.indexOf(current);
       var next = null;
@@ -244,11 +247,35 @@
   document.addEventListener("htmx:afterSettle", function () {
     var unit = focused();
     if (unit && !unit.classList.contains("is-focused")) { unit.classList.add("is-focused"); }
+    if (focusSubmit) {
+      focusSubmit = false;
+      var submit = document.querySelector('[data-action="next"][data-found-error]');
+      if (submit) { submit.focus(); }
+    }
+  });
+
+  // Give up / bad problem: both buttons stay disabled until a reason is typed.
+  function syncReasonButtons() {
+    var reason = document.querySelector("textarea[data-reason]");
+    if (!reason) { return; }
+    var empty = !reason.value.trim();
+    document.querySelectorAll("button[data-needs-reason]").forEach(function (button) { button.disabled = empty; });
+  }
+  document.addEventListener("input", function (event) {
+    if (event.target && event.target.matches && event.target.matches("textarea[data-reason]")) { syncReasonButtons(); }
   });
 
   document.addEventListener("DOMContentLoaded", function () {
     if (!workspace()) { return; }
-    focusUnit(firstToDo());
+    syncReasonButtons();
+    var submit = document.querySelector('[data-action="next"][data-found-error]');
+    if (submit) {
+      // A pass with a −1 waits for "Submit"; the −1 row keeps the keys' attention so 1/2/3 can still change it.
+      focusUnit(document.querySelector(".step-row.is-error[data-focus-unit]"));
+      submit.focus();
+    } else {
+      focusUnit(firstToDo());
+    }
     // A hook for scripts and tests: from here on the keyboard shortcuts are live.
     workspace().setAttribute("data-keyboard-ready", "true");
   });

@@ -58,10 +58,9 @@ def label_everything(campaign: Campaign, labeler: Any) -> int:
         for index in steps:
             value = -1 if wrong and index == steps[-1] else (0 if index % 3 == 2 else 1)
             result = labeling.record_rating(assignment.pk, labeler, step_index=index, rating=value, time_ms=100)
-            if result.finished:
+            if result.found_error:
                 break
-        else:
-            labeling.finish_assignment(assignment.pk, labeler, reason="solution")
+        labeling.submit_assignment(assignment.pk, labeler)  # found_error after a −1, else solution
         finished += 1
 
 

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from annotate.models import (Assignment, AssignmentStatus, Campaign, Completion, Membership, Problem, Rating,
                              RatingRevision, Role, Solution, Step)
-from annotate.services.labeling import LabelingError, lease_next_solution, reap_expired_leases, record_rating
+from annotate.services.labeling import (LabelingError, lease_next_solution, reap_expired_leases, record_rating,
+                                       submit_assignment)
 
 
 def _solution(campaign: Campaign, steps: int = 3, text: str = "p") -> Solution:
@@ -88,6 +89,9 @@ def test_stop_at_first_error_is_enforced(campaign_factory, make_user) -> None:
     assignment = lease_next_solution(campaign, user).assignment
     record_rating(assignment.pk, user, step_index=0, rating=1)
     record_rating(assignment.pk, user, step_index=1, rating=-1)
+    with pytest.raises(LabelingError):
+        record_rating(assignment.pk, user, step_index=2, rating=1)
+    submit_assignment(assignment.pk, user)
     assignment.refresh_from_db()
     assert assignment.status == AssignmentStatus.SUBMITTED and assignment.finish_reason == "found_error"
     with pytest.raises(LabelingError):

@@ -92,10 +92,9 @@ def _label(campaign, labeler, *, errors: int, accepts: int) -> None:  # type: ig
     for value in [-1] * errors + [1] * accepts:
         assignment = labeling.lease_next_solution(campaign, labeler).assignment
         for index in range(3):
-            if labeling.record_rating(assignment.pk, labeler, step_index=index, rating=value).finished:
+            if labeling.record_rating(assignment.pk, labeler, step_index=index, rating=value).found_error:
                 break
-        else:
-            labeling.finish_assignment(assignment.pk, labeler, reason="solution")
+        labeling.submit_assignment(assignment.pk, labeler)  # found_error after a −1, else solution
 
 
 def test_dashboard_shows_each_generation_with_flat_queries(client, users, hand_pool, make_user) -> None:  # type: ignore[no-untyped-def]

@@ -97,11 +97,12 @@ def test_keyboard_only_labeling_of_a_whole_solution(page: Page, live_server, alg
     assert all(t is not None and t >= 0 for t in Rating.objects.values_list("time_ms", flat=True))
 
 
-def test_mouse_rating_survives_reload_and_minus_one_ends_it(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+def test_mouse_rating_survives_reload_and_minus_one_waits_for_submit(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
     log_in(page, live_server.url, "ann")
     start_labeling(page, "algebra")
     pressed(page, 0, "1").click()
     expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#announce")).to_have_text("Saved: Step 1 rated +1 (great).")
     expect(pressed(page, 2, "1")).to_be_disabled()  # in order: step 3 waits for step 2
     pressed(page, 1, "0").click()
     expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "true")
@@ -115,11 +116,58 @@ def test_mouse_rating_survives_reload_and_minus_one_ends_it(page: Page, live_ser
     page.click('[data-action="start"]')
     expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "true")
     pressed(page, 2, "-1").click()
-    expect(page.locator("[data-finished]")).to_have_attribute("data-finished", "found_error")
+    submit = page.locator('[data-action="next"]')
+    expect(submit).to_have_attribute("data-found-error", "")
+    expect(submit).to_be_focused()  # the keyboard focus goes to the submit control
     expect(pressed(page, 3, "1")).to_be_disabled()
+    expect(pressed(page, 2, "1")).to_be_enabled()  # the −1 itself can still change
     assignment = Assignment.objects.get(labeler__username="ann")
+    assert assignment.status == AssignmentStatus.LEASED
+    page.reload()  # still open after a reload, focus on submit
+    expect(page.locator('[data-action="next"]')).to_be_focused()
+    page.locator('[data-action="next"]').click()
+    page.wait_for_url(re.compile(r"/assignments/\d+/$"))
+    expect(page.locator("#workspace")).not_to_have_attribute("data-assignment", str(assignment.pk))
+    assignment.refresh_from_db()
     assert assignment.finish_reason == "found_error" and assignment.status == AssignmentStatus.SUBMITTED
-    assert list(Rating.objects.order_by("completion__step__index").values_list("rating", flat=True)) == [1, 0, -1]
+    assert list(Rating.objects.filter(assignment=assignment).order_by("completion__step__index")
+                .values_list("rating", flat=True)) == [1, 0, -1]
+
+
+def test_an_accidental_minus_one_is_undone_by_keyboard(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+    log_in(page, live_server.url, "ann")
+    start_labeling(page, "algebra")
+    first = Assignment.objects.get(labeler__username="ann")
+    for key in ("3", "3", "3"):
+        page.keyboard.press(key)
+    expect(pressed(page, 2, "1")).to_have_attribute("aria-pressed", "true")
+    for _ in range(3):
+        page.keyboard.press("k")  # back from step 4 to step 1
+    page.keyboard.press("1")  # a slip: −1 on step 1, after which steps 2 and 3 were rated
+    expect(page.locator("[data-removed]")).to_have_text(
+        "Steps 2 and 3 were rated after step 1, which is now −1: their ratings were removed from this pass "
+        "(kept in the revision history).")
+    expect(page.locator('[data-action="next"]')).to_be_focused()
+    expect(pressed(page, 1, "1")).to_be_disabled()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "minus-one-waits-for-submit.png"), full_page=True)
+    assert Assignment.objects.get(pk=first.pk).status == AssignmentStatus.LEASED
+    page.keyboard.press("3")  # change it back: the keys still act on the −1 step
+    expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
+    expect(pressed(page, 1, "1")).to_be_enabled()
+    expect(pressed(page, 1, "1")).to_have_attribute("aria-pressed", "false")  # removed ratings stay removed
+    for key in ("3", "3", "1"):
+        page.keyboard.press(key)
+    expect(pressed(page, 3, "-1")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('[data-action="next"]')).to_be_focused()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"/assignments/\d+/$"))
+    expect(page.locator("#workspace")).not_to_have_attribute("data-assignment", str(first.pk))
+    first.refresh_from_db()
+    assert first.finish_reason == "found_error"
+    assert list(Rating.objects.filter(assignment=first).order_by("completion__step__index")
+                .values_list("rating", flat=True)) == [1, 1, 1, -1]
+    assert RatingRevision.objects.filter(assignment=first, removed_from_pass=True).count() == 2
 
 
 def test_a_rating_lost_in_flight_is_sent_again_and_saved_once(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
@@ -158,14 +206,29 @@ def test_a_rating_lost_in_flight_is_sent_again_and_saved_once(page: Page, live_s
 def test_give_up_and_bad_problem_with_reasons(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
     log_in(page, live_server.url, "ann")
     start_labeling(page, "algebra")
-    page.click('[data-action="give-up"]')
-    expect(page.locator("#alerts")).to_contain_text("reason_text is required")
+    expect(page.locator('[data-action="give-up"]')).to_be_disabled()  # until a reason is typed
+    expect(page.locator('[data-action="bad-problem"]')).to_be_disabled()
+    expect(page.get_by_label("Reason (required for “Bad problem” and “Give up”)")).to_be_visible()
+    page.fill("textarea[name=reason_text]", "   ")
+    expect(page.locator('[data-action="give-up"]')).to_be_disabled()
     page.fill("textarea[name=reason_text]", "I cannot follow step 2")
+    expect(page.locator('[data-action="give-up"]')).to_be_enabled()
+    first = Assignment.objects.get(status=AssignmentStatus.LEASED)
     page.click('[data-action="give-up"]')
+    expect(page.locator("#workspace")).not_to_have_attribute("data-assignment", str(first.pk))
     expect(page.locator("#alerts")).to_be_empty()
+    # The server still refuses (the pass was finished elsewhere): a readable message in place, text kept.
+    second = Assignment.objects.get(status=AssignmentStatus.LEASED)
+    Assignment.objects.filter(pk=second.pk).update(status=AssignmentStatus.SUBMITTED, finish_reason="give_up")
     page.fill("textarea[name=reason_text]", "The problem statement is cut off")
     page.click('[data-action="bad-problem"]')
-    expect(page.locator("#alerts")).to_be_empty()
+    expect(page.locator("#alerts")).to_contain_text("This solution is already finished")
+    expect(page.locator("#alerts")).not_to_contain_text("reason_text")
+    expect(page.locator("textarea[name=reason_text]")).to_have_value("The problem statement is cut off")
+    assert page.url.endswith(f"/assignments/{second.pk}/")
+    Assignment.objects.filter(pk=second.pk).update(status=AssignmentStatus.LEASED, finish_reason=None)
+    page.click('[data-action="bad-problem"]')
+    expect(page.locator("#workspace")).not_to_have_attribute("data-assignment", str(second.pk))
     done = dict(Assignment.objects.filter(status=AssignmentStatus.SUBMITTED)
                 .values_list("finish_reason", "finish_reason_text"))
     assert done == {"give_up": "I cannot follow step 2", "bad_problem": "The problem statement is cut off"}
@@ -185,6 +248,46 @@ def test_katex_renders_and_workspace_screenshot(page: Page, live_server, algebra
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "workspace.png"), full_page=True)
     assert (ARTIFACTS / "workspace.png").stat().st_size > 10_000
+
+
+def test_each_math_span_renders_on_its_own_within_bounds(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+    """A 600 KB formula is shown as text with a note, 2,000 nested braces fail alone, a 10000em rule is capped
+    by maxSize: every later span on the page still renders, and the # Answer block renders too."""
+    campaign = campaign_factory("hostile-math")
+    add_solution(campaign, [
+        "The total is $20/3$.\n\n# Answer\n\n\\dfrac{20}{3}",
+        "Huge: $" + "x+" * 300_000 + "1$ and after it $a+b$.",
+        "Deep: $" + "{" * 2000 + "x" + "}" * 2000 + "$ and after it $c^2$.",
+        "Wide: $\\rule{10000em}{10000em}$ and after it $d_1$.",
+        "Last: $\\frac{1}{2}$",
+    ], problem_text="What is $\\frac{40}{6}$?", answer="\\frac{20}{3}")
+    member(campaign, "ann")
+    log_in(page, live_server.url, "ann")
+    start_labeling(page, "hostile-math")
+    expect(row(page, 4).locator(".katex")).to_have_count(1)
+    # The # Answer block: rendered, no raw LaTeX left.
+    expect(row(page, 0).locator(".katex")).to_have_count(2)
+    assert "\\dfrac" not in row(page, 0).locator(".step-text").inner_text()
+    # 600 KB: not handed to KaTeX; shown as text with a note; the span after it renders.
+    huge = row(page, 1)
+    expect(huge.locator(".math-fallback")).to_have_count(1)
+    expect(huge.locator(".math-note")).to_contain_text("too long to display as math")
+    expect(huge.locator(".katex")).to_have_count(1)
+    assert len(huge.locator(".math-fallback").inner_text()) > 600_000
+    # 2,000 nested braces: that span alone falls back (or renders); the one after it renders.
+    deep = row(page, 2)
+    expect(deep.locator(".katex").last).to_contain_text("c")
+    assert deep.locator(".math-fallback").count() + deep.locator(".katex").count() == 2
+    # \rule{10000em}{10000em}: capped to maxSize, so the step stays a normal row on the page.
+    wide = row(page, 3)
+    expect(wide.locator(".katex")).to_have_count(2)
+    box = wide.bounding_box()
+    assert box is not None and box["height"] < 400, box
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"] + 1
+    expect(page.locator(".problem-text .katex")).to_have_count(1)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "hostile-math.png"))
+    print("nested braces:", "shown as text" if deep.locator(".math-fallback").count() else "rendered")
 
 
 def test_hostile_step_text_runs_no_code(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]

@@ -200,25 +200,96 @@ def test_bad_rating_inputs_name_the_problem(stepwise, member, data, message) -> 
     assert not Rating.objects.filter(rating__isnull=False).exists()
 
 
-def test_minus_one_ends_the_solution_as_found_error(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_minus_one_locks_the_later_steps_until_the_labeler_submits(stepwise, member) -> None:  # type: ignore[no-untyped-def]
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     rate(client, assignment, 0, 1)
     response = rate(client, assignment, 1, -1)
-    assert response.status_code == 200 and response["HX-Redirect"] == f"/assignments/{assignment.pk}/"
+    body = response.content.decode()
+    assert response.status_code == 200 and "HX-Redirect" not in response
+    assert 'id="step-2"' in body and 'data-found-error' in body and "Submit: found an error" in body
+    assert 'role="status" aria-live="polite"' in body and "Saved: Step 2 rated −1 (bad)." in body
+    assignment.refresh_from_db()
+    assert assignment.status == AssignmentStatus.LEASED and not assignment.finish_reason
+    # Nothing after the −1 can be rated or marked.
+    response = rate(client, assignment, 2, 1)
+    assert response.status_code == 400
+    assert "Step 2 is rated −1: nothing after the first error can be rated." in response.content.decode()
+    response = client.post(f"/assignments/{assignment.pk}/flag", {"step_index": 2, "flagged": "true"}, **HX)
+    assert response.status_code == 400 and "Step 2 is rated −1" in response.content.decode()
+    page = client.get(f"/assignments/{assignment.pk}/").content.decode()
+    step2 = page[page.index('id="step-2"'):]
+    assert "state-locked" in step2[:100] and step2.count("disabled") == 4
+    # An accidental −1 is undone before submitting: the next step opens again.
+    response = rate(client, assignment, 1, 0)
+    assert response.status_code == 200 and "data-found-error" not in response.content.decode()
+    assert rate(client, assignment, 2, 1).status_code == 200
+    assert rate(client, assignment, 2, -1).status_code == 200  # the last step: nothing after it to remove
+    # "Submit" (Enter) ends it as found_error with the ratings the labeler stands by, then leases the next one.
+    response = client.post(f"/assignments/{assignment.pk}/next")
+    new = Assignment.objects.get(labeler__username="ann", status=AssignmentStatus.LEASED)
+    assert response.status_code == 302 and response["Location"] == f"/assignments/{new.pk}/"
+    assert new.solution_id != assignment.solution_id
     assignment.refresh_from_db()
     assert assignment.status == AssignmentStatus.SUBMITTED and assignment.finish_reason == "found_error"
     assert assignment.total_time_ms is not None and assignment.total_time_ms >= 0
+    assert list(Rating.objects.filter(assignment=assignment).order_by("completion__step__index")
+                .values_list("rating", flat=True)) == [1, 0, -1]
     response = rate(client, assignment, 2, 1)
     assert response.status_code == 400
     assert "This solution is already finished; ratings can no longer change." in response.content.decode()
     page = client.get(f"/assignments/{assignment.pk}/").content.decode()
     assert 'data-finished="found_error"' in page and "disabled" in page
-    # "next" on a finished pass leases the next solution.
-    response = client.post(f"/assignments/{assignment.pk}/next")
-    assert response.status_code == 302
-    new = Assignment.objects.get(labeler__username="ann", status=AssignmentStatus.LEASED)
-    assert response["Location"] == f"/assignments/{new.pk}/" and new.solution_id != assignment.solution_id
+
+
+def test_an_earlier_minus_one_removes_the_later_ratings_and_says_so(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+    campaign = campaign_factory("four")
+    add_solution(campaign, ["One.", "Two.", "Three.", "Four."])
+    labeler = member(campaign, "ann")
+    client = login(labeler)
+    assignment = start(client, "four")
+    for index in range(3):
+        rate(client, assignment, index, 1)
+    client.post(f"/assignments/{assignment.pk}/flag", {"step_index": 2, "flagged": "true"}, **HX)
+    response = rate(client, assignment, 0, -1)
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert ("Steps 2 and 3 were rated after step 1, which is now −1: their ratings were removed from this pass "
+            "(kept in the revision history).") in body and "data-removed" in body
+    assert all(f'id="step-{index}"' in body for index in range(4))  # every later row re-rendered, locked
+    assert body.count("state-locked") == 3
+    assert list(Rating.objects.filter(assignment=assignment).values_list("completion__step__index", "rating")) == [
+        (0, -1)]
+    assert not StepDecision.objects.filter(assignment=assignment, step__index__gt=0).exists()
+    removed = RatingRevision.objects.filter(assignment=assignment, removed_from_pass=True).order_by(
+        "completion__step__index")
+    assert [(r.completion.step.index, r.previous_rating, r.previous_flagged, r.changed_by_id, r.rating_id)
+            for r in removed] == [(1, 1, False, labeler.pk, None), (2, 1, True, labeler.pk, None)]
+    # The same −1 again (a double click, a retry) removes nothing more and says nothing.
+    again = rate(client, assignment, 0, -1).content.decode()
+    assert "data-removed" not in again and RatingRevision.objects.filter(removed_from_pass=True).count() == 2
+    # Undoing the −1 opens step 2 again, empty: the removed ratings stay in the history only.
+    page = rate(client, assignment, 0, 1).content.decode()
+    assert 'data-rated' not in page[page.index('id="step-1"'):page.index('id="step-2"')]
+    assert client.post(f"/assignments/{assignment.pk}/next").status_code == 400
+
+
+def test_a_null_rating_cannot_leave_a_gap(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+    from annotate.services.labeling import LabelingError, record_rating
+
+    labeler = member(stepwise, "ann")
+    assignment = start(login(labeler), "algebra")
+    with pytest.raises(LabelingError, match="Rate step 1 first"):
+        record_rating(assignment.pk, labeler, step_index=1, rating=None)
+    record_rating(assignment.pk, labeler, step_index=0, rating=1)
+    record_rating(assignment.pk, labeler, step_index=1, rating=1)
+    with pytest.raises(LabelingError, match="Step 2 is rated: a rating can only be cleared from the last rated"):
+        record_rating(assignment.pk, labeler, step_index=0, rating=None)
+    record_rating(assignment.pk, labeler, step_index=1, rating=-1)
+    with pytest.raises(LabelingError, match="Step 2 is rated −1"):
+        record_rating(assignment.pk, labeler, step_index=2, rating=None)
+    record_rating(assignment.pk, labeler, step_index=1, rating=None)  # the last rated step may be cleared
+    assert list(Rating.objects.order_by("completion__step__index").values_list("rating", flat=True)) == [1, None]
 
 
 def test_flag_unsure(stepwise, member) -> None:  # type: ignore[no-untyped-def]
@@ -239,7 +310,8 @@ def test_next_needs_every_step_rated(stepwise, member) -> None:  # type: ignore[
     assignment = start(client, "algebra")
     rate(client, assignment, 0, 1)
     response = client.post(f"/assignments/{assignment.pk}/next")
-    assert response.status_code == 400 and "Rate every step first (1 of 3 rated)." in response.content.decode()
+    assert response.status_code == 400
+    assert "Rate every step (or give a −1) first (1 of 3 rated)." in response.content.decode()
     rate(client, assignment, 1, 0)
     rate(client, assignment, 2, 1)
     response = client.post(f"/assignments/{assignment.pk}/next")
@@ -255,8 +327,8 @@ def test_next_needs_every_step_rated(stepwise, member) -> None:  # type: ignore[
 
 
 @pytest.mark.parametrize(("data", "message"), [
-    ({"reason": "give_up"}, "reason_text is required: say why (bad problem / give up)."),
-    ({"reason": "give_up", "reason_text": "   "}, "reason_text is required"),
+    ({"reason": "give_up"}, "Type a reason first: say why the problem is bad or why you give up."),
+    ({"reason": "give_up", "reason_text": "   "}, "Type a reason first"),
     ({"reason_text": "hm"}, "reason is required (bad_problem or give_up)."),
     ({"reason": "solution", "reason_text": "hm"}, "reason must be bad_problem or give_up, not solution."),
 ])
@@ -268,6 +340,29 @@ def test_give_up_and_bad_problem_need_a_reason(stepwise, member, data, message) 
     assert response.status_code == 400 and message in response.content.decode()
     assignment.refresh_from_db()
     assert assignment.status == AssignmentStatus.LEASED and Rating.objects.get().rating == 1
+
+
+def test_give_up_from_the_page_is_answered_in_place(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+    client = login(member(stepwise, "ann"))
+    assignment = start(client, "algebra")
+    page = client.get(f"/assignments/{assignment.pk}/").content.decode()
+    assert 'hx-post="/assignments/%d/finish" hx-target="#alerts"' % assignment.pk in page
+    assert '<label for="reason-text">' in page and "required" in page[page.index('id="reason-text"'):][:120]
+    url = f"/assignments/{assignment.pk}/finish"
+    refused = client.post(url, {"reason": "give_up", "reason_text": "  "}, **HX)
+    body = refused.content.decode()
+    assert refused.status_code == 400 and refused["HX-Retarget"] == "#alerts" and "<html" not in body
+    assert "Type a reason first: say why the problem is bad or why you give up." in body
+    assert "reason_text" not in body
+    done = client.post(url, {"reason": "give_up", "reason_text": "no idea"}, **HX)
+    new = Assignment.objects.get(status=AssignmentStatus.LEASED)
+    assert done.status_code == 200 and done["HX-Redirect"] == f"/assignments/{new.pk}/"
+    assignment.refresh_from_db()
+    assert (assignment.finish_reason, assignment.finish_reason_text) == ("give_up", "no idea")
+    # Refused by the rules (the pass is already finished): a readable message in place too.
+    again = client.post(url, {"reason": "give_up", "reason_text": "twice"}, **HX)
+    assert again.status_code == 400 and again["HX-Retarget"] == "#alerts"
+    assert "This solution is already finished" in again.content.decode()
 
 
 @pytest.mark.parametrize("reason", ["give_up", "bad_problem"])
@@ -391,7 +486,7 @@ def test_conversational_cannot_write_own_when_one_is_plus_one(conversational, me
 @pytest.mark.parametrize("value", [1, -1])
 def test_a_double_click_sent_at_once_is_one_rating(campaign_factory, member, value: int) -> None:  # type: ignore[no-untyped-def]
     """Two identical POSTs racing on separate connections (double-click, a retried request): one rating, no
-    revision, and neither request fails with a server error; a racing −1 finishes the solution once."""
+    revision, and neither request fails with a server error; a racing −1 leaves the pass open for "Submit"."""
     from concurrent.futures import ThreadPoolExecutor
     from threading import Barrier
 
@@ -419,5 +514,4 @@ def test_a_double_click_sent_at_once_is_one_rating(campaign_factory, member, val
     assert Rating.objects.get(assignment=assignment).rating == value
     assert not RatingRevision.objects.exists()
     assignment.refresh_from_db()
-    assert (assignment.status, assignment.finish_reason or "") == (
-        ("submitted", "found_error") if value == -1 else ("leased", ""))
+    assert (assignment.status, assignment.finish_reason or "") == ("leased", "")  # a −1 waits for "Submit"
