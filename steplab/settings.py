@@ -199,8 +199,7 @@ STEPLAB_DEFAULT_LEASE_MINUTES = int(os.environ.get("STEPLAB_DEFAULT_LEASE_MINUTE
 STEPLAB_MAX_STEP_CHARS = int(os.environ.get("STEPLAB_MAX_STEP_CHARS", str(1_000_000)))
 STEPLAB_MAX_STEPS_PER_SOLUTION = int(os.environ.get("STEPLAB_MAX_STEPS_PER_SOLUTION", "10000"))
 STEPLAB_IMPORT_BATCH = int(os.environ.get("STEPLAB_IMPORT_BATCH", "2000"))
-STEPLAB_LOGIN_RATE = os.environ.get("STEPLAB_LOGIN_RATE", "10/m")  # failed-or-not POSTs per address and per username
-RATELIMIT_USE_CACHE = "default"
+STEPLAB_LOGIN_RATE = os.environ.get("STEPLAB_LOGIN_RATE", "10/m")  # failed login attempts per address and per username
 
 LOGGING = {
     "version": 1,
