@@ -286,6 +286,8 @@ STEPLAB_JOB_POLL_INTERVAL_S = float(os.environ.get("STEPLAB_JOB_POLL_INTERVAL_S"
 STEPLAB_JOB_MAX_ATTEMPTS = int(os.environ.get("STEPLAB_JOB_MAX_ATTEMPTS", "1"))  # >1: a lost job is retried
 STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS = int(os.environ.get("STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS", "200"))
 STEPLAB_AUTO_TRAIN_HYPER: dict[str, object] = {}
+# Sampling jobs started on the web may only name model folders in here (docker-compose mounts them at /models).
+STEPLAB_MODELS_DIR = Path(os.environ.get("STEPLAB_MODELS_DIR", VAR_DIR / "models"))
 STEPLAB_BACKBONES: dict[str, str] = {}  # name -> local model folder, offered next to "default"
 STEPLAB_SLURM: dict[str, object] = {"partition": os.environ.get("STEPLAB_SLURM_PARTITION", ""), "cpus_per_task": 8}
 STEPLAB_KUBERNETES: dict[str, object] = {
