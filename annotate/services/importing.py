@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 from django.db import connection, models
 from django.utils import timezone
 
+from steplab import jsonlimits
+
 MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_REPORTED_ERRORS = 1000
 
@@ -83,9 +85,11 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             if not raw.strip():
                 continue
             try:
-                yield number, json.loads(raw)
+                yield number, jsonlimits.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as error:
                 yield number, RowError("", f"not valid JSON ({error})")
+            except jsonlimits.JSONTooDeep as error:
+                yield number, RowError("", f"not usable JSON ({error})")
 
 
 T = TypeVar("T")
