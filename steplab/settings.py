@@ -233,6 +233,7 @@ STEPLAB_DASHBOARD_CACHE_SECONDS = int(os.environ.get("STEPLAB_DASHBOARD_CACHE_SE
 STEPLAB_UPLOAD_MAX_BYTES = int(os.environ.get("STEPLAB_UPLOAD_MAX_BYTES", str(512 * 1024 * 1024)))
 CELERY_BEAT_SCHEDULE["campaign-metrics"] = {"task": "annotate.compute_all_campaign_metrics", "schedule": 900.0}
 CELERY_BEAT_SCHEDULE["dispatch-pending-imports"] = {"task": "annotate.dispatch_pending_imports", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["sweep-import-files"] = {"task": "annotate.sweep_import_files", "schedule": 3600.0}
 
 # --- Datasets and REST API (issue 5) --------------------------------------------------------------
 INSTALLED_APPS += ["drf_spectacular_sidecar"]
