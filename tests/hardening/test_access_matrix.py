@@ -287,3 +287,26 @@ def test_login_and_logout_ignore_an_off_site_next(world: World) -> None:
         assert response.status_code == 302 and urlsplit(response["Location"]).netloc == "", target
         response = client.post(f"/accounts/logout/?next={quote(target)}", {"next": target})
         assert urlsplit(response.get("Location", "")).netloc == "", target
+
+
+@pytest.mark.django_db
+def test_numbers_past_the_database_integers_are_a_400_naming_the_field(world: World) -> None:
+    """The htmx labeling posts and the generation form: a 400 that names the field, never a database error."""
+    client = Client()
+    client.force_login(world.users["labeler_in"])
+    huge = "99999999999999999999999"
+    for name, data, field in (
+            ("annotate:rate", {"step_index": huge, "rating": 1}, "step_index"),
+            ("annotate:rate", {"step_index": 0, "rating": 1, "completion_index": huge}, "completion_index"),
+            ("annotate:flag", {"step_index": huge, "flagged": "true"}, "step_index"),
+            ("annotate:decide", {"step_index": huge, "chosen_completion": 0}, "step_index"),
+            ("annotate:decide", {"step_index": 0, "chosen_completion": huge}, "chosen_completion")):
+        url = reverse(name, kwargs={"assignment_id": world.assignment.pk})
+        for headers in ({"HTTP_HX_REQUEST": "true"}, {}):
+            response = client.post(url, data, **headers)
+            assert response.status_code == 400 and field in response.content.decode(), (name, data, headers)
+    admin = Client()
+    admin.force_login(world.users["admin"])
+    response = admin.post(reverse("jobs:generation_start", kwargs={"slug": world.a.slug}),
+                          {"strategy": "random", "batch_size": "9" * 30, "config": ""})
+    assert response.status_code == 400 and "batch_size" in response.content.decode()
