@@ -155,9 +155,9 @@ def _template(value: Any) -> str:
 def _int(key: str, value: Any) -> int:
     minimum, maximum = INT_BOUNDS[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"config key '{key}' must be an integer >= {minimum}, got {value!r}")
+        raise ConfigError(f"config key '{key}' must be an integer >= {minimum}, got {value!r:.80}")
     if value > maximum:
-        raise ConfigError(f"config key '{key}' must be an integer <= {maximum:,}, got {value!r}")
+        raise ConfigError(f"config key '{key}' must be an integer <= {maximum:,}, got {value!r:.80}")
     return value
 
 

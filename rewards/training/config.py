@@ -97,9 +97,9 @@ def _int(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"config key '{key}' must be an integer, got {value!r:.80}")
     if value < minimum:
-        raise ConfigError(f"config key '{key}' must be >= {minimum}, got {value!r}")
+        raise ConfigError(f"config key '{key}' must be >= {minimum}, got {value!r:.80}")
     if value > maximum:
-        raise ConfigError(f"config key '{key}' must be <= {maximum:,}, got {value!r}")
+        raise ConfigError(f"config key '{key}' must be <= {maximum:,}, got {value!r:.80}")
     return value
 
 
