@@ -138,10 +138,12 @@ def _template(value: Any) -> str:
         if name is None:
             continue
         if name not in PROMPT_FIELDS:
-            raise ConfigError(f"config key 'prompt_template' may only use the field {{problem}}, got {{{name}}}; "
+            raise ConfigError(f"config key 'prompt_template' is not a valid template: it may only use the field "
+                              f"{{problem}}, got {{{name}}}; "
                               "write literal braces as '{{' and '}}'")
         if spec or conversion:
-            raise ConfigError("config key 'prompt_template' may not use format specs or conversions "
+            raise ConfigError("config key 'prompt_template' is not a valid template: it may not use format specs or "
+                              "conversions "
                               "(write {problem} alone)")
         fields_used += 1
     if not fields_used:

@@ -125,6 +125,15 @@ def test_out_of_range_training_settings_name_the_field(people, version) -> None:
         response = client.post("/models/api/jobs/", {"kind": "prm", "dataset_version": version.pk, "hyper": hyper},
                                format="json")
         assert response.status_code == 400 and field in response.json(), (hyper, response.content)
+    for body, field in (({"kind": "prm", "dataset_version": 10**30}, "dataset_version"),):
+        response = client.post("/models/api/jobs/", body, format="json")
+        assert response.status_code == 400 and field in response.json(), (body, response.content)
+    slug = version.campaign.slug
+    for body, field in (({"strategy": "random", "batch_size": 10**30}, "batch_size"),
+                        ({"strategy": "random", "batch_size": 1, "pool": 10**30}, "pool"),
+                        ({"strategy": "random", "batch_size": 1, "reward_model": 10**30}, "reward_model")):
+        response = client.post(f"/models/api/campaigns/{slug}/generations/", body, format="json")
+        assert response.status_code == 400 and field in response.json(), (body, response.content)
 
 
 def test_import_report_names_the_line_and_no_server_path(people, labeled_campaign) -> None:  # type: ignore[no-untyped-def]
