@@ -8,15 +8,19 @@ from django import forms
 
 from .models import FinishReason
 
+#: indexes are stored as 32-bit integers: a larger one is a bad request, not a database error
+MAX_INDEX = 2**31 - 1
 RATING_CHOICES = [("-1", "−1 (bad)"), ("0", "0 (okay)"), ("1", "+1 (great)")]
 
 
 class _StepForm(forms.Form):
-    step_index = forms.IntegerField(min_value=0, error_messages={
+    step_index = forms.IntegerField(min_value=0, max_value=MAX_INDEX, error_messages={
         "required": "step_index is required.", "invalid": "step_index must be a whole number.",
-        "min_value": "step_index must be 0 or more."})
-    completion_index = forms.IntegerField(min_value=0, required=False, error_messages={
-        "invalid": "completion_index must be a whole number.", "min_value": "completion_index must be 0 or more."})
+        "min_value": "step_index must be 0 or more.",
+        "max_value": "step_index must be at most %(limit_value)d."})
+    completion_index = forms.IntegerField(min_value=0, max_value=MAX_INDEX, required=False, error_messages={
+        "invalid": "completion_index must be a whole number.", "min_value": "completion_index must be 0 or more.",
+        "max_value": "completion_index must be at most %(limit_value)d."})
 
     def clean_completion_index(self) -> int:
         value = self.cleaned_data.get("completion_index")
@@ -40,11 +44,13 @@ class FlagForm(_StepForm):
 
 
 class DecisionForm(forms.Form):
-    step_index = forms.IntegerField(min_value=0, error_messages={
+    step_index = forms.IntegerField(min_value=0, max_value=MAX_INDEX, error_messages={
         "required": "step_index is required.", "invalid": "step_index must be a whole number.",
-        "min_value": "step_index must be 0 or more."})
-    chosen_completion = forms.IntegerField(min_value=0, required=False, error_messages={
-        "invalid": "chosen_completion must be a whole number.", "min_value": "chosen_completion must be 0 or more."})
+        "min_value": "step_index must be 0 or more.",
+        "max_value": "step_index must be at most %(limit_value)d."})
+    chosen_completion = forms.IntegerField(min_value=0, max_value=MAX_INDEX, required=False, error_messages={
+        "invalid": "chosen_completion must be a whole number.", "min_value": "chosen_completion must be 0 or more.",
+        "max_value": "chosen_completion must be at most %(limit_value)d."})
     human_text = forms.CharField(required=False, max_length=20_000, strip=True, error_messages={
         "max_length": "human_text is too long (at most %(limit_value)d characters)."})
 

@@ -36,6 +36,14 @@ def dispatch_pending_imports_task() -> list[int]:
     return dispatch_pending_imports()
 
 
+@shared_task(name="annotate.sweep_import_files")
+def sweep_import_files_task() -> int:
+    """Beat: delete uploads that outlived their import job."""
+    from .services.campaigns import sweep_import_files
+
+    return sweep_import_files()
+
+
 @shared_task(name="annotate.compute_campaign_metrics", ignore_result=True)
 def compute_campaign_metrics_task(campaign_id: int) -> int:
     """Precompute a campaign's quality metrics (too slow for a page view) and flag low-quality labelers."""

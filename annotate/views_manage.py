@@ -21,6 +21,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from steplab.redirects import safe_next
+
 from . import forms_manage as forms
 from .models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, ImportJob, Membership, Solution
 from .services import adjudication, campaigns
@@ -177,7 +179,7 @@ def member_state(request: HttpRequest, campaign: Campaign, user_id: int) -> Http
         "deactivate": {"is_active": False}, "activate": {"is_active": True},
         "pause": {"is_paused": True}, "unpause": {"is_paused": False}}[action])
     messages.success(request, f"{membership.user.username}: {action}d.")
-    return redirect(request.POST.get("next") or reverse("manage:members", args=[campaign.slug]))
+    return redirect(safe_next(request, reverse("manage:members", args=[campaign.slug])))
 
 
 @campaign_admin_required

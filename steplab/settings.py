@@ -187,6 +187,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    # JSON bodies are held to a nesting depth (steplab/jsonlimits.py): a deep one is a 400, not a RecursionError.
+    "DEFAULT_PARSER_CLASSES": [
+        "steplab.jsonlimits.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Steplab API",
@@ -199,8 +205,7 @@ STEPLAB_DEFAULT_LEASE_MINUTES = int(os.environ.get("STEPLAB_DEFAULT_LEASE_MINUTE
 STEPLAB_MAX_STEP_CHARS = int(os.environ.get("STEPLAB_MAX_STEP_CHARS", str(1_000_000)))
 STEPLAB_MAX_STEPS_PER_SOLUTION = int(os.environ.get("STEPLAB_MAX_STEPS_PER_SOLUTION", "10000"))
 STEPLAB_IMPORT_BATCH = int(os.environ.get("STEPLAB_IMPORT_BATCH", "2000"))
-STEPLAB_LOGIN_RATE = os.environ.get("STEPLAB_LOGIN_RATE", "10/m")  # failed-or-not POSTs per address and per username
-RATELIMIT_USE_CACHE = "default"
+STEPLAB_LOGIN_RATE = os.environ.get("STEPLAB_LOGIN_RATE", "10/m")  # failed login attempts per address and per username
 
 LOGGING = {
     "version": 1,
@@ -228,6 +233,7 @@ STEPLAB_DASHBOARD_CACHE_SECONDS = int(os.environ.get("STEPLAB_DASHBOARD_CACHE_SE
 STEPLAB_UPLOAD_MAX_BYTES = int(os.environ.get("STEPLAB_UPLOAD_MAX_BYTES", str(512 * 1024 * 1024)))
 CELERY_BEAT_SCHEDULE["campaign-metrics"] = {"task": "annotate.compute_all_campaign_metrics", "schedule": 900.0}
 CELERY_BEAT_SCHEDULE["dispatch-pending-imports"] = {"task": "annotate.dispatch_pending_imports", "schedule": 60.0}
+CELERY_BEAT_SCHEDULE["sweep-import-files"] = {"task": "annotate.sweep_import_files", "schedule": 3600.0}
 
 # --- Datasets and REST API (issue 5) --------------------------------------------------------------
 INSTALLED_APPS += ["drf_spectacular_sidecar"]
@@ -287,6 +293,8 @@ STEPLAB_JOB_POLL_INTERVAL_S = float(os.environ.get("STEPLAB_JOB_POLL_INTERVAL_S"
 STEPLAB_JOB_MAX_ATTEMPTS = int(os.environ.get("STEPLAB_JOB_MAX_ATTEMPTS", "1"))  # >1: a lost job is retried
 STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS = int(os.environ.get("STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS", "200"))
 STEPLAB_AUTO_TRAIN_HYPER: dict[str, object] = {}
+# Sampling jobs started on the web may only name model folders in here (docker-compose mounts them at /models).
+STEPLAB_MODELS_DIR = Path(os.environ.get("STEPLAB_MODELS_DIR", VAR_DIR / "models"))
 STEPLAB_BACKBONES: dict[str, str] = {}  # name -> local model folder, offered next to "default"
 STEPLAB_SLURM: dict[str, object] = {"partition": os.environ.get("STEPLAB_SLURM_PARTITION", ""), "cpus_per_task": 8}
 STEPLAB_KUBERNETES: dict[str, object] = {

@@ -2,9 +2,10 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .auth_views import RateLimitedLoginView
+from .auth_views import RateLimitedLoginView, admin_login
 
 urlpatterns = [
+    path("admin/login/", admin_login),  # before the admin's own URLs: the same limiter as the site login
     path("admin/", admin.site.urls),
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     # Only the auth views Steplab uses: no e-mail password reset (accounts are created by campaign admins).

@@ -332,7 +332,50 @@ def run_import_job(job_id: int) -> ImportJob | None:
     finally:
         _close_progress_connection()
     job.refresh_from_db()
+    # Only now that the job's end is committed: a worker killed before this point gets the task redelivered,
+    # and the redelivery needs the file.
+    delete_import_file(job)
     return job
+
+
+def delete_import_file(job: ImportJob) -> None:
+    """A finished job's upload is not kept (its report keeps the rejected lines): uploads would fill the disk."""
+    if not job.file.name:
+        return
+    job.file.storage.delete(job.file.name)  # a file already gone is no error
+    ImportJob.objects.filter(pk=job.pk).update(file="")
+    job.file.name = ""
+
+
+IMPORT_UPLOADS = "imports"
+
+
+def sweep_import_files(*, older_than: timedelta = timedelta(hours=6)) -> int:
+    """Beat: delete what ``run_import_job`` did not — uploads of finished jobs (a worker lost between the
+    commit and the deletion) and files no job names (its request failed after the file was stored, or its
+    campaign was deleted) once they are older than ``older_than`` (an upload being stored is younger)."""
+    deleted = 0
+    finished = ImportJob.objects.filter(status__in=(ImportJobStatus.SUCCEEDED, ImportJobStatus.FAILED)).exclude(file="")
+    for job in finished.iterator():
+        delete_import_file(job)
+        deleted += 1
+    storage = ImportJob._meta.get_field("file").storage
+    named = set(ImportJob.objects.exclude(file="").values_list("file", flat=True))
+    cutoff = timezone.now() - older_than
+    folders = [IMPORT_UPLOADS]
+    while folders:
+        folder = folders.pop()
+        try:
+            subfolders, files = storage.listdir(folder)
+        except FileNotFoundError:
+            continue
+        folders.extend(f"{folder}/{name}" for name in subfolders)
+        for name in files:
+            path = f"{folder}/{name}"
+            if path not in named and storage.get_modified_time(path) < cutoff:
+                storage.delete(path)
+                deleted += 1
+    return deleted
 
 
 def _run_claimed_job(job: ImportJob) -> None:

@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
+from steplab import jsonlimits
+
 MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_REPORTED_ERRORS = 1000
 
@@ -113,9 +115,12 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             if not raw.strip():
                 continue
             try:
-                value = json.loads(raw)
+                value = jsonlimits.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as error:
                 yield number, RowError("", f"not valid JSON ({error})")
+                continue
+            except jsonlimits.JSONTooDeep as error:
+                yield number, RowError("", f"not usable JSON ({error})")
                 continue
             # JSON escapes can spell what PostgreSQL text cannot hold (NUL, a lone UTF-16 surrogate): look closer
             # only when the line has such an escape (valid surrogate pairs, e.g. emoji, have one too).

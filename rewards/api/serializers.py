@@ -154,9 +154,17 @@ class TokenSerializer(serializers.ModelSerializer):
 # --- input ----------------------------------------------------------------------------------------
 
 class ListFilterSerializer(serializers.Serializer):
-    campaign = serializers.IntegerField(required=False, min_value=1, help_text="campaign id")
+    campaign = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text="campaign id")
     generation = serializers.IntegerField(required=False, min_value=-2**31, max_value=2**31 - 1)
     updated_since = serializers.DateTimeField(required=False, help_text="ISO 8601; rows changed at or after it")
+
+
+class CampaignFilterSerializer(serializers.Serializer):
+    campaign = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text="campaign id",
+                                        error_messages={"invalid": "must be a campaign id (an integer)",
+                                                        "max_string_length": "must be a campaign id (an integer)",
+                                                        "min_value": "must be a campaign id (an integer >= 1)",
+                                                        "max_value": "must be a campaign id (too large)"})
 
 
 class ImportSolutionsInputSerializer(serializers.Serializer):

@@ -25,7 +25,7 @@ from annotate.models import (Assignment, AssignmentStatus, Campaign, CampaignMet
                              Solution, Step, StepDecision)
 from annotate.services import labeling
 from annotate.services.campaigns import cached_campaign_progress
-from annotate.services.importing import ImportFailed
+from annotate.services.importing import ImportFailed, ImportReport
 from annotate.services.problems import import_solutions
 from rewards.models import DatasetVersion
 from rewards.services.access import can_import, member_campaigns, readable_campaigns, role_in
@@ -71,12 +71,8 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
                                           split_rule=data.validated_data["split_rule"],
                                           generation=data.validated_data.get("generation"))
             except ImportFailed as failed:
-                body = failed.report.as_dict()
-                body["file"] = upload.name
-                return Response(body, status=status.HTTP_400_BAD_REQUEST)
-        body = report.as_dict()
-        body["file"] = upload.name
-        return Response(body, status=status.HTTP_201_CREATED)
+                return Response(_report_body(failed.report, upload.name), status=status.HTTP_400_BAD_REQUEST)
+        return Response(_report_body(report, upload.name), status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: s.CampaignMetricsSerializer})
     @action(detail=True, methods=["get"])
@@ -105,6 +101,15 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
         assignment = _assignment_queryset().filter(pk=outcome.assignment.pk).first() if outcome.assignment else None
         return Response({"assignment": s.AssignmentSerializer(assignment).data if assignment else None,
                          "reason": outcome.reason})
+
+
+def _report_body(report: ImportReport, name: str) -> dict[str, Any]:
+    """The report as the uploader knows the file: by its own name, never the server's temporary path."""
+    body = report.as_dict()
+    body["file"] = name
+    for item in body["rejected"]:
+        item["file"] = name
+    return body
 
 
 def _solution_queryset() -> QuerySet[Solution]:
@@ -249,11 +254,10 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[DatasetVersion]:
         queryset = DatasetVersion.objects.select_related("campaign").filter(
             campaign__in=member_campaigns(self.request.user), status=DatasetVersion.Status.READY)
-        campaign = self.request.query_params.get("campaign")
-        if campaign is not None:
-            if not campaign.isdigit():
-                raise ValidationError({"campaign": ["must be a campaign id (an integer)"]})
-            queryset = queryset.filter(campaign_id=int(campaign))
+        query = s.CampaignFilterSerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)  # 400 naming the field: not an integer ('²'), or past bigint
+        if "campaign" in query.validated_data:
+            queryset = queryset.filter(campaign_id=query.validated_data["campaign"])
         return queryset.order_by("pk")
 
     def _check_reader(self, version: DatasetVersion) -> None:

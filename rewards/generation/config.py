@@ -8,6 +8,8 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import json
+import math
+import string
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,14 @@ DEFAULT_PROMPT_TEMPLATE = (
     "After the last step, write a line '# Answer', then the final answer alone on the next line.\n\n"
     "Problem: {problem}"
 )
+
+#: the only field a prompt template may hold, and how big a template may be: the rendered prompt is at most the
+#: template plus MAX_PROBLEM_FIELDS copies of the problem (no format spec can pad it)
+PROMPT_FIELDS = ("problem",)
+MAX_TEMPLATE_CHARS = 20_000
+MAX_PROBLEM_FIELDS = 4
+#: inclusive bounds of the integer keys (documented in the README)
+INT_BOUNDS = {"n": (1, 1024), "max_new_tokens": (1, 32_768), "seed": (0, 2**32 - 1), "limit": (1, 10_000_000)}
 
 
 class ConfigError(ValueError):
@@ -47,11 +57,12 @@ class SampleConfig:
     seed: int = 0
     limit: int | None = None
     generator: str | None = None
+    models_dir: Path | None = None
 
     def provenance(self) -> dict[str, Any]:
         """What each sample stores: everything that decides the text, not where files went."""
         data = asdict(self)
-        for key in ("problems", "output", "model_path"):
+        for key in ("problems", "output", "model_path", "models_dir"):
             data.pop(key)
         data["generator"] = self.generator_name
         return data
@@ -84,29 +95,76 @@ def smollm2_location() -> tuple[Path, str]:
     return folder, ggufs[0].name
 
 
-def _resolve_model(value: Any, base: Path) -> tuple[Path, str | None]:
+def _resolve_model(value: Any, base: Path, models_dir: Path | None) -> tuple[Path, str | None]:
+    """'smollm2', or a local model: any path for the command line; under ``models_dir`` only when one is given
+    (the web side), where the error names the value given, never a resolved server path."""
     if value == SMOLLM2:
         return smollm2_location()
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"config key 'model' must be 'smollm2' or a local model path, got {value!r}")
-    path = Path(value).expanduser()
-    path = (path if path.is_absolute() else base / path).resolve()
+    if models_dir is not None:
+        root = models_dir.resolve()
+        path = (root / value).resolve()
+        if Path(value).is_absolute() or not path.is_relative_to(root) or path == root:
+            raise ConfigError(f"config key 'model' must be 'smollm2' or the name of a model folder in the models "
+                              f"directory (STEPLAB_MODELS_DIR); {value!r} is none of these")
+    else:
+        path = Path(value).expanduser()
+        path = (path if path.is_absolute() else base / path).resolve()
     if path.suffix == ".gguf" and path.is_file():
         return path.parent, path.name
     if (path / "config.json").is_file():
         return path, None
+    shown = repr(value) if models_dir is not None else repr(str(path))
     raise ConfigError(f"config key 'model' must be 'smollm2', a .gguf file or a local Hugging Face causal LM "
-                      f"folder containing config.json; {str(path)!r} is none of these")
+                      f"folder containing config.json; {shown} is none of these")
 
 
-def _int(key: str, value: Any, minimum: int) -> int:
+def _template(value: Any) -> str:
+    """Only literal text and ``{problem}``: a format spec (``{problem:>1000000000}``) or a conversion would run
+    whatever width or ``repr`` it asks for wherever the prompt is rendered."""
+    if not isinstance(value, str):
+        raise ConfigError("config key 'prompt_template' must be a string containing '{problem}'")
+    if len(value) > MAX_TEMPLATE_CHARS:
+        raise ConfigError(f"config key 'prompt_template' must be at most {MAX_TEMPLATE_CHARS:,} characters, "
+                          f"got {len(value):,}")
+    try:
+        parts = list(string.Formatter().parse(value))
+    except ValueError as exc:
+        raise ConfigError(f"config key 'prompt_template' is not a valid template ({exc}); "
+                          "write literal braces as '{{' and '}}'") from None
+    fields_used = 0
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in PROMPT_FIELDS:
+            raise ConfigError(f"config key 'prompt_template' is not a valid template: it may only use the field "
+                              f"{{problem}}, got {{{name}}}; "
+                              "write literal braces as '{{' and '}}'")
+        if spec or conversion:
+            raise ConfigError("config key 'prompt_template' is not a valid template: it may not use format specs or "
+                              "conversions "
+                              "(write {problem} alone)")
+        fields_used += 1
+    if not fields_used:
+        raise ConfigError("config key 'prompt_template' must be a string containing '{problem}'")
+    if fields_used > MAX_PROBLEM_FIELDS:
+        raise ConfigError(f"config key 'prompt_template' may use {{problem}} at most {MAX_PROBLEM_FIELDS} times, "
+                          f"got {fields_used}")
+    return value
+
+
+def _int(key: str, value: Any) -> int:
+    minimum, maximum = INT_BOUNDS[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"config key '{key}' must be an integer >= {minimum}, got {value!r}")
+        raise ConfigError(f"config key '{key}' must be an integer >= {minimum}, got {value!r:.80}")
+    if value > maximum:
+        raise ConfigError(f"config key '{key}' must be an integer <= {maximum:,}, got {value!r:.80}")
     return value
 
 
 def _number(key: str, value: Any, low: float, high: float, *, low_open: bool) -> float:
-    bad = isinstance(value, bool) or not isinstance(value, (int, float))
+    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
     if bad or (value <= low if low_open else value < low) or value > high:
         interval = f"{'(' if low_open else '['}{low:g}, {high:g}]"
         raise ConfigError(f"config key '{key}' must be a number in {interval}, got {value!r}")
@@ -120,8 +178,12 @@ def _path(key: str, value: Any, base: Path) -> Path:
     return (path if path.is_absolute() else base / path).resolve()
 
 
-def parse_config(raw: Any, *, base_dir: Path | None = None) -> SampleConfig:
-    """Validate a decoded JSON object; relative paths are relative to ``base_dir`` (default: cwd)."""
+def parse_config(raw: Any, *, base_dir: Path | None = None, models_dir: Path | None = None) -> SampleConfig:
+    """Validate a decoded JSON object; relative paths are relative to ``base_dir`` (default: cwd).
+
+    ``models_dir`` (the argument, or the job file's key, which jobs started on the web carry:
+    ``STEPLAB_MODELS_DIR``) confines ``model`` to the folders in it; ``model`` is then a name relative to it.
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"config must be a JSON object, got {type(raw).__name__}")
     base = (base_dir or Path.cwd()).resolve()
@@ -141,8 +203,10 @@ def parse_config(raw: Any, *, base_dir: Path | None = None) -> SampleConfig:
         raise ConfigError(f"config key 'output' must name a .jsonl file, got {str(output)!r}")
 
     defaults = {f.name: f.default for f in fields(SampleConfig)}
+    if models_dir is None and raw.get("models_dir") is not None:
+        models_dir = _path("models_dir", raw["models_dir"], base)
     model = raw.get("model", SMOLLM2)
-    model_path, gguf_file = _resolve_model(model, base)
+    model_path, gguf_file = _resolve_model(model, base, models_dir)
     backend = raw.get("backend", "transformers")
     if backend not in BACKENDS:
         raise ConfigError(f"config key 'backend' must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -155,32 +219,26 @@ def parse_config(raw: Any, *, base_dir: Path | None = None) -> SampleConfig:
     device = raw.get("device")
     if device is not None and device not in DEVICES and not (isinstance(device, str) and device.startswith("cuda:")):
         raise ConfigError(f"config key 'device' must be null, 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    template = raw.get("prompt_template", DEFAULT_PROMPT_TEMPLATE)
-    if not isinstance(template, str) or "{problem}" not in template:
-        raise ConfigError("config key 'prompt_template' must be a string containing '{problem}'")
-    try:
-        template.format(problem="x")
-    except (IndexError, KeyError, ValueError) as exc:
-        raise ConfigError(f"config key 'prompt_template' is not a valid template ({exc}); "
-                          "write literal braces as '{{' and '}}'") from None
+    template = _template(raw.get("prompt_template", DEFAULT_PROMPT_TEMPLATE))
     use_chat = raw.get("use_chat_template", True)
     if not isinstance(use_chat, bool):
         raise ConfigError(f"config key 'use_chat_template' must be true or false, got {use_chat!r}")
     generator = raw.get("generator")
-    if generator is not None and (not isinstance(generator, str) or not generator.strip()):
-        raise ConfigError(f"config key 'generator' must be a non-empty string, got {generator!r}")
+    if generator is not None and (not isinstance(generator, str) or not generator.strip() or len(generator) > 200):
+        raise ConfigError(f"config key 'generator' must be a non-empty string of at most 200 characters, "
+                          f"got {generator!r:.80}")
     limit = raw.get("limit")
     return SampleConfig(
         problems=problems, output=output, model=str(model), model_path=model_path, gguf_file=gguf_file,
         backend=backend, device=device,
-        n=_int("n", raw.get("n", defaults["n"]), 1),
+        n=_int("n", raw.get("n", defaults["n"])),
         temperature=_number("temperature", raw.get("temperature", defaults["temperature"]), 0, 10, low_open=False),
         top_p=_number("top_p", raw.get("top_p", defaults["top_p"]), 0, 1, low_open=True),
-        max_new_tokens=_int("max_new_tokens", raw.get("max_new_tokens", defaults["max_new_tokens"]), 1),
+        max_new_tokens=_int("max_new_tokens", raw.get("max_new_tokens", defaults["max_new_tokens"])),
         prompt_template=template, use_chat_template=use_chat,
-        seed=_int("seed", raw.get("seed", defaults["seed"]), 0),
-        limit=None if limit is None else _int("limit", limit, 1),
-        generator=generator,
+        seed=_int("seed", raw.get("seed", defaults["seed"])),
+        limit=None if limit is None else _int("limit", limit),
+        generator=generator, models_dir=models_dir,
     )
 
 

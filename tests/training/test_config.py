@@ -65,6 +65,39 @@ def test_bad_values_name_the_key(job: dict[str, Any], key: str, value: Any, mess
         parse_config({**job, key: value})
 
 
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("max_steps", 10**30, r"config key 'max_steps' must be <= 1,000,000"),
+    ("batch_size", 4097, r"config key 'batch_size' must be <= 4,096"),
+    ("gradient_accumulation_steps", 1025, r"config key 'gradient_accumulation_steps' must be <= 1,024"),
+    ("max_length", 10**9, r"config key 'max_length' must be <= 32,768"),
+    ("seed", 2**32, r"config key 'seed' must be <= 4,294,967,295"),
+    ("seed", -1, r"config key 'seed' must be >= 0"),
+    ("limit", 10**12, r"config key 'limit' must be <= 100,000,000"),
+    ("logging_steps", 10**7, r"config key 'logging_steps' must be <= 1,000,000"),
+    ("epochs", 1001, r"config key 'epochs' must be in \(0, 1000\]"),
+    ("epochs", float("inf"), r"config key 'epochs' must be a number"),
+    ("learning_rate", float("nan"), r"config key 'learning_rate' must be a number"),
+    ("lora", {"r": 10**6}, r"config key 'lora.r' must be <= 1,024"),
+    ("lora", {"alpha": 1e9}, r"config key 'lora.alpha' must be in \(0, 10000\]"),
+])
+def test_every_number_has_an_upper_bound(job: dict[str, Any], key: str, value: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config({**job, key: value})
+
+
+def test_the_bounds_themselves_are_accepted(job: dict[str, Any]) -> None:
+    config = parse_config({**job, "max_steps": 1_000_000, "batch_size": 4096, "max_length": 32_768,
+                           "seed": 2**32 - 1, "epochs": 1000, "learning_rate": 1, "lora": {"r": 1024}})
+    assert config.max_steps == 1_000_000 and config.seed == 2**32 - 1 and config.lora is not None
+
+
+def test_a_bad_base_model_is_named_as_given_not_as_resolved(job: dict[str, Any], tmp_path: Path) -> None:
+    """The error must not reveal where a relative name resolves on the server."""
+    with pytest.raises(ConfigError, match=r"config key 'base_model'") as error:
+        parse_config({**job, "base_model": "../../somewhere"}, base_dir=tmp_path)
+    assert str(tmp_path.parent) not in str(error.value) and "'../../somewhere' is not" in str(error.value)
+
+
 def test_missing_required_key(job: dict[str, Any]) -> None:
     del job["output_dir"]
     with pytest.raises(ConfigError, match=r"config key 'output_dir' is required"):

@@ -89,6 +89,10 @@ def _open_candidates(pool: CandidatePool) -> Any:
     return Candidate.objects.filter(pool_problem__pool=pool, solution__isnull=True).exclude(steps=[])
 
 
+#: the most solutions one generation may select (documented in the README)
+MAX_BATCH_SIZE = 100_000
+
+
 def start_generation(campaign: Campaign, *, strategy: str, batch_size: Any, config: Mapping[str, Any] | None = None,
                      user: Any = None, pool: CandidatePool | None = None, reward_model: RewardModel | None = None,
                      auto: bool = False) -> Generation:
@@ -102,6 +106,8 @@ def start_generation(campaign: Campaign, *, strategy: str, batch_size: Any, conf
         raise GenerationNotAllowed(f"only staff and admins of campaign {campaign.slug} start generations")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise JobInputError("batch_size", f"must be an integer >= 1, got {batch_size!r}")
+    if batch_size > MAX_BATCH_SIZE:
+        raise JobInputError("batch_size", f"must be an integer <= {MAX_BATCH_SIZE:,}, got {batch_size!r}")
     if config is not None and not isinstance(config, Mapping):
         raise JobInputError("config", f"must be an object, got {type(config).__name__}")
     try:

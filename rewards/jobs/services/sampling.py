@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from annotate.models import Campaign, Problem, Solution
 from annotate.services.importing import ImportFailed
-from rewards.generation.config import ConfigError, parse_config
+from rewards.generation.config import SMOLLM2, ConfigError, parse_config
 
 from ..backends import STDOUT_FILE, Launch, count_lines, python_command
 from ..models import Backend, PoolProblem, PoolPurpose, SamplingJob
@@ -34,6 +35,11 @@ CONFIG = "job.json"
 #: sampling keys a user may set; ``problems`` and ``output`` are the job's own files
 USER_KEYS = ("model", "backend", "device", "n", "temperature", "top_p", "max_new_tokens", "prompt_template",
              "use_chat_template", "seed", "limit", "generator")
+
+
+def models_dir() -> Path:
+    """Where the model folders a sampling job may name live (``STEPLAB_MODELS_DIR``)."""
+    return Path(settings.STEPLAB_MODELS_DIR)
 
 
 def campaign_problems(campaign: Campaign) -> list[Problem]:
@@ -69,8 +75,12 @@ def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = No
                 row = {"problem": problem.text, **({"unique_id": problem.source_id} if problem.source_id else {})}
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         job_file = {**keys, "problems": PROBLEMS, "output": SAMPLES}
+        if keys.get("model", SMOLLM2) != SMOLLM2:
+            # A model folder is named relative to the models directory, which the job file carries: the sampler
+            # resolves and confines it the same way wherever the job runs.
+            job_file["models_dir"] = str(models_dir())
         try:
-            parse_config(job_file, base_dir=work)
+            parse_config(job_file, base_dir=work, models_dir=models_dir())
         except ConfigError as exc:
             raise config_error(exc) from None
         (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")

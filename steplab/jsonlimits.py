@@ -1,0 +1,63 @@
+"""JSON from outside, bounded in depth.
+
+Python's decoder recurses once per nesting level: a 50 KB body of ``[[[[…`` raises RecursionError (a 500, or an
+import error without a line number), and a document just under the interpreter's limit fails later instead, when
+it is copied, stored or encoded again. Every request body and every uploaded line is therefore held to
+``MAX_JSON_DEPTH`` levels — far above any real row (a PRM800K row is 6 deep).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rest_framework import parsers
+from rest_framework.exceptions import ParseError
+
+MAX_JSON_DEPTH = 64
+
+
+class JSONTooDeep(ValueError):
+    """A JSON document nested deeper than allowed."""
+
+    def __init__(self, limit: int = MAX_JSON_DEPTH) -> None:
+        super().__init__(f"JSON nested more than {limit} levels deep")
+
+
+def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``value`` unchanged when no list/object in it is nested deeper than ``limit`` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            raise JSONTooDeep(limit)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return value
+
+
+def loads(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` that raises JSONTooDeep (a ValueError) instead of RecursionError or a too-deep document."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JSONTooDeep(limit) from None
+    return check_depth(value, limit)
+
+
+class BoundedJSONParser(parsers.JSONParser):
+    """DRF's JSON parser; a body nested too deeply is a 400 like any other malformed body."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise ParseError(f"JSON parse error - {JSONTooDeep()}") from None
+        try:
+            return check_depth(data)
+        except JSONTooDeep as error:
+            raise ParseError(f"JSON parse error - {error}") from None
