@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Campaign
-from rewards.exports import NEUTRAL_POLICIES, ExportOptions
+from rewards.exports import NEUTRAL_POLICIES, STEP_MODES, ExportOptions
 from rewards.models import DatasetVersion
 from rewards.services.datasets import create_dataset_version
 
@@ -15,6 +15,8 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0, help="seed of the train/test split by problem")
         parser.add_argument("--test-fraction", type=float, default=0.1)
         parser.add_argument("--include-qc", action="store_true", help="keep QC and screening solutions")
+        parser.add_argument("--steps", choices=STEP_MODES, default="auto",
+                            help="trl-stepwise step mode (see export_dataset --steps)")
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         campaign = Campaign.objects.filter(slug=options["campaign"]).first()
@@ -22,7 +24,8 @@ class Command(BaseCommand):
             raise CommandError(f"campaign {options['campaign']!r} does not exist")
         try:
             export_options = ExportOptions(neutral=options["neutral"], seed=options["seed"],
-                                           test_fraction=options["test_fraction"], include_qc=options["include_qc"])
+                                           test_fraction=options["test_fraction"], include_qc=options["include_qc"],
+                                           steps=options["steps"])
         except ValueError as error:
             raise CommandError(str(error)) from None
         version = create_dataset_version(campaign, options=export_options)
