@@ -76,6 +76,18 @@ def chosen_path(row: dict[str, Any]) -> tuple[list[str], int | None]:
     return steps, first_error
 
 
+def final_answer_of(steps: list[str]) -> str | None:
+    """The answer a PRM800K path reaches. Phase-1 labelers often ended a step with the answer block
+    ("Exactly.\n\n# Answer\n\n468"), so the ``# Answer`` marker is looked for anywhere in the last step."""
+    if not steps:
+        return None
+    last = steps[-1]
+    marker = last.find("# Answer")
+    if marker >= 0:
+        return last[marker + len("# Answer"):].strip() or None
+    return answer_from_steps(steps)
+
+
 def _reconstructed_rows(path: Path) -> Iterator[dict[str, Any]]:
     for line in path.open(encoding="utf-8"):
         row = json.loads(line)
