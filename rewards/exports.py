@@ -36,7 +36,7 @@ import orjson
 from django.db.models import QuerySet
 
 from annotate.models import (Assignment, AssignmentStatus, Campaign, CampaignMode, Completion, FinishReason, Rating,
-                             Step)
+                             Step, StepDecision)
 from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids
@@ -261,6 +261,36 @@ def _stepwise_rows(assignment: Assignment, step_ids: list[int], data: ChunkData,
     )
 
 
+def solution_paths(solution_ids: list[int]) -> dict[int, list[str]]:
+    """Each solution's step texts as its outcome is judged: at every step the completion its first finished
+    labeling continued with (a human-written step, the chosen candidate), else the step's first completion.
+    For a stepwise solution that is its steps; for a conversational (phase-1) one, the path the labeler took,
+    which is the path whose final answer was graded (not the first candidate of every step)."""
+    step_order: dict[int, tuple[int, int]] = {
+        step_id: (solution_id, index) for step_id, solution_id, index in select_by_ids(
+            Step, ["id", "solution_id", "index"], "solution_id", solution_ids)}
+    texts: dict[tuple[int, int], str] = {(step_id, index): text for step_id, index, text in select_by_ids(
+        Completion, ["step_id", "index", "text"], "step_id", list(step_order))}
+    first_labeling: dict[int, int] = {}
+    for assignment_id, solution_id, status in sorted(select_by_ids(Assignment, ["id", "solution_id", "status"],
+                                                                   "solution_id", solution_ids)):
+        if status == AssignmentStatus.SUBMITTED:
+            first_labeling.setdefault(solution_id, assignment_id)
+    decided: dict[int, tuple[int | None, Any]] = {}
+    for assignment_id, step_id, chosen, human in select_by_ids(
+            StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], "assignment_id",
+            list(first_labeling.values())):
+        decided[step_id] = (chosen, human)
+    paths: dict[int, list[str]] = defaultdict(list)
+    for step_id in sorted(step_order, key=step_order.__getitem__):
+        chosen, human = decided.get(step_id, (None, None))
+        human_text = human.get("text") if isinstance(human, dict) else human
+        text = human_text or texts.get((step_id, chosen if chosen is not None else 0))
+        if text is not None:
+            paths[step_order[step_id][0]].append(text)
+    return paths
+
+
 def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
                       chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
     """One row per labeled solution with a grader verdict (deduplicated across overlapping labelers)."""
@@ -274,17 +304,9 @@ def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
         # Plain values, not model instances (a third of this pass's time on 100k solutions).
         chunk = list(Solution.objects.filter(pk__in=solution_ids[start:start + chunk_size]).order_by("pk").values_list(
             "pk", "pre_generated_steps", "is_correct", "problem__text", "problem__text_sha256", "problem__source_id"))
-        # Steps first, then their first completions by step id: index scans, not a join over the tables.
-        step_order: dict[int, tuple[int, int]] = {
-            step_id: (solution_id, index) for step_id, solution_id, index in select_by_ids(
-                Step, ["id", "solution_id", "index"], "solution_id", [row[0] for row in chunk if not row[1]])}
-        first_texts: dict[int, list[str]] = defaultdict(list)
-        first_completions = [(step_id, text) for step_id, index, text in select_by_ids(
-            Completion, ["step_id", "index", "text"], "step_id", list(step_order)) if index == 0]
-        for step_id, text in sorted(first_completions, key=lambda row: step_order[row[0]]):
-            first_texts[step_order[step_id][0]].append(text)
+        paths = solution_paths([row[0] for row in chunk if not row[1]])
         for solution_id, pre_generated, is_correct, prompt, digest, source_id in chunk:
-            steps = pre_generated or first_texts[solution_id]
+            steps = pre_generated or paths.get(solution_id, [])
             yield {
                 "prompt": prompt,
                 "completion": "\n".join(steps),
