@@ -60,3 +60,41 @@ def test_demo_history_holds_every_phase1_label_graded_and_a_graded_pool(demo: Ca
     candidates = Candidate.objects.filter(pool_problem__pool=pool)
     assert pool.problems.count() == 30 and candidates.count() == 30 * 64
     assert 0 < candidates.filter(is_correct=True).count() < candidates.count()
+
+
+def test_demo_serves_on_the_addrport_it_is_given(tmp_path: Path) -> None:
+    """`manage.py demo --addrport` (what `./run demo --addrport` runs) on the embedded default, in its own var
+    folder: it loads, then serves the login page on the port it was given."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(STEPLAB_VAR_DIR=str(tmp_path / "var"), STEPLAB_DEMO_PASSWORD="demo-Password-1")
+    root = Path(__file__).resolve().parents[2]
+    log = (tmp_path / "demo.log").open("w")
+    server = subprocess.Popen([sys.executable, "manage.py", "demo", "--addrport", f"127.0.0.1:{port}", "--no-worker"],
+                              cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600  # the load runs first; the CPU may be shared
+        status = None
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5) as response:
+                    status = response.status
+                break
+            except OSError:
+                time.sleep(0.5)  # polling for the server to come up
+        output = (tmp_path / "demo.log").read_text()
+        assert status == 200, output
+        assert f"serving on http://127.0.0.1:{port}/" in output and "loaded campaign 'demo'" in output
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
