@@ -156,8 +156,8 @@ def processbench(prm: Any, orm: Any, limit: int | None, thresholds: np.ndarray) 
     results: dict[str, Any] = {}
     for subset in ("math", "gsm8k"):
         items = json.loads((SHARED / "processbench" / f"{subset}.json").read_text(encoding="utf-8"))
-        if limit:
-            items = items[:limit]
+        if limit and limit < len(items):  # evenly spread: the files list erroneous solutions before correct ones
+            items = [items[i * len(items) // limit] for i in range(limit)]
         pairs = [(item["problem"], item["steps"]) for item in items]
         step_scores = prm.score_steps_batch(pairs)
         orm_scores = np.array(orm.score_solutions(pairs))
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aggregation", default="min", choices=("min", "product"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--processbench-limit", type=int, default=400,
-                        help="items per ProcessBench set (0: all 1000 + 400)")
+                        help="items per ProcessBench set, evenly spread over the file (0: all 1000 + 400)")
     parser.add_argument("--pool-size", type=int, default=8, help="samples per AIME problem for best-of-N")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
