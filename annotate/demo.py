@@ -1,13 +1,19 @@
 """The demo campaign: real, openly licensed data from ``annotate/demo_data`` (see its README for origin and license).
 
 Loading is idempotent: a campaign that already holds solutions is left as it is, only the accounts are
-ensured. Everything goes through the same importers as ``import_problems`` / ``import_prm800k`` /
-``import_solutions``, so the demo exercises the real code paths.
+ensured (and labeled solutions still without a verdict are graded). Everything goes through the same importers
+as ``import_problems`` / ``import_prm800k`` / ``import_solutions`` / ``import_pool``, so the demo exercises the
+real code paths. The labeled history is every openly licensed PRM800K phase-1 label (train and test
+reconstructions, the genuine rows), its problems carry the MATH ground truth, so its labeled solutions are graded
+and both the step (alternatives mode) and the outcome datasets have real negatives; the AIME 2025 samples are the
+campaign's best-of-N pool.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import secrets
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,7 +23,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from .models import Campaign, CampaignMode, Membership, Role
+from .grading import answers_match
+from .models import Campaign, CampaignMode, Membership, Role, Solution
 from .prm800k import import_prm800k
 from .services.problems import import_problems, import_solutions
 from .steps import answer_from_steps
@@ -78,8 +85,26 @@ def chosen_path(row: dict[str, Any]) -> tuple[list[str], int | None]:
     return steps, first_error
 
 
+def final_answer_of(steps: list[str]) -> str | None:
+    """The answer a PRM800K path reaches. Phase-1 labelers often ended a step with the answer block
+    ("Exactly.\n\n# Answer\n\n468"), so the ``# Answer`` marker is looked for anywhere in the last step."""
+    if not steps:
+        return None
+    last = steps[-1]
+    marker = last.find("# Answer")
+    if marker >= 0:
+        return last[marker + len("# Answer"):].strip() or None
+    return answer_from_steps(steps)
+
+
+def _lines(path: Path) -> Iterator[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        yield from handle
+
+
 def _reconstructed_rows(path: Path) -> Iterator[dict[str, Any]]:
-    for line in path.open(encoding="utf-8"):
+    for line in _lines(path):
         row = json.loads(line)
         if row["label"]["finish_reason"] == "give_up_or_unknown":
             row["label"]["finish_reason"] = "give_up"
@@ -94,8 +119,10 @@ def _with_temp_jsonl(rows: Iterator[dict[str, Any]], action: Callable[[Path], An
         return action(Path(handle.name))
 
 
-def _solutions_to_label(path: Path, qc_every: int) -> Iterator[dict[str, Any]]:
-    for number, line in enumerate(path.open(encoding="utf-8")):
+def _solutions_to_label(path: Path, qc_every: int, count: int) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(_lines(path)):
+        if number == count:
+            return
         row = json.loads(line)
         steps, gold = chosen_path(row)
         if not steps:
@@ -109,22 +136,49 @@ def _solutions_to_label(path: Path, qc_every: int) -> Iterator[dict[str, Any]]:
         }
 
 
-def _missing(value: Any) -> bool:
-    return value is None or value == "None"
+def _unzipped(path: Path, action: Callable[[Path], Any]) -> Any:
+    with tempfile.NamedTemporaryFile("wb", suffix=path.name.removesuffix(".gz"), delete=True) as handle:
+        with gzip.open(path, "rb") as source:
+            shutil.copyfileobj(source, handle)
+        handle.flush()
+        return action(Path(handle.name))
 
 
-def _train_problems(path: Path) -> Iterator[dict[str, Any]]:
-    """Problems of the phase-1 train rows. The reconstruction lost their ground truth (the string "None"):
-    the answer of a chosen path that the labeler finished as a correct ``solution`` stands in for it."""
-    for line in path.open(encoding="utf-8"):
-        row = json.loads(line)
-        question = row["question"]
-        answer = None if _missing(question["ground_truth_answer"]) else question["ground_truth_answer"]
-        if answer is None:
-            steps, gold = chosen_path(row)
-            answer = answer_from_steps(steps) if gold == -1 else None
-        solution = question.get("ground_truth_solution")
-        yield {"problem": question["problem"], "answer": answer, "solution": None if _missing(solution) else solution}
+def grade_labeled_solutions(campaign: Campaign) -> dict[str, int]:
+    """Grade the campaign's solutions that have no verdict yet and whose problem has a ground truth: the final
+    answer of the path their first finished labeling took (``# Answer`` anywhere in its last step) against the
+    problem's answer (a phase-2 row's ``pre_generated_answer``), with the project's grader. Idempotent: graded solutions are left alone, so it is a no-op
+    once the importer grades on its own. Returns how many became correct, wrong, and stayed without an answer."""
+    from rewards.exports import solution_paths
+
+    pending = list(Solution.objects.filter(campaign=campaign, is_correct__isnull=True, problem__answer__isnull=False,
+                                           assignments__status="submitted")
+                   .exclude(problem__answer="").distinct().values_list("pk", "problem__answer", "final_answer"))
+    paths = solution_paths([pk for pk, _, answer in pending if answer is None])
+    verdicts: dict[bool, list[int]] = {True: [], False: []}
+    ungraded = 0
+    for pk, truth, answer in pending:  # phase 2 rows carry their answer (pre_generated_answer)
+        verdict = answers_match(truth, answer if answer is not None else final_answer_of(paths.get(pk, [])))
+        if verdict is None:
+            ungraded += 1
+        else:
+            verdicts[verdict].append(pk)
+    for verdict, ids in verdicts.items():
+        Solution.objects.filter(pk__in=ids).update(is_correct=verdict)
+    return {"correct": len(verdicts[True]), "wrong": len(verdicts[False]), "no_answer": ungraded}
+
+
+def import_demo_pool(campaign: Campaign) -> int:
+    """The campaign's best-of-N pool: 64 real samples per AIME 2025 problem, split and graded at import."""
+    from rewards.jobs.models import CandidatePool
+    from rewards.jobs.services.pools import import_pool
+
+    name = f"{campaign.slug}: AIME 2025 I+II, 64 samples"
+    if CandidatePool.objects.filter(name=name).exists():
+        return 0
+    pool, report = _unzipped(DEMO_DATA / "aime2025_k64.jsonl.gz",
+                             lambda path: import_pool(path, name, campaign=campaign))
+    return report.imported
 
 
 def ensure_accounts(campaign: Campaign, password: str | None) -> dict[str, str]:
@@ -146,7 +200,7 @@ def ensure_accounts(campaign: Campaign, password: str | None) -> dict[str, str]:
     return set_passwords
 
 
-def load_demo(*, password: str | None = None, qc_every: int = 6) -> DemoReport:
+def load_demo(*, password: str | None = None, qc_every: int = 6, to_label: int = 150) -> DemoReport:
     with transaction.atomic():
         campaign, _ = Campaign.objects.get_or_create(slug=DEMO_SLUG, defaults={
             "name": "Demo: PRM800K step labels on MATH", "mode": CampaignMode.STEPWISE, "instructions": INSTRUCTIONS,
@@ -156,14 +210,20 @@ def load_demo(*, password: str | None = None, qc_every: int = 6) -> DemoReport:
         if not campaign.solutions.exists():
             report.loaded = True
             report.counts["problems"] = import_problems(DEMO_DATA / "math500.jsonl").imported
+            # the phase-1 train problems with their MATH answers (texts exactly as in PRM800K, so rows join them)
+            report.counts["problems"] += import_problems(DEMO_DATA / "math_train_answers.jsonl").imported
             history = import_prm800k(DEMO_DATA / "genuine_rows.jsonl", campaign).imported
-            history += _with_temp_jsonl(_reconstructed_rows(DEMO_DATA / "phase1_test_reconstructed.jsonl"),
-                                        lambda path: import_prm800k(path, campaign)).imported
+            for name in ("phase1_test_reconstructed.jsonl", "phase1_train_reconstructed.jsonl.gz"):
+                history += _with_temp_jsonl(_reconstructed_rows(DEMO_DATA / name),
+                                            lambda path: import_prm800k(path, campaign)).imported
             report.counts["labeled_history"] = history
-            # Chosen paths of train problems that are not MATH-500 problems: import_solutions needs them first.
-            train = DEMO_DATA / "phase1_train_reconstructed_first150.jsonl"
-            _with_temp_jsonl(_train_problems(train), import_problems)
-            report.counts["to_label"] = _with_temp_jsonl(_solutions_to_label(train, qc_every),
-                                                         lambda path: import_solutions(path, campaign)).imported
+            # Chosen paths of the first train rows, without their labels, are the labeling queue.
+            report.counts["to_label"] = _with_temp_jsonl(
+                _solutions_to_label(DEMO_DATA / "phase1_train_reconstructed.jsonl.gz", qc_every, to_label),
+                lambda path: import_solutions(path, campaign)).imported
+        graded = grade_labeled_solutions(campaign)
+        if report.loaded:
+            report.counts.update({f"graded_{key}": value for key, value in graded.items()})
+            report.counts["pool_candidates"] = import_demo_pool(campaign)
         report.passwords = ensure_accounts(campaign, password)
     return report

@@ -3,7 +3,13 @@
 * ``prm800k`` — the lossless PRM800K JSONL (``annotate.prm800k``), one row per finished labeling.
 * ``trl-stepwise`` — TRL's stepwise-supervision type: ``prompt``, ``completions`` (step texts),
   ``labels`` (bools), plus ``ratings`` (the raw −1/0/+1), ``split``, ``problem_id``, ``solution_id``.
-  One row per labeled solution; steps after the first error are dropped. Neutral policy
+  Step mode (``steps``): ``chosen`` — one row per labeled solution, the path the labeler continued with;
+  ``alternatives`` — that row plus, for every other rated candidate at a position of the path, one row
+  made of the chosen prefix up to that position and the candidate (deduplicated by text), so the ratings
+  conversational (phase-1) labelers gave to the completions they did not continue with reach training;
+  ``auto`` (default) — ``alternatives`` when the labeled rows carry rated alternatives (a conversational
+  campaign, or any rating on a completion other than the first), else ``chosen``. Steps after the first
+  error are dropped. Neutral policy
   (``neutral``): ``positive`` (the paper's choice: 0 counts as correct), ``negative``, or ``exclude``
   (neutral steps are left out of ``completions``/``labels``). A human-written step (conversational
   mode) counts as +1: the labeler wrote it as a correct continuation.
@@ -16,6 +22,7 @@ SHA-256(seed, problem text digest) falls under ``test_fraction``.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tempfile
@@ -28,7 +35,8 @@ from typing import IO, Any
 import orjson
 from django.db.models import QuerySet
 
-from annotate.models import Assignment, AssignmentStatus, Campaign, Completion, FinishReason, Step
+from annotate.models import (Assignment, AssignmentStatus, Campaign, CampaignMode, Completion, FinishReason, Rating,
+                             Step, StepDecision)
 from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids
@@ -37,6 +45,7 @@ FORMATS = ("prm800k", "trl-stepwise", "outcome")
 NEUTRAL_POLICIES = ("positive", "negative", "exclude")
 LABELED_REASONS = (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
 LABEL_SOURCES = ("raw", "resolved")
+STEP_MODES = ("auto", "chosen", "alternatives")
 
 
 @dataclass(frozen=True)
@@ -51,12 +60,16 @@ class ExportOptions:
     generations: tuple[int, ...] | None = None
     # "raw": every labeler's own ratings; "resolved": adjudicated solutions as one row of resolved labels.
     labels: str = "raw"
+    # "chosen": the labeler's path only; "alternatives": plus every rated alternative; "auto": see resolve_steps.
+    steps: str = "auto"
 
     def __post_init__(self) -> None:
         if self.neutral not in NEUTRAL_POLICIES:
             raise ValueError(f"neutral must be one of {', '.join(NEUTRAL_POLICIES)}, got {self.neutral!r}")
         if self.labels not in LABEL_SOURCES:
             raise ValueError(f"labels must be one of {', '.join(LABEL_SOURCES)}, got {self.labels!r}")
+        if self.steps not in STEP_MODES:
+            raise ValueError(f"steps must be one of {', '.join(STEP_MODES)}, got {self.steps!r}")
         if not 0 <= self.test_fraction < 1:
             raise ValueError("test_fraction must be in [0, 1)")
 
@@ -78,6 +91,16 @@ def labeled_assignments(campaign: Campaign, options: ExportOptions, *, all_finis
     return queryset
 
 
+def resolve_steps(campaign: Campaign, options: ExportOptions) -> ExportOptions:
+    """``steps="auto"`` made explicit: ``alternatives`` when the labeled rows carry rated alternatives (a
+    conversational campaign, or a rating on a completion other than a step's first), else ``chosen``."""
+    if options.steps != "auto":
+        return options
+    rich = campaign.mode == CampaignMode.CONVERSATIONAL or Rating.objects.filter(
+        assignment__in=labeled_assignments(campaign, options), completion__index__gt=0).exists()
+    return dataclasses.replace(options, steps="alternatives" if rich else "chosen")
+
+
 def _label_for(rating: int | None, policy: str) -> bool | None:
     """The step label under the neutral policy; None means "leave the step out"."""
     if rating == 0:
@@ -85,8 +108,79 @@ def _label_for(rating: int | None, policy: str) -> bool | None:
     return rating == 1
 
 
-def iter_stepwise_rows(assignments: QuerySet[Assignment], options: ExportOptions,
-                       chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
+@dataclass(frozen=True)
+class StepPosition:
+    """One step position of a labeling as the stepwise rows read it: the candidate completions in index order
+    with this labeling's ratings, the chosen candidate's index and a human-written step, if any."""
+
+    candidates: tuple[tuple[str, int | None], ...]
+    chosen: int | None
+    human: str | None
+
+
+@dataclass(frozen=True)
+class StepwiseRows:
+    """A labeling's stepwise rows: the chosen path's row, and one row per rated alternative (prefix + it)."""
+
+    chosen: dict[str, Any] | None
+    alternatives: list[dict[str, Any]]
+
+    def rows(self, steps: str) -> list[dict[str, Any]]:
+        head = [self.chosen] if self.chosen is not None else []
+        return head + self.alternatives if steps == "alternatives" else head
+
+
+Labeled = list[tuple[str, bool, int]]  # (step text, label, raw rating)
+
+
+def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled, list[Labeled]]:
+    """The chosen path's labeled steps, and every rated alternative as the chosen prefix up to its position
+    plus the alternative. Pure (no database), so the exporter and the benchmarks build rows the same way.
+
+    The path follows the labeler: the human-written step (rated +1), else the chosen candidate; at the position
+    where no candidate was chosen the labeling stopped (its first candidate ends the path when rated −1).
+    Alternatives: at each position the path reached, every other rated candidate, once per distinct text (the
+    path's own step is not repeated); a neutral alternative left out under ``exclude`` gives no row.
+    """
+    path: Labeled = []
+    alternatives: list[Labeled] = []
+    for position in positions:
+        prefix = list(path)
+        taken: str | None = None
+        stop = False
+        if position.human:
+            taken, rating = position.human, 1
+        else:
+            index = position.chosen if position.chosen is not None else 0
+            if index >= len(position.candidates):
+                break
+            text, rating = position.candidates[index]
+            if position.chosen is None:  # no continuation chosen: this is where the labeler stopped
+                stop = True
+                if rating == -1:
+                    taken = text
+                    path.append((text, False, -1))
+            else:
+                taken = text
+        if not stop and rating is not None:
+            label = _label_for(rating, neutral)
+            if label is not None:
+                path.append((taken or "", label, rating))
+        seen = {taken} if taken is not None else set()
+        for text, value in position.candidates:
+            if value is None or text in seen:
+                continue
+            seen.add(text)
+            label = _label_for(value, neutral)
+            if label is not None:
+                alternatives.append(prefix + [(text, label, value)])
+        if stop or rating is None or rating == -1:
+            break
+    return path, alternatives
+
+
+def iter_stepwise_groups(assignments: QuerySet[Assignment], options: ExportOptions,
+                         chunk_size: int = 1000) -> Iterator[StepwiseRows]:
     resolved_done: set[int] = set()
     for chunk, data in iter_prm800k_chunks(assignments, chunk_size):
         texts, ratings = _stepwise_inputs(data)
@@ -99,11 +193,15 @@ def iter_stepwise_rows(assignments: QuerySet[Assignment], options: ExportOptions
                     resolved_done.add(assignment.solution_id)
                     row = _resolved_row(assignment, steps, texts, resolved[assignment.solution_id], options)
                     if row is not None:
-                        yield row
+                        yield StepwiseRows(row, [])
                 continue
-            row = _stepwise_row(assignment, steps, texts, ratings, data.decisions, options)
-            if row is not None:
-                yield row
+            yield _stepwise_rows(assignment, steps, data, ratings, options)
+
+
+def iter_stepwise_rows(assignments: QuerySet[Assignment], options: ExportOptions,
+                       chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
+    for group in iter_stepwise_groups(assignments, options, chunk_size):
+        yield from group.rows(options.steps)
 
 
 def _stepwise_inputs(data: ChunkData) -> tuple[dict[tuple[int, int], tuple[int, str]], dict[tuple[int, int], Any]]:
@@ -132,61 +230,68 @@ def _resolved_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple
             break
     if not completions:
         return None
-    problem = assignment.solution.problem
-    return {
-        "prompt": problem.text, "completions": completions, "labels": labels, "ratings": raw,
-        "split": split_of(problem.text_sha256, options.seed, options.test_fraction),
-        "problem_id": problem.source_id or problem.text_sha256[:16],
-        "solution_id": assignment.solution_id,
-        "assignment_id": None,  # resolved labels belong to no single labeling
-    }
+    return _trl_row(assignment, list(zip(completions, labels, raw)), options, assignment_id=None)
 
 
-def _stepwise_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
-                  ratings: dict[tuple[int, int], int | None], decisions: dict[tuple[int, int], tuple[Any, Any]],
-                  options: ExportOptions) -> dict[str, Any] | None:
-    completions: list[str] = []
-    labels: list[bool] = []
-    raw: list[int] = []
-    for step_id in step_ids:
-        chosen, human = decisions.get((assignment.pk, step_id), (None, None))
-        human_text = human.get("text") if isinstance(human, dict) else human
-        if human_text:
-            text, rating = human_text, 1
-        else:
-            entry = texts.get((step_id, chosen if chosen is not None else 0))
-            if entry is None:
-                break
-            cid, text = entry
-            rating = ratings.get((assignment.pk, cid))
-            if chosen is None:  # no continuation chosen: this is where the labeler stopped
-                if rating == -1:
-                    completions.append(text)
-                    labels.append(False)
-                    raw.append(-1)
-                break
-        if rating is None:
-            break
-        label = _label_for(rating, options.neutral)
-        if label is not None:
-            completions.append(text)
-            labels.append(label)
-            raw.append(rating)
-        if rating == -1:
-            break
-    if not completions:
-        return None
+def _trl_row(assignment: Assignment, steps: Labeled, options: ExportOptions, *,
+             assignment_id: int | None) -> dict[str, Any]:
     problem = assignment.solution.problem
     return {
         "prompt": problem.text,
-        "completions": completions,
-        "labels": labels,
-        "ratings": raw,
+        "completions": [text for text, _, _ in steps],
+        "labels": [label for _, label, _ in steps],
+        "ratings": [rating for _, _, rating in steps],
         "split": split_of(problem.text_sha256, options.seed, options.test_fraction),
         "problem_id": problem.source_id or problem.text_sha256[:16],
         "solution_id": assignment.solution_id,
-        "assignment_id": assignment.pk,
+        "assignment_id": assignment_id,  # None for resolved labels: they belong to no single labeling
     }
+
+
+def _stepwise_rows(assignment: Assignment, step_ids: list[int], data: ChunkData,
+                   ratings: dict[tuple[int, int], int | None], options: ExportOptions) -> StepwiseRows:
+    positions: list[StepPosition] = []
+    for step_id in step_ids:
+        chosen, human = data.decisions.get((assignment.pk, step_id), (None, None))
+        human_text = human.get("text") if isinstance(human, dict) else human
+        candidates = tuple((text, ratings.get((assignment.pk, cid)))
+                           for cid, _, text in data.completions_by_step.get(step_id, ()))
+        positions.append(StepPosition(candidates, chosen, human_text or None))
+    path, alternatives = stepwise_paths(positions, options.neutral)
+    return StepwiseRows(
+        _trl_row(assignment, path, options, assignment_id=assignment.pk) if path else None,
+        [_trl_row(assignment, steps, options, assignment_id=assignment.pk) for steps in alternatives],
+    )
+
+
+def solution_paths(solution_ids: list[int]) -> dict[int, list[str]]:
+    """Each solution's step texts as its outcome is judged: at every step the completion its first finished
+    labeling continued with (a human-written step, the chosen candidate), else the step's first completion.
+    For a stepwise solution that is its steps; for a conversational (phase-1) one, the path the labeler took,
+    which is the path whose final answer was graded (not the first candidate of every step)."""
+    step_order: dict[int, tuple[int, int]] = {
+        step_id: (solution_id, index) for step_id, solution_id, index in select_by_ids(
+            Step, ["id", "solution_id", "index"], "solution_id", solution_ids)}
+    texts: dict[tuple[int, int], str] = {(step_id, index): text for step_id, index, text in select_by_ids(
+        Completion, ["step_id", "index", "text"], "step_id", list(step_order))}
+    first_labeling: dict[int, int] = {}
+    for assignment_id, solution_id, status in sorted(select_by_ids(Assignment, ["id", "solution_id", "status"],
+                                                                   "solution_id", solution_ids)):
+        if status == AssignmentStatus.SUBMITTED:
+            first_labeling.setdefault(solution_id, assignment_id)
+    decided: dict[int, tuple[int | None, Any]] = {}
+    for assignment_id, step_id, chosen, human in select_by_ids(
+            StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], "assignment_id",
+            list(first_labeling.values())):
+        decided[step_id] = (chosen, human)
+    paths: dict[int, list[str]] = defaultdict(list)
+    for step_id in sorted(step_order, key=step_order.__getitem__):
+        chosen, human = decided.get(step_id, (None, None))
+        human_text = human.get("text") if isinstance(human, dict) else human
+        text = human_text or texts.get((step_id, chosen if chosen is not None else 0))
+        if text is not None:
+            paths[step_order[step_id][0]].append(text)
+    return paths
 
 
 def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
@@ -202,17 +307,9 @@ def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
         # Plain values, not model instances (a third of this pass's time on 100k solutions).
         chunk = list(Solution.objects.filter(pk__in=solution_ids[start:start + chunk_size]).order_by("pk").values_list(
             "pk", "pre_generated_steps", "is_correct", "problem__text", "problem__text_sha256", "problem__source_id"))
-        # Steps first, then their first completions by step id: index scans, not a join over the tables.
-        step_order: dict[int, tuple[int, int]] = {
-            step_id: (solution_id, index) for step_id, solution_id, index in select_by_ids(
-                Step, ["id", "solution_id", "index"], "solution_id", [row[0] for row in chunk if not row[1]])}
-        first_texts: dict[int, list[str]] = defaultdict(list)
-        first_completions = [(step_id, text) for step_id, index, text in select_by_ids(
-            Completion, ["step_id", "index", "text"], "step_id", list(step_order)) if index == 0]
-        for step_id, text in sorted(first_completions, key=lambda row: step_order[row[0]]):
-            first_texts[step_order[step_id][0]].append(text)
+        paths = solution_paths([row[0] for row in chunk if not row[1]])
         for solution_id, pre_generated, is_correct, prompt, digest, source_id in chunk:
-            steps = pre_generated or first_texts[solution_id]
+            steps = pre_generated or paths.get(solution_id, [])
             yield {
                 "prompt": prompt,
                 "completion": "\n".join(steps),
@@ -229,7 +326,7 @@ def iter_format_rows(campaign: Campaign, fmt: str, options: ExportOptions) -> It
             raise ValueError("prm800k is the lossless raw format: labels='resolved' applies to trl-stepwise")
         return iter_prm800k_rows(labeled_assignments(campaign, options, all_finished=True))
     if fmt == "trl-stepwise":
-        return iter_stepwise_rows(labeled_assignments(campaign, options), options)
+        return iter_stepwise_rows(labeled_assignments(campaign, options), resolve_steps(campaign, options))
     if fmt == "outcome":
         return iter_outcome_rows(labeled_assignments(campaign, options), options)
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -360,9 +457,9 @@ def write_rows_multi(rows: Iterable[dict[str, Any]], outs: list[Path], fmt: str,
 
 
 def iter_prm800k_and_stepwise_rows(campaign: Campaign, options: ExportOptions
-                                   ) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
+                                   ) -> Iterator[tuple[dict[str, Any], StepwiseRows | None]]:
     """One read of the database for both the PRM800K file and the TRL stepwise file (raw labels): each finished
-    assignment's PRM800K row, with its stepwise row when its finish reason is one the dataset keeps (else None).
+    assignment's PRM800K row, with its stepwise rows when its finish reason is one the dataset keeps (else None).
 
     The two formats read the same steps, completions and ratings; reading them once saves a third of a dataset
     version's time. Rows come in the order of the separate passes (assignment id), so the files are identical.
@@ -372,27 +469,27 @@ def iter_prm800k_and_stepwise_rows(campaign: Campaign, options: ExportOptions
     kept = set(options.finish_reasons)
     names = LabelerNames()
     for chunk, data in iter_prm800k_chunks(labeled_assignments(campaign, options, all_finished=True)):
-        texts, ratings = _stepwise_inputs(data)
+        _, ratings = _stepwise_inputs(data)
         for assignment, prm_row in zip(chunk, prm800k_rows(chunk, data, names), strict=True):
-            stepwise = (_stepwise_row(assignment, data.steps_by_solution[assignment.solution_id], texts, ratings,
-                                      data.decisions, options) if assignment.finish_reason in kept else None)
+            stepwise = (_stepwise_rows(assignment, data.steps_by_solution[assignment.solution_id], data, ratings,
+                                       options) if assignment.finish_reason in kept else None)
             yield prm_row, stepwise
 
 
-def write_paired_rows(pairs: Iterable[tuple[dict[str, Any], dict[str, Any] | None]],
+def write_paired_rows(pairs: Iterable[tuple[dict[str, Any], list[dict[str, Any]]]],
                       first: tuple[list[Path], str], second: tuple[list[Path], str], *,
                       batch_rows: int = 5000) -> tuple[list[WrittenFile], list[WrittenFile]]:
-    """Write a stream of (row, optional row) pairs to two sets of files at once, each file atomically."""
+    """Write a stream of (row, its rows of the second kind) pairs to two sets of files at once, each atomically."""
     sinks: list[_Sink] = []
     try:
         first_sinks = [_Sink(Path(out), first[1], batch_rows) for out in first[0]]
         sinks += first_sinks
         second_sinks = [_Sink(Path(out), second[1], batch_rows) for out in second[0]]
         sinks += second_sinks
-        for row, other in pairs:
+        for row, others in pairs:
             for sink in first_sinks:
                 sink.add(row)
-            if other is not None:
+            for other in others:
                 for sink in second_sinks:
                     sink.add(other)
         return [sink.close() for sink in first_sinks], [sink.close() for sink in second_sinks]

@@ -43,10 +43,13 @@ from django.utils import timezone
 from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Rating, Solution, StepDecision
 from rewards.exports import (
     ExportOptions,
+    StepwiseRows,
     WrittenFile,
     iter_format_rows,
     iter_prm800k_and_stepwise_rows,
+    iter_stepwise_groups,
     labeled_assignments,
+    resolve_steps,
     write_paired_rows,
     write_rows_multi,
 )
@@ -135,31 +138,42 @@ def code_version() -> str:
 
 @dataclass
 class _Tally:
-    """Label distribution and split sizes gathered while the rows stream past."""
+    """Label distribution and split sizes gathered while the rows stream past. Both step modes are counted
+    (``modes``: labeled steps and negatives that ``chosen`` and ``alternatives`` yield), whichever is written."""
 
+    steps: str
     labels: Counter[str] = field(default_factory=Counter)
     step_ratings: Counter[str] = field(default_factory=Counter)
     rows: Counter[str] = field(default_factory=Counter)
     problems: dict[str, set[str]] = field(default_factory=lambda: {"train": set(), "test": set()})
+    modes: dict[str, Counter[str]] = field(default_factory=lambda: {"chosen": Counter(), "alternatives": Counter()})
 
-    def stepwise(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        for row in rows:
-            self.count_stepwise(row)
-            yield row
+    def stepwise(self, groups: Iterator[StepwiseRows]) -> Iterator[dict[str, Any]]:
+        for group in groups:
+            yield from self.count_stepwise(group)
 
-    def count_stepwise(self, row: dict[str, Any] | None) -> None:
-        if row is None:
-            return
-        self.labels.update("true" if v else "false" for v in row["labels"])
-        self.step_ratings.update(str(v) for v in row["ratings"])
-        self.rows[f"stepwise:{row['split']}"] += 1
-        self.problems[row["split"]].add(row["problem_id"])
+    def count_stepwise(self, group: StepwiseRows | None) -> list[dict[str, Any]]:
+        """Count a labeling's rows in both modes; returns the rows of the mode being written."""
+        if group is None:
+            return []
+        if group.chosen is not None:
+            steps, negatives = len(group.chosen["labels"]), group.chosen["labels"].count(False)
+            for mode in ("chosen", "alternatives"):
+                self.modes[mode].update(rows=1, steps=steps, negatives=negatives)
+        for row in group.alternatives:  # each adds one labeled step: its last (the prefix is the chosen path's)
+            self.modes["alternatives"].update(rows=1, steps=1, negatives=0 if row["labels"][-1] else 1)
+        written = group.rows(self.steps)
+        for row in written:
+            self.labels.update("true" if v else "false" for v in row["labels"])
+            self.step_ratings.update(str(v) for v in row["ratings"])
+            self.rows[f"stepwise:{row['split']}"] += 1
+            self.problems[row["split"]].add(row["problem_id"])
+        return written
 
-    def paired(self, pairs: Iterator[tuple[dict[str, Any], dict[str, Any] | None]]
-               ) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
-        for pair in pairs:
-            self.count_stepwise(pair[1])
-            yield pair
+    def paired(self, pairs: Iterator[tuple[dict[str, Any], StepwiseRows | None]]
+               ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        for row, group in pairs:
+            yield row, self.count_stepwise(group)
 
     def outcome(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for row in rows:
@@ -197,6 +211,9 @@ def _counts(database: dict[str, Any], tally: _Tally, written: dict[str, WrittenF
         "stepwise_labels": {"true": tally.labels["true"], "false": tally.labels["false"]},
         "stepwise_ratings": {"negative": tally.step_ratings["-1"], "neutral": tally.step_ratings["0"],
                              "positive": tally.step_ratings["1"]},
+        "step_mode": tally.steps,
+        "step_modes": {mode: {"rows": counter["rows"], "labeled_steps": counter["steps"],
+                              "negatives": counter["negatives"]} for mode, counter in tally.modes.items()},
         "rows": {key: file.rows for key, file in written.items()},
         "split": {
             name: {"problems": len(tally.problems[name]), "stepwise_rows": tally.rows[f"stepwise:{name}"],
@@ -278,7 +295,7 @@ def _clean_stale_temp(root: Path, max_age_s: float = 24 * 3600) -> None:
 def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None = None,
                            user: AbstractBaseUser | None = None) -> DatasetVersion | None:
     """Snapshot ``campaign`` in every format; ``None`` when the content equals the latest version's."""
-    options = options or ExportOptions()
+    options = resolve_steps(campaign, options or ExportOptions())
     spec = spec_of(options)
     watermark = label_watermark(campaign)
     tmp_root = Path(settings.STEPLAB_EXPORT_TMP_DIR)
@@ -289,7 +306,7 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
     counting = None if connection.in_atomic_block else ThreadPoolExecutor(1, thread_name_prefix="export-counts")
     database_counts = counting.submit(_database_counts, campaign, options, in_thread=True) if counting else None
     try:
-        tally = _Tally()
+        tally = _Tally(options.steps)
         written: dict[str, WrittenFile] = {}
         names = {key: file_name for key, _, file_name in FILES}
         stepwise_outs = [work / names["trl-stepwise"], work / names["trl-stepwise-parquet"]]
@@ -297,7 +314,8 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
             prm, stepwise = write_paired_rows(tally.paired(iter_prm800k_and_stepwise_rows(campaign, options)),
                                               ([work / names["prm800k"]], "prm800k"), (stepwise_outs, "trl-stepwise"))
         else:
-            stepwise = write_rows_multi(tally.stepwise(iter_format_rows(campaign, "trl-stepwise", options)),
+            stepwise = write_rows_multi(tally.stepwise(iter_stepwise_groups(labeled_assignments(campaign, options),
+                                                                            options)),
                                         stepwise_outs, "trl-stepwise")
             prm = write_rows_multi(iter_format_rows(campaign, "prm800k", options), [work / names["prm800k"]],
                                    "prm800k")

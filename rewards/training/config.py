@@ -66,6 +66,10 @@ class TrainConfig:
     score_aggregation: str = "product"
     limit: int | None = None
     logging_steps: int = 10
+    # Loss weight of the negative class (label 0); "balanced" = positives / negatives of the training labels.
+    negative_weight: float | str = 1.0
+    # Train each (prompt, step prefix, step, label) once: "alternatives" rows repeat their chosen prefix.
+    dedupe_steps: bool = True
 
     def resolved(self) -> dict[str, Any]:
         """The JSON form written to ``config.resolved.json``: every default explicit, paths absolute.
@@ -224,7 +228,17 @@ def parse_config(raw: Any, *, base_dir: Path | None = None) -> TrainConfig:
         score_aggregation=_choice("score_aggregation", raw.get("score_aggregation", "product"), AGGREGATIONS),
         limit=optional_int("limit"),
         logging_steps=_int("logging_steps", raw.get("logging_steps", defaults["logging_steps"])),
+        negative_weight=_negative_weight(raw.get("negative_weight", defaults["negative_weight"])),
+        dedupe_steps=_bool("dedupe_steps", raw.get("dedupe_steps", defaults["dedupe_steps"])),
     )
+
+
+def _negative_weight(value: Any) -> float | str:
+    if value == "balanced":
+        return "balanced"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1000:
+        raise ConfigError(f"config key 'negative_weight' must be \"balanced\" or a number in (0, 1000], got {value!r}")
+    return float(value)
 
 
 def load_config(path: Path) -> TrainConfig:

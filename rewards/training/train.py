@@ -6,6 +6,7 @@ main process (rank 0) writes files; any rank records its own crash in the event 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -75,14 +76,44 @@ def _event_callback(events: EventLog, global_batch: int) -> Any:
     return EventCallback()
 
 
+def dedupe_step_labels(rows: Sequence[PrmRow]) -> tuple[list[PrmRow], int]:
+    """Rows whose step labels seen before (same prompt, same steps up to and including it, same label) are set
+    to IGNORE_INDEX, and how many were. An ``alternatives`` export repeats each chosen prefix in every row of
+    its alternatives; trained as is, those prefix labels would outweigh the alternatives many times over."""
+    import dataclasses
+
+    seen: set[bytes] = set()
+    out: list[PrmRow] = []
+    repeated = 0
+    for row in rows:
+        digest = hashlib.sha256(row.prompt.encode())
+        labels = list(row.labels)
+        for index, (step, label) in enumerate(zip(row.steps, row.labels)):
+            digest.update(b"\x00" + step.encode())
+            if label == IGNORE_INDEX:
+                continue
+            key = digest.copy()
+            key.update(b"\x01" + str(label).encode())
+            if key.digest() in seen:
+                labels[index] = IGNORE_INDEX
+                repeated += 1
+            else:
+                seen.add(key.digest())
+        out.append(dataclasses.replace(row, labels=tuple(labels)) if tuple(labels) != row.labels else row)
+    return out, repeated
+
+
 def encode_prm_rows(rows: Sequence[PrmRow], tokenizer: Any, layout: SequenceLayout,
-                    max_length: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+                    max_length: int, *, dedupe: bool = False) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Encoded examples (rows without any labeled step left out) and the counts."""
+    repeated = 0
+    if dedupe:
+        rows, repeated = dedupe_step_labels(rows)
     prompts = tokenize_texts(tokenizer, [r.prompt for r in rows])
     flat = tokenize_texts(tokenizer, [s for r in rows for s in r.steps])
     features: list[dict[str, Any]] = []
     counts = {"rows": len(rows), "rows_used": 0, "steps": 0, "positive_steps": 0, "negative_steps": 0,
-              "excluded_steps": 0, "overlong": 0, "dropped_steps": 0}
+              "excluded_steps": 0, "repeated_steps": repeated, "overlong": 0, "dropped_steps": 0}
     cursor = 0
     for row, prompt_ids in zip(rows, prompts):
         steps = flat[cursor:cursor + len(row.steps)]
@@ -91,7 +122,7 @@ def encode_prm_rows(rows: Sequence[PrmRow], tokenizer: Any, layout: SequenceLayo
         counts["overlong"] += encoded.overlong
         counts["dropped_steps"] += len(row.steps) - encoded.end_step
         used = row.labels[:encoded.end_step]
-        counts["excluded_steps"] += sum(label == IGNORE_INDEX for label in used)
+        counts["excluded_steps"] += sum(label == IGNORE_INDEX for label in used)  # repeated ones included
         if all(label == IGNORE_INDEX for label in used):
             continue
         counts["positive_steps"] += sum(label == 1 for label in used)
@@ -169,6 +200,39 @@ def _device_flags(config: TrainConfig, events: EventLog) -> tuple[bool, bool]:
     return bf16, config.gradient_checkpointing
 
 
+def _negative_weight(config: TrainConfig, counts: dict[str, int]) -> float:
+    """The loss weight of the negative class; "balanced" evens out the training labels (capped at 100)."""
+    if config.negative_weight != "balanced":
+        return float(config.negative_weight)
+    positives = counts.get("positive_steps", counts.get("positive", 0))
+    negatives = counts.get("negative_steps", counts.get("negative", 0))
+    return min(positives / negatives, 100.0) if negatives and positives else 1.0
+
+
+def _trainer_class(negative_weight: float) -> Any:
+    """Trainer itself, or one whose cross-entropy weighs the negative class (rare −1 steps, wrong answers)."""
+    from transformers import Trainer
+
+    if negative_weight == 1.0:
+        return Trainer
+
+    class WeightedTrainer(Trainer):  # type: ignore[misc]
+        def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                         **kwargs: Any) -> Any:
+            import torch
+
+            labels = inputs.pop("labels")
+            outputs = model(**inputs)
+            logits = outputs.logits
+            weight = torch.ones(logits.shape[-1], device=logits.device, dtype=logits.dtype)
+            weight[1 - POSITIVE_CLASS] = negative_weight
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                     weight=weight, ignore_index=IGNORE_INDEX)
+            return (loss, outputs) if return_outputs else loss
+
+    return WeightedTrainer
+
+
 def run_training(config: TrainConfig) -> dict[str, Any]:
     """Train, evaluate and save; returns the metrics written to ``metrics.json``."""
     output = config.output_dir
@@ -183,7 +247,7 @@ def run_training(config: TrainConfig) -> dict[str, Any]:
 
 def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     import torch
-    from transformers import Trainer, TrainingArguments, set_seed
+    from transformers import TrainingArguments, set_seed
 
     started = time.time()
     if events.main:
@@ -209,7 +273,8 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     separator, added = choose_separator(tokenizer)
     layout = sequence_layout(tokenizer, separator)
     if config.kind == "prm":
-        train_features, train_counts = encode_prm_rows(train_rows, tokenizer, layout, config.max_length)
+        train_features, train_counts = encode_prm_rows(train_rows, tokenizer, layout, config.max_length,
+                                                       dedupe=config.dedupe_steps)
         eval_features, eval_counts = encode_prm_rows(eval_rows, tokenizer, layout, config.max_length)
     else:
         train_features, train_counts = encode_orm_rows(train_rows, tokenizer, layout, config.max_length)
@@ -219,6 +284,9 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     if not eval_features:
         events.write("warning", message="no validation rows: validation figures will be null")
 
+    negative_weight = _negative_weight(config, train_counts)
+    if negative_weight != 1.0:
+        events.write("class_weight", negative_weight=negative_weight)
     model = build_model(config.kind, config.base_model_path, tokenizer, resize=added, lora=config.lora)
     bf16, checkpointing = _device_flags(config, events)
     global_batch = config.batch_size * config.gradient_accumulation_steps * world
@@ -247,7 +315,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
         **({"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
            if checkpointing else {}),
     )
-    trainer = Trainer(model=model, args=args, train_dataset=train_features,
+    trainer = _trainer_class(negative_weight)(model=model, args=args, train_dataset=train_features,
                       data_collator=RewardCollator(layout.pad_id), processing_class=tokenizer,
                       callbacks=[_event_callback(events, global_batch)],
                       preprocess_logits_for_metrics=_positive_probability)
@@ -263,6 +331,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
         "tokens": tokens,
         "tokens_per_s": tokens / runtime if runtime > 0 else None,
         "global_batch_size": global_batch,
+        "negative_weight": negative_weight,
     }
 
     validation: dict[str, Any] | None = None

@@ -12,7 +12,7 @@ import pytest
 from rewards.training.data import (IGNORE_INDEX, DatasetError, PrmRow, RewardCollator, encode_orm, encode_prm,
                                    read_dataset, split_rows, step_labels, tokenize_texts)
 from rewards.training.modeling import choose_separator, sequence_layout
-from rewards.training.train import encode_prm_rows
+from rewards.training.train import dedupe_step_labels, encode_prm_rows
 
 PROMPT = "What is $1 + 1$?"
 STEPS = ["First, add the two ones together.", "That gives 2.\n\n# Answer\n\n2"]
@@ -181,3 +181,14 @@ def test_collator_pads_with_ignore_index() -> None:
     assert batch["labels"].tolist() == [[-100, -100, 1], [-100, 0, -100]]
     outcome = RewardCollator(0)([{"input_ids": [1], "labels": 1}, {"input_ids": [1, 2], "labels": 0}])
     assert outcome["labels"].tolist() == [1, 0]
+
+
+def test_repeated_step_labels_are_trained_once() -> None:
+    """An alternatives export repeats the chosen prefix in each alternative's row: its labels count once."""
+    chosen = PrmRow("p", ("a", "b", "c"), (1, 1, 1), None, None)
+    alternative = PrmRow("p", ("a", "b", "x"), (1, 1, 0), None, None)
+    disagreeing = PrmRow("p", ("a", "b"), (1, 0), None, None)  # another labeler's other verdict is kept
+    other_problem = PrmRow("q", ("a",), (1,), None, None)
+    rows, repeated = dedupe_step_labels([chosen, alternative, disagreeing, other_problem])
+    assert [r.labels for r in rows] == [(1, 1, 1), (IGNORE_INDEX, IGNORE_INDEX, 0), (IGNORE_INDEX, 0), (1,)]
+    assert repeated == 3 and rows[0] is chosen and rows[3] is other_problem

@@ -132,8 +132,11 @@ def test_lora_smoke_with_gradient_checkpointing(stepwise_file: Path, tmp_path: P
     config = parse_config({**FAST, "kind": "prm", "dataset": str(stepwise_file), "output_dir": str(tmp_path),
                            "max_steps": 4, "max_length": 128, "lora": {"r": 4}, "gradient_checkpointing": True,
                            "gradient_accumulation_steps": 2, "batch_size": 4, "limit": 40,
-                           "score_aggregation": "min"})
+                           "score_aggregation": "min", "negative_weight": "balanced"})
     metrics = run_training(config)
+    counts = metrics["data"]["train"]  # the rare negatives weigh as much as the positives in the loss
+    assert metrics["train"]["negative_weight"] == pytest.approx(counts["positive_steps"] / counts["negative_steps"])
+    assert metrics["train"]["negative_weight"] > 1
     assert metrics["model"]["lora"] and metrics["model"]["trainable_parameters"] < metrics["model"]["parameters"] / 10
     assert metrics["train"]["global_batch_size"] == 8 and metrics["data"]["train"]["rows"] == 40
     model = load_reward_model(tmp_path)  # LoRA merged: loads as a plain model, no peft

@@ -22,7 +22,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
         parser.add_argument("--no-serve", action="store_true", help="stop after loading")
-        parser.add_argument("--addrport", default=os.environ.get("STEPLAB_DEMO_ADDRPORT", "127.0.0.1:8000"))
+        parser.add_argument("--addrport", default=os.environ.get("STEPLAB_DEMO_ADDRPORT", "127.0.0.1:8000"),
+                            help="serve on HOST:PORT (or PORT) instead of 127.0.0.1:8000")
         parser.add_argument("--no-worker", action="store_true", help="serve without the embedded Celery worker")
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]

@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Campaign
-from rewards.exports import FORMATS, NEUTRAL_POLICIES, ExportOptions, export_campaign
+from rewards.exports import FORMATS, NEUTRAL_POLICIES, STEP_MODES, ExportOptions, export_campaign
 
 
 class Command(BaseCommand):
@@ -22,6 +22,9 @@ class Command(BaseCommand):
                              "the training formats leave them out)")
         qc.add_argument("--exclude-qc", dest="include_qc", action="store_false",
                         help="leave QC and screening solutions out of prm800k too")
+        parser.add_argument("--steps", choices=STEP_MODES, default="auto",
+                            help="trl-stepwise: 'chosen' path only, or every rated 'alternatives' completion after its "
+                                 "chosen prefix; 'auto' picks alternatives when the labels carry rated alternatives")
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         campaign = Campaign.objects.filter(slug=options["campaign"]).first()
@@ -31,7 +34,8 @@ class Command(BaseCommand):
             written = export_campaign(
                 campaign, options["format"], options["out"],
                 ExportOptions(neutral=options["neutral"], seed=options["seed"],
-                              test_fraction=options["test_fraction"], include_qc=options["include_qc"]),
+                              test_fraction=options["test_fraction"], include_qc=options["include_qc"],
+                              steps=options["steps"]),
             )
         except ValueError as error:
             raise CommandError(str(error)) from None

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Campaign
-from rewards.exports import NEUTRAL_POLICIES, ExportOptions
+from rewards.exports import NEUTRAL_POLICIES, STEP_MODES, ExportOptions
 from rewards.models import DatasetVersion
 from rewards.services.datasets import create_dataset_version
 
@@ -20,6 +20,8 @@ class Command(BaseCommand):
                              "the training formats leave them out)")
         qc.add_argument("--exclude-qc", dest="include_qc", action="store_false",
                         help="leave QC and screening solutions out of prm800k too")
+        parser.add_argument("--steps", choices=STEP_MODES, default="auto",
+                            help="trl-stepwise step mode (see export_dataset --steps)")
 
     def handle(self, *args, **options):  # type: ignore[no-untyped-def]
         campaign = Campaign.objects.filter(slug=options["campaign"]).first()
@@ -27,7 +29,8 @@ class Command(BaseCommand):
             raise CommandError(f"campaign {options['campaign']!r} does not exist")
         try:
             export_options = ExportOptions(neutral=options["neutral"], seed=options["seed"],
-                                           test_fraction=options["test_fraction"], include_qc=options["include_qc"])
+                                           test_fraction=options["test_fraction"], include_qc=options["include_qc"],
+                                           steps=options["steps"])
         except ValueError as error:
             raise CommandError(str(error)) from None
         version = create_dataset_version(campaign, options=export_options)

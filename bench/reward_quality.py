@@ -1,0 +1,289 @@
+"""Reward-model quality on the CPU default: a PRM and an ORM, same backbone and budget, judged on ProcessBench.
+
+    .venv/bin/python bench/reward_quality.py                  # the default CPU recipe: 7.5 min on 2 idle cores
+    .venv/bin/python bench/reward_quality.py --steps 2000 --max-length 512 --base-model DIR   # e.g. on a GPU
+
+Training data: the openly licensed PRM800K phase-1 labels in ``shared/data/prm800k`` (train and test
+reconstructions). The PRM trains on the ``trl-stepwise`` rows in the ``alternatives`` step mode (built by the
+exporter's own ``stepwise_paths``: the chosen path, plus every rated alternative after its chosen prefix); the ORM
+on the ``outcome`` rows of the same labelings (the chosen path's final answer graded with ``annotate.grading``
+against the MATH answers in ``shared/data/math``; solutions with no gradable answer are left out, as the
+exporter does). Both go through ``rewards.training`` (the job runner's trainer) with the same ``max_steps``,
+batch size, learning rate and ``max_length``.
+
+Evaluation: ProcessBench MATH and GSM8K (expert-labelled earliest wrong step; never trained on, not copied into
+the project). A fixed dev slice (1 in 5 of each set's items, by SHA-256 of its id) chooses the PRM's first-error
+threshold (maximum F1) and the aggregation; every figure is reported on the other 4/5:
+* flawed-solution AUROC (a solution is flawed when it has an earliest wrong step) of each model, scoring
+  1 − P(correct) (the PRM: its aggregated step scores);
+* the PRM's first-error accuracy on erroneous and on correct solutions, and their harmonic mean (F1);
+* best-of-N on the demo's candidate pool (AIME 2025 I+II, 64 real samples per problem; ``--pool-size`` keeps
+  the first K per problem to bound CPU time): PRM, ORM, majority vote, pass@N.
+
+Prints the figures, then one JSON line (last line).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "steplab.settings")
+
+SHARED = Path(os.environ.get("STEPLAB_SHARED", "/work/shared")) / "data"
+
+
+def _django() -> None:
+    """The exporter's path builder, the grader and the pool parser live in Django apps (no database is used)."""
+    import django
+
+    django.setup()
+
+
+def _positions(row: dict[str, Any]) -> list[Any]:
+    from rewards.exports import StepPosition
+
+    positions = []
+    for step in row["label"]["steps"]:
+        human = step.get("human_completion")
+        human_text = human.get("text") if isinstance(human, dict) else human
+        candidates = tuple((c["text"], c["rating"]) for c in step.get("completions") or [])
+        positions.append(StepPosition(candidates, step.get("chosen_completion"), human_text or None))
+    return positions
+
+
+def build_datasets(work: Path) -> dict[str, Any]:
+    """The PRM (alternatives) and ORM (graded outcome) training files from the phase-1 labels."""
+    import random
+
+    from annotate.demo import final_answer_of
+    from annotate.grading import answers_match
+    from rewards.exports import stepwise_paths
+
+    answers = {}
+    for line in (SHARED / "math" / "math_train.jsonl").open(encoding="utf-8"):
+        item = json.loads(line)
+        answers[item["problem"].strip()] = item["answer"]
+    prm_rows, orm_rows = [], []
+    counts = {"labelings": 0, "chosen_steps": 0, "chosen_negatives": 0, "alternative_rows": 0,
+              "alternative_negatives": 0, "outcome_correct": 0, "outcome_wrong": 0, "outcome_ungradable": 0}
+    for name in ("phase1_train_reconstructed.jsonl", "phase1_test_reconstructed.jsonl"):
+        for line in (SHARED / "prm800k" / name).open(encoding="utf-8"):
+            row = json.loads(line)
+            if row["label"]["finish_reason"] not in ("solution", "found_error"):  # the exporter's default
+                continue
+            counts["labelings"] += 1
+            problem = row["question"]["problem"]
+            path, alternatives = stepwise_paths(_positions(row), "positive")
+            pid = hashlib.sha256(problem.strip().encode()).hexdigest()[:16]
+            for steps in ([path] if path else []) + alternatives:
+                prm_rows.append({"prompt": problem, "completions": [t for t, _, _ in steps],
+                                 "labels": [lab for _, lab, _ in steps], "ratings": [r for _, _, r in steps],
+                                 "split": "train", "problem_id": pid})
+            counts["chosen_steps"] += len(path)
+            counts["chosen_negatives"] += sum(not lab for _, lab, _ in path)
+            counts["alternative_rows"] += len(alternatives)
+            counts["alternative_negatives"] += sum(not steps[-1][1] for steps in alternatives)
+            truth = row["question"].get("ground_truth_answer")
+            truth = answers.get(problem.strip()) if truth in (None, "None") else truth
+            texts = [t for t, _, _ in path]
+            verdict = answers_match(truth, final_answer_of(texts)) if path else None
+            if verdict is None:
+                counts["outcome_ungradable"] += 1
+                continue
+            counts["outcome_correct" if verdict else "outcome_wrong"] += 1
+            orm_rows.append({"prompt": problem, "completion": "\n".join(texts), "label": verdict,
+                             "split": "train", "problem_id": pid})
+    # Shuffled (seeded): a budget smaller than an epoch then sees every problem, not the file's first ones.
+    random.Random(0).shuffle(prm_rows)
+    for file, rows in (("prm.jsonl", prm_rows), ("orm.jsonl", orm_rows)):
+        with (work / file).open("w", encoding="utf-8") as handle:
+            for item in rows:
+                handle.write(json.dumps(item) + "\n")
+    counts["prm_rows"], counts["orm_rows"] = len(prm_rows), len(orm_rows)
+    return counts
+
+
+def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from rewards.training import parse_config, run_training
+
+    config = parse_config({
+        "kind": kind, "dataset": str(dataset), "base_model": args.base_model, "output_dir": str(out),
+        "max_steps": args.steps, "learning_rate": args.learning_rate, "batch_size": args.batch_size,
+        "max_length": args.max_length, "seed": args.seed, "logging_steps": max(args.steps // 5, 1),
+        "negative_weight": args.negative_weight, "score_aggregation": args.aggregation,
+        # only the rows the budget reaches are tokenized (32k PRM rows take a minute on a busy CPU)
+        "limit": args.steps * args.batch_size,
+    })
+    started = time.time()
+    metrics = run_training(config)
+    return {"seconds": round(time.time() - started, 1), "loss": round(metrics["train"]["loss"], 4),
+            "examples_per_s": round(metrics["train"]["examples_per_s"], 2), "data": metrics["data"]["train"],
+            "negative_weight": metrics["train"]["negative_weight"]}
+
+
+def _dev(item_id: str) -> bool:
+    return int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % 5 == 0
+
+
+def _auroc(flawed: np.ndarray, suspicion: np.ndarray) -> float | None:
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(flawed, suspicion)) if 0 < flawed.sum() < len(flawed) else None
+
+
+def _aggregate(steps: list[float], how: str) -> float:
+    return float(np.prod(steps)) if how == "product" else float(min(steps))
+
+
+def processbench(prm: Any, orm: Any, limit: int | None, thresholds: np.ndarray) -> dict[str, Any]:
+    from rewards.evaluation.step_metrics import processbench_metrics
+
+    results: dict[str, Any] = {}
+    for subset in ("math", "gsm8k"):
+        items = json.loads((SHARED / "processbench" / f"{subset}.json").read_text(encoding="utf-8"))
+        if limit and limit < len(items):  # evenly spread: the files list erroneous solutions before correct ones
+            items = [items[i * len(items) // limit] for i in range(limit)]
+        pairs = [(item["problem"], item["steps"]) for item in items]
+        step_scores = prm.score_steps_batch(pairs)
+        orm_scores = np.array(orm.score_solutions(pairs))
+        labels = np.array([item["label"] for item in items])
+        flawed = labels != -1
+        dev = np.array([_dev(item["id"]) for item in items])
+        test = ~dev
+        dev_scores = [s for s, d in zip(step_scores, dev) if d]
+        test_scores = [s for s, d in zip(step_scores, dev) if not d]
+        # threshold: the dev slice's best F1 (ties: the smaller threshold)
+        best = max(thresholds, key=lambda t: (np.nan_to_num(processbench_metrics(
+            labels[dev], step_scores=dev_scores, threshold=float(t))["f1"]), -t))
+        figures = processbench_metrics(labels[test], step_scores=test_scores, threshold=float(best))
+        aurocs = {how: _auroc(flawed[test], -np.array([_aggregate(s, how) for s in test_scores]))
+                  for how in ("min", "product")}
+        dev_aurocs = {how: _auroc(flawed[dev], -np.array([_aggregate(s, how) for s in dev_scores]))
+                      for how in ("min", "product")}
+        results[subset] = {
+            "items": int(test.sum()), "dev_items": int(dev.sum()), "flawed": int(flawed[test].sum()),
+            "prm_flawed_auroc": aurocs, "prm_flawed_auroc_dev": dev_aurocs,
+            "orm_flawed_auroc": _auroc(flawed[test], -orm_scores[test]),
+            "threshold": float(best), "first_error": {k: (round(v, 4) if isinstance(v, float) else v)
+                                                      for k, v in figures.items()},
+        }
+    return results
+
+
+def best_of_n(prm: Any, orm: Any, pool_size: int, aggregation: str) -> dict[str, Any]:
+    from annotate.grading import answers_match
+    from rewards.evaluation.best_of_n import best_of_n as simulate
+    from rewards.evaluation.pools import Pool
+    from rewards.jobs.services.pools import parse_line
+
+    pools = []
+    for name in ("aime2025_I_k64.jsonl", "aime2025_II_k64.jsonl"):
+        for line in (SHARED / "bestofn" / name).open(encoding="utf-8"):
+            parsed = parse_line(json.loads(line))
+            candidates = parsed.candidates[:pool_size]
+            pairs = [(parsed.text or "", c.steps or [c.text]) for c in candidates]
+            step_scores = prm.score_steps_batch(pairs)
+            orm_scores = orm.score_solutions(pairs)
+            pools.append(Pool.from_arrays(
+                [c.answer for c in candidates], [bool(answers_match(parsed.gold, c.answer)) for c in candidates],
+                prm_score=[_aggregate(s, aggregation) for s in step_scores], orm_score=orm_scores,
+                problem=parsed.text))
+    doc = simulate(pools, trials=400, seed=0)
+    table = {method: {n: round(100 * v["mean"], 1) for n, v in (doc["methods"][method] or {}).items()}
+             for method in ("prm", "orm", "majority", "pass")}
+    return {"problems": len(pools), "pool_size": pool_size, "accuracy_percent": table}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base-model", default="default")
+    parser.add_argument("--steps", type=int, default=60, help="optimizer steps per model (the same budget)")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--negative-weight", default="balanced", help='"balanced" or a number')
+    parser.add_argument("--aggregation", default="min", choices=("min", "product"))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--processbench-limit", type=int, default=200,
+                        help="items per ProcessBench set, evenly spread over the file (0: all 1000 + 400)")
+    parser.add_argument("--pool-size", type=int, default=4, help="samples per AIME problem for best-of-N")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.negative_weight != "balanced":
+        args.negative_weight = float(args.negative_weight)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    _django()
+    started = time.time()
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="reward-quality-") as tmp:
+        work = Path(tmp)
+        data = build_datasets(work)
+        print(f"data: {data['labelings']} labelings; PRM rows {data['prm_rows']} (chosen-path steps "
+              f"{data['chosen_steps']}, {data['chosen_negatives']} negative; alternatives {data['alternative_rows']}, "
+              f"{data['alternative_negatives']} negative); ORM rows {data['orm_rows']} ({data['outcome_correct']} "
+              f"correct, {data['outcome_wrong']} wrong, {data['outcome_ungradable']} without a gradable answer)",
+              flush=True)
+        training = {}
+        for kind in ("prm", "orm"):
+            training[kind] = train(kind, work / f"{kind}.jsonl", work / kind, args)
+            print(f"{kind}: {args.steps} steps x {args.batch_size} in {training[kind]['seconds']} s, "
+                  f"loss {training[kind]['loss']}, negative weight {training[kind]['negative_weight']:.2f}",
+                  flush=True)
+        from rewards.training import load_reward_model
+
+        prm = load_reward_model(work / "prm", device="cpu", batch_size=16)
+        orm = load_reward_model(work / "orm", device="cpu", batch_size=16)
+        scoring_started = time.time()
+        bench = processbench(prm, orm, args.processbench_limit or None, np.round(np.arange(0.05, 1.0, 0.05), 2))
+        bon = best_of_n(prm, orm, args.pool_size, args.aggregation)
+        scoring_s = time.time() - scoring_started
+    def f3(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.3f}"
+
+    for subset, figures in bench.items():
+        fe = figures["first_error"]
+        print(f"ProcessBench {subset} ({figures['items']} items, {figures['flawed']} flawed; dev slice "
+              f"{figures['dev_items']}): flawed-solution AUROC PRM {f3(figures['prm_flawed_auroc'][args.aggregation])} "
+              f"({args.aggregation}; product {f3(figures['prm_flawed_auroc']['product'])}), ORM "
+              f"{f3(figures['orm_flawed_auroc'])}; first error (threshold {figures['threshold']:.2f} from the dev "
+              f"slice): erroneous {f3(fe['error_acc'])}, correct {f3(fe['correct_acc'])}, F1 {f3(fe['f1'])}")
+    table = bon["accuracy_percent"]
+    print(f"best-of-N on AIME 2025 ({bon['problems']} problems x {bon['pool_size']} samples), accuracy %:")
+    for n in table["pass"]:
+        print(f"  N={n:>3}: PRM {table['prm'].get(n)}  ORM {table['orm'].get(n)}  majority "
+              f"{table['majority'].get(n)}  pass@N {table['pass'].get(n)}")
+    wall = time.time() - started
+    print(f"wall {wall:.0f} s (scoring {scoring_s:.0f} s); load average {load_before:.1f} at start, "
+          f"{os.getloadavg()[0]:.1f} at end on {os.cpu_count()} cores; peak RSS "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB", flush=True)
+    margin = {subset: round(figures["prm_flawed_auroc"][args.aggregation] - figures["orm_flawed_auroc"], 3)
+              if figures["prm_flawed_auroc"][args.aggregation] is not None and figures["orm_flawed_auroc"] is not None
+              else None for subset, figures in bench.items()}
+    print(json.dumps({"bench": "reward_quality", "recipe": {k: v for k, v in vars(args).items()},
+                      "data": data, "training": {k: {x: v[x] for x in ("seconds", "loss", "negative_weight")}
+                                                 for k, v in training.items()},
+                      "processbench": bench, "prm_minus_orm_flawed_auroc": margin, "best_of_n": bon,
+                      "wall_s": round(wall, 1), "load_average_start": round(load_before, 2),
+                      "cpus": os.cpu_count()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
