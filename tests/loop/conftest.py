@@ -177,3 +177,8 @@ def hand_scored(loop_pool, loop_campaign):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def campaign_builder(db) -> Callable[..., Any]:  # type: ignore[no-untyped-def]
     return build_campaign
+
+
+@pytest.fixture
+def pool_writer() -> Callable[..., Path]:
+    return write_pool

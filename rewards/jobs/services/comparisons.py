@@ -110,9 +110,9 @@ def _stop_jobs(run: ComparisonRun) -> None:
                 request_cancel(job)
 
 
-def _move(run: ComparisonRun, stage: str, **fields: Any) -> None:
-    """Leave ``stage`` (and only it, only while running and not cancelled) or roll the caller back."""
-    moved = ComparisonRun.objects.filter(pk=run.pk, status=JobStatus.RUNNING, stage=stage,
+def _move(run: ComparisonRun, leaving: str, **fields: Any) -> None:
+    """Leave stage ``leaving`` (only it, only while running and not cancelled) or roll the caller back."""
+    moved = ComparisonRun.objects.filter(pk=run.pk, status=JobStatus.RUNNING, stage=leaving,
                                          cancel_requested=False).update(**fields)
     if not moved:
         raise _Lost()
