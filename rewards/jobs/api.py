@@ -38,7 +38,7 @@ from rewards.models import DatasetVersion
 from .models import (Backend, CandidatePool, ComparisonRun, Generation, JobStatus, Kind, PoolPurpose, RewardModel,
                      SamplingJob, ScoringJob, TrainingJob)
 from .services.access import accessible_campaigns, can_access, has_any_access
-from .services.comparisons import (DEFAULT_MAX_STEPS, MAX_MAX_STEPS, request_cancel_comparison, snapshot_labels,
+from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, MAX_MAX_STEPS, request_cancel_comparison, snapshot_labels,
                                    start_comparison)
 from .services.evaluation import evaluate_scorings
 from .services.pools import import_uploaded_pool
@@ -454,7 +454,8 @@ class ComparisonOut(serializers.ModelSerializer):
 
     class Meta:
         model = ComparisonRun
-        fields = ("id", "campaign", "status", "stage", "max_steps", "base_model", "pool", "dataset_version",
+        fields = ("id", "campaign", "status", "stage", "max_steps", "per_problem", "base_model", "source_pool", "pool",
+                  "dataset_version",
                   "new_version", "prm_job", "orm_job", "prm_scoring", "orm_scoring", "evaluation", "error",
                   "best_of_n", "created_at", "started_at", "finished_at")
 
@@ -466,6 +467,8 @@ class StartComparisonInput(serializers.Serializer):
     max_steps = serializers.IntegerField(min_value=1, max_value=MAX_MAX_STEPS, default=DEFAULT_MAX_STEPS,
                                          help_text="Optimizer steps per model (the budget).")
     base_model = serializers.CharField(default="default")
+    per_problem = serializers.IntegerField(min_value=0, default=DEFAULT_PER_PROBLEM,
+                                           help_text="Candidates scored per problem (the first k; 0 = all).")
 
 
 class ComparisonsView(APIView):

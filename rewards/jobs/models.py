@@ -327,8 +327,13 @@ class ComparisonRun(models.Model):
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     stage = models.CharField(max_length=16, choices=ComparisonStage.choices, default=ComparisonStage.SNAPSHOT)
     max_steps = models.PositiveIntegerField(help_text="Optimizer steps per model (the budget).")
+    per_problem = models.PositiveIntegerField(default=0, help_text="Candidates scored per problem: the first k "
+                                                                   "of each (0 = all), so N runs up to k.")
     base_model = models.CharField(max_length=200, default="default")
-    pool = models.ForeignKey(CandidatePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    source_pool = models.ForeignKey(CandidatePool, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+", help_text="The campaign's pool the candidates come from.")
+    pool = models.ForeignKey(CandidatePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                             help_text="What was scored: the source pool, or its first k candidates per problem.")
     dataset_version = models.ForeignKey("rewards.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
                                         related_name="+")
     new_version = models.BooleanField(default=False, help_text="The snapshot made a new version (labels changed).")

@@ -194,8 +194,8 @@ def generation_rows(campaign: Campaign) -> list[dict[str, Any]]:
 def comparison_run(pk: int) -> ComparisonRun:
     """A comparison with everything its progress view names (one query)."""
     return ComparisonRun.objects.select_related(
-        "campaign", "pool", "dataset_version__campaign", "prm_job", "orm_job", "prm_scoring", "orm_scoring",
-        "evaluation", "started_by").get(pk=pk)
+        "campaign", "pool", "source_pool", "dataset_version__campaign", "prm_job", "orm_job", "prm_scoring",
+        "orm_scoring", "evaluation", "started_by").get(pk=pk)
 
 
 def loop_state(campaign: Campaign) -> dict[str, Any]:

@@ -27,8 +27,8 @@ from . import selectors
 from .forms import TrainingJobForm
 from .models import CandidatePool, ComparisonRun, PoolPurpose, RewardModel, SamplingJob, ScoringJob, TrainingJob
 from .services.access import accessible_campaigns, can_access, has_any_access
-from .services.comparisons import (DEFAULT_MAX_STEPS, latest_run, request_cancel_comparison, snapshot_labels,
-                                   start_comparison)
+from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, request_cancel_comparison,
+                                   snapshot_labels, start_comparison)
 from .services.evaluation import AGGREGATIONS, evaluate_scorings
 from .services.generations import can_start_generation, labeling_pool, start_generation
 from .services.pools import import_uploaded_pool
@@ -130,6 +130,7 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str
         "strategies": sorted(STRATEGIES), "aggregations": AGGREGATIONS, "purposes": PoolPurpose.choices,
         "sampling_jobs": selectors.sampling_jobs(campaign) if campaign is not None else [],
         "loop": loop, "run": loop.get("run"), "default_max_steps": DEFAULT_MAX_STEPS,
+        "default_per_problem": DEFAULT_PER_PROBLEM,
         "errors": errors, "forms": forms,
         "generation_error": errors.get("generation"), "generation_form": forms.get("generation", {}),
         "sampling_error": errors.get("sampling"), "sampling_form": forms.get("sampling", {}),
@@ -154,9 +155,11 @@ def _integer(form: dict[str, str], key: str) -> int:
 def compare_start(request: HttpRequest, slug: str) -> HttpResponse:
     """"Compare PRM and ORM": one run of snapshot → train both → score the pool → evaluate."""
     campaign = _campaign_for_work(request, slug)
-    form = {"max_steps": request.POST.get("max_steps", "").strip() or str(DEFAULT_MAX_STEPS)}
+    form = {"max_steps": request.POST.get("max_steps", "").strip() or str(DEFAULT_MAX_STEPS),
+            "per_problem": request.POST.get("per_problem", "").strip() or str(DEFAULT_PER_PROBLEM)}
     try:
-        start_comparison(campaign, max_steps=_integer(form, "max_steps"), user=request.user)
+        start_comparison(campaign, max_steps=_integer(form, "max_steps"), per_problem=_integer(form, "per_problem"),
+                         user=request.user)
     except JobInputError as exc:
         return dashboard(request, slug, errors={"compare": exc}, forms={"compare": form})
     return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#compare")

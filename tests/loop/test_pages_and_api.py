@@ -236,3 +236,19 @@ def test_orm_on_an_ungraded_version_is_refused_in_one_sentence(labeler, storage,
     assert str(error.value) == ("dataset_version: the outcome dataset of loop-ungraded v1 has no rows: none of its "
                                 "solutions has a graded final answer")
     assert not TrainingJob.objects.exists()
+
+
+def test_a_comparison_scores_the_first_k_candidates_per_problem(loop_pool) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.models import Candidate
+    from rewards.jobs.services.comparisons import first_per_problem
+
+    assert first_per_problem(loop_pool, 0) == loop_pool and first_per_problem(loop_pool, 4) == loop_pool
+    subset = first_per_problem(loop_pool, 2)
+    assert (subset.name, subset.campaign, subset.problem_count, subset.candidate_count, subset.pool_size) == (
+        f"{loop_pool.name} · first 2 per problem", loop_pool.campaign, 6, 12, 2)
+    copied = list(Candidate.objects.filter(pool_problem__pool=subset).values_list(
+        "pool_problem__problem_id", "index", "is_correct", "steps").order_by("pool_problem__index", "index"))
+    original = list(Candidate.objects.filter(pool_problem__pool=loop_pool, index__lt=2).values_list(
+        "pool_problem__problem_id", "index", "is_correct", "steps").order_by("pool_problem__index", "index"))
+    assert copied == original
+    assert first_per_problem(loop_pool, 2) == subset  # made once, reused

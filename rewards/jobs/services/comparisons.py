@@ -24,8 +24,8 @@ from annotate.models import Campaign
 from rewards.models import DatasetVersion
 from rewards.services.datasets import create_dataset_version
 
-from ..models import (ACTIVE_STATUSES, CandidatePool, ComparisonRun, ComparisonStage, JobStatus, Kind,
-                      PoolPurpose, ScoringJob, TrainingJob)
+from ..models import (ACTIVE_STATUSES, Candidate, CandidatePool, ComparisonRun, ComparisonStage, JobStatus, Kind,
+                      PoolProblem, PoolPurpose, ScoringJob, TrainingJob)
 from .evaluation import evaluate_pool
 from .scoring import start_scoring_job
 from .training import (EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel,
@@ -35,8 +35,11 @@ log = logging.getLogger(__name__)
 
 #: optimizer steps per model when the form is left as it is; measured to finish within 15 minutes of the click
 #: on 2 CPU cores with the MiniLM default backbone on the demo campaign (README, "The loop in the browser")
-DEFAULT_MAX_STEPS = 100
+DEFAULT_MAX_STEPS = 30
 MAX_MAX_STEPS = 100_000
+#: candidates scored per problem by default: scoring is most of a CPU run's time (a PRM reads every token of
+#: every candidate), and N = 16 already shows where PRM, ORM and majority part
+DEFAULT_PER_PROBLEM = 16
 STAGE_WORDS = {ComparisonStage.SNAPSHOT: "snapshot", ComparisonStage.TRAIN: "training",
                ComparisonStage.SCORE: "scoring", ComparisonStage.EVALUATE: "evaluation"}
 
@@ -51,17 +54,39 @@ def comparison_pool(campaign: Campaign) -> CandidatePool | None:
     return pools.filter(purpose=PoolPurpose.EVALUATION).first() or pools.first()
 
 
-def latest_run(campaign: Campaign) -> ComparisonRun | None:
-    return (ComparisonRun.objects.filter(campaign=campaign)
-            .select_related("dataset_version__campaign", "pool", "prm_job", "orm_job", "prm_scoring",
-                            "orm_scoring", "evaluation").first())
+def first_per_problem(pool: CandidatePool, k: int) -> CandidatePool:
+    """The pool itself when no problem has more than ``k`` candidates, else a pool of the first ``k`` candidates
+    of each problem (copied once, graded as they were; reused by later comparisons)."""
+    if k == 0 or pool.pool_size <= k:
+        return pool
+    name = f"{pool.name} · first {k} per problem"
+    existing = CandidatePool.objects.filter(name=name, campaign=pool.campaign).first()
+    if existing is not None:
+        return existing
+    subset = CandidatePool.objects.create(name=name, purpose=PoolPurpose.EVALUATION, campaign=pool.campaign,
+                                          source=f"first {k} candidates per problem of pool {pool.pk}",
+                                          split_rule=pool.split_rule, created_by=pool.created_by)
+    count = 0
+    for problem in pool.problems.order_by("index"):
+        copy = PoolProblem.objects.create(pool=subset, problem_id=problem.problem_id, index=problem.index,
+                                          source_id=problem.source_id)
+        rows = [Candidate(pool_problem=copy, index=c.index, text=c.text, steps=c.steps, answer=c.answer,
+                          is_correct=c.is_correct, provenance=c.provenance)
+                for c in problem.candidates.order_by("index")[:k]]
+        Candidate.objects.bulk_create(rows)
+        count += len(rows)
+    subset.problem_count, subset.candidate_count, subset.pool_size = pool.problem_count, count, k
+    subset.save(update_fields=["problem_count", "candidate_count", "pool_size"])
+    return subset
 
 
 def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, base_model: str = "default",
-                     user: Any = None) -> ComparisonRun:
+                     per_problem: int = DEFAULT_PER_PROBLEM, user: Any = None) -> ComparisonRun:
     """Validate and record a run (queued); its first stage starts on a worker after commit."""
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 1 <= max_steps <= MAX_MAX_STEPS:
         raise JobInputError("max_steps", f"must be an integer between 1 and {MAX_MAX_STEPS}, got {max_steps!r}")
+    if isinstance(per_problem, bool) or not isinstance(per_problem, int) or per_problem < 0:
+        raise JobInputError("per_problem", f"must be an integer >= 0 (0 = every candidate), got {per_problem!r}")
     if base_model not in backbones():
         raise JobInputError("base_model", f"must be one of {', '.join(backbones())}, got {base_model!r}")
     pool = comparison_pool(campaign)
@@ -75,7 +100,8 @@ def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, 
     try:
         with transaction.atomic():
             run = ComparisonRun.objects.create(campaign=campaign, max_steps=max_steps, base_model=base_model,
-                                               pool=pool, started_by=user)
+                                               per_problem=per_problem, source_pool=pool, pool=pool,
+                                               started_by=user)
     except IntegrityError:
         raise JobInputError("campaign", f"a comparison of {campaign.slug} is already running") from None
     transaction.on_commit(lambda: enqueue_advance(run.pk))
@@ -150,14 +176,18 @@ def _snapshot(run: ComparisonRun) -> None:
         if rows == 0:
             _fail(run, "snapshot: " + EMPTY_DATASET[kind].format(version=version))
             return
+    if run.source_pool is None:
+        _fail(run, "snapshot: the candidate pool of this comparison was deleted")
+        return
     hyper = {"max_steps": run.max_steps}
     try:
         with transaction.atomic():
+            pool = first_per_problem(run.source_pool, run.per_problem)
             jobs = {kind: start_training_job(TrainingRequest(kind=kind, dataset_version=version,
                                                              base_model=run.base_model, hyper=hyper),
                                              user=run.started_by) for kind in (Kind.PRM, Kind.ORM)}
             _move(run, ComparisonStage.SNAPSHOT, stage=ComparisonStage.TRAIN, dataset_version=version,
-                  new_version=new, prm_job=jobs[Kind.PRM], orm_job=jobs[Kind.ORM])
+                  new_version=new, pool=pool, prm_job=jobs[Kind.PRM], orm_job=jobs[Kind.ORM])
     except JobInputError as exc:
         _fail(run, f"training could not start: {exc}")
 
@@ -214,7 +244,7 @@ def advance(run_id: int) -> str | None:
     now = timezone.now()
     ComparisonRun.objects.filter(pk=run_id, status=JobStatus.QUEUED, cancel_requested=False).update(
         status=JobStatus.RUNNING, started_at=now)
-    run = (ComparisonRun.objects.select_related("campaign", "pool", "started_by", "prm_job", "orm_job",
+    run = (ComparisonRun.objects.select_related("campaign", "pool", "source_pool", "started_by", "prm_job", "orm_job",
                                                 "prm_scoring", "orm_scoring").filter(pk=run_id).first())
     if run is None:
         return None
