@@ -252,3 +252,39 @@ def test_a_comparison_scores_the_first_k_candidates_per_problem(loop_pool) -> No
         "pool_problem__problem_id", "index", "is_correct", "steps").order_by("pool_problem__index", "index"))
     assert copied == original
     assert first_per_problem(loop_pool, 2) == subset  # made once, reused
+
+
+def _run_at_training(campaign, pool, hand_scored):  # type: ignore[no-untyped-def]
+    from django.utils import timezone
+
+    from rewards.jobs.models import ComparisonRun
+
+    return ComparisonRun.objects.create(campaign=campaign, max_steps=3, status="running", stage="train",
+                                        started_at=timezone.now(), source_pool=pool, pool=pool,
+                                        prm_job=hand_scored["prm"].reward_model.job,
+                                        orm_job=hand_scored["orm"].reward_model.job)
+
+
+def test_reconcile_moves_a_run_whose_trainings_ended(loop_campaign, loop_pool, hand_scored) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.services.comparisons import reconcile
+
+    run = _run_at_training(loop_campaign, loop_pool, hand_scored)
+    assert reconcile() == [run.pk]
+    run.refresh_from_db()
+    assert run.stage == "score" and run.status == "running"
+    assert run.prm_scoring.reward_model == hand_scored["prm"].reward_model and run.prm_scoring.status == "queued"
+    assert run.orm_scoring.pool == loop_pool
+    assert reconcile() == []  # its scorings are still queued: nothing to do
+
+
+def test_a_failed_training_fails_the_run_with_its_reason(loop_campaign, loop_pool, hand_scored) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.services.comparisons import advance
+
+    run = _run_at_training(loop_campaign, loop_pool, hand_scored)
+    orm_job = hand_scored["orm"].reward_model.job
+    type(orm_job).objects.filter(pk=orm_job.pk).update(
+        status="failed", error="the process exited with status 1\n--- stderr (tail) ---\nTraceback …\nerror: out of memory")
+    assert advance(run.pk) == "failed"
+    run.refresh_from_db()
+    assert run.error == f"training the ORM (job {orm_job.pk}) failed: out of memory (the process exited with status 1)"
+    assert run.stage == "train" and run.prm_scoring is None
