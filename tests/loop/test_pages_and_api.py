@@ -288,3 +288,10 @@ def test_a_failed_training_fails_the_run_with_its_reason(loop_campaign, loop_poo
     run.refresh_from_db()
     assert run.error == f"training the ORM (job {orm_job.pk}) failed: out of memory (the process exited with status 1)"
     assert run.stage == "train" and run.prm_scoring is None
+
+
+def test_the_next_comparison_starts_from_the_users_pool_not_a_subset(loop_pool) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.services.comparisons import comparison_pool, first_per_problem
+
+    subset = first_per_problem(loop_pool, 2)
+    assert subset.pk != loop_pool.pk and comparison_pool(loop_pool.campaign) == loop_pool

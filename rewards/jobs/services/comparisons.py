@@ -40,6 +40,7 @@ MAX_MAX_STEPS = 100_000
 #: candidates scored per problem by default: scoring is most of a CPU run's time (a PRM reads every token of
 #: every candidate), and N = 16 already shows where PRM, ORM and majority part
 DEFAULT_PER_PROBLEM = 16
+SUBSET_SOURCE = "subset of pool"  # how a comparison's copy of a pool is told apart from the pools users bring
 STAGE_WORDS = {ComparisonStage.SNAPSHOT: "snapshot", ComparisonStage.TRAIN: "training",
                ComparisonStage.SCORE: "scoring", ComparisonStage.EVALUATE: "evaluation"}
 
@@ -49,8 +50,10 @@ class _Lost(Exception):
 
 
 def comparison_pool(campaign: Campaign) -> CandidatePool | None:
-    """The pool a comparison scores: the campaign's newest evaluation pool, else its newest labeling pool."""
-    pools = CandidatePool.objects.filter(campaign=campaign, candidate_count__gt=0).order_by("-created_at", "-id")
+    """The pool a comparison scores: the campaign's newest evaluation pool, else its newest labeling pool (never
+    a subset an earlier comparison made)."""
+    pools = (CandidatePool.objects.filter(campaign=campaign, candidate_count__gt=0)
+             .exclude(source__startswith=SUBSET_SOURCE).order_by("-created_at", "-id"))
     return pools.filter(purpose=PoolPurpose.EVALUATION).first() or pools.first()
 
 
@@ -60,11 +63,11 @@ def first_per_problem(pool: CandidatePool, k: int) -> CandidatePool:
     if k == 0 or pool.pool_size <= k:
         return pool
     name = f"{pool.name} · first {k} per problem"
-    existing = CandidatePool.objects.filter(name=name, campaign=pool.campaign).first()
+    existing = CandidatePool.objects.filter(name=name).first()
     if existing is not None:
         return existing
     subset = CandidatePool.objects.create(name=name, purpose=PoolPurpose.EVALUATION, campaign=pool.campaign,
-                                          source=f"first {k} candidates per problem of pool {pool.pk}",
+                                          source=f"{SUBSET_SOURCE} {pool.pk}: the first {k} candidates per problem",
                                           split_rule=pool.split_rule, created_by=pool.created_by)
     count = 0
     for problem in pool.problems.order_by("index"):
