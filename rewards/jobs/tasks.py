@@ -26,20 +26,23 @@ def run_training_job(job_id: int) -> str | None:
     from .services.training import run_training_job as run
 
     status = run(job_id)
-    job_finished(TrainingJob.objects.get(pk=job_id))  # a comparison's training: move it on (no-op otherwise)
+    job = TrainingJob.objects.filter(pk=job_id).first()
+    if job is not None:
+        job_finished(job)  # a comparison's training: move it on (no-op otherwise)
     return status
 
 
 @shared_task(name=RUN_SCORING, acks_late=True, ignore_result=True)
 def run_scoring_job(job_id: int) -> str | None:
+    from .services.comparisons import job_finished
     from .services.generations import scoring_finished
     from .services.scoring import run_scoring_job as run
 
-    from .services.comparisons import job_finished
-
     status = run(job_id)
     scoring_finished(job_id)  # a generation's scoring: select its batch now (no-op for other scorings)
-    job_finished(ScoringJob.objects.get(pk=job_id))  # a comparison's scoring: evaluate once both are done
+    job = ScoringJob.objects.filter(pk=job_id).first()
+    if job is not None:
+        job_finished(job)  # a comparison's scoring: evaluate once both are done
     return status
 
 
