@@ -33,8 +33,9 @@ from .training import (EMPTY_DATASET, JobInputError, TrainingRequest, backbones,
 
 log = logging.getLogger(__name__)
 
-#: optimizer steps per model when the form is left as it is; measured to finish within 15 minutes of the click
-#: on 2 CPU cores with the MiniLM default backbone on the demo campaign (README, "The loop in the browser")
+#: optimizer steps per model when the form is left as it is: about 8 CPU-seconds a step with the MiniLM default
+#: at max length 512, so a demo-sized comparison fits 15 minutes on 2 idle cores (measured: README, "The loop in
+#: the browser")
 DEFAULT_MAX_STEPS = 30
 MAX_MAX_STEPS = 100_000
 #: candidates scored per problem by default: scoring is most of a CPU run's time (a PRM reads every token of
