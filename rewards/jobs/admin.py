@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from .models import CandidatePool, EvaluationRun, Generation, RewardModel, SamplingJob, ScoringJob, TrainingJob
+from .models import (CandidatePool, ComparisonRun, EvaluationRun, Generation, RewardModel, SamplingJob, ScoringJob,
+                     TrainingJob)
 
 
 @admin.register(TrainingJob)
@@ -38,3 +39,11 @@ class SamplingJobAdmin(admin.ModelAdmin):
     list_display = ("id", "campaign", "backend", "status", "progress", "problem_count", "pool", "created_at")
     list_filter = ("status", "backend")
     raw_id_fields = ("campaign", "pool", "started_by")
+
+
+@admin.register(ComparisonRun)
+class ComparisonRunAdmin(admin.ModelAdmin):
+    list_display = ("id", "campaign", "status", "stage", "max_steps", "per_problem", "created_at", "finished_at")
+    list_filter = ("status", "stage")
+    raw_id_fields = ("campaign", "source_pool", "pool", "dataset_version", "prm_job", "orm_job", "prm_scoring",
+                     "orm_scoring", "evaluation", "started_by")

@@ -3,6 +3,11 @@
 * ``GET/POST /models/api/jobs/`` — training jobs: list (``?campaign=SLUG&status=``), start one;
   ``GET /models/api/jobs/<id>/`` (progress, loss curve, metrics, error, the registered model);
   ``POST /models/api/jobs/<id>/cancel/``. Reading and starting: staff and the campaign's admins/researchers.
+* The loop (staff and the campaign's admins/researchers): ``POST …/campaigns/<slug>/snapshot/`` (a dataset
+  version), ``GET/POST …/campaigns/<slug>/pools/`` (upload, multipart), ``GET/POST …/campaigns/<slug>/scoring/``,
+  ``GET …/scoring/<id>/`` and ``POST …/scoring/<id>/cancel/``, ``POST …/campaigns/<slug>/evaluations/``,
+  ``GET/POST …/campaigns/<slug>/comparisons/`` (one-click PRM vs ORM), ``GET …/comparisons/<id>/``,
+  ``POST …/comparisons/<id>/cancel/``.
 * ``GET/POST /models/api/campaigns/<slug>/generations/`` — list a campaign's generations, start the next one;
   ``GET/POST /models/api/campaigns/<slug>/sampling/`` — sampling jobs. Starting: staff and its admins.
 
@@ -23,14 +28,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.models import Campaign
+from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from rewards.api.auth import ApiTokenAuthentication, TokenScope
 
 from . import selectors
 from rewards.models import DatasetVersion
 
-from .models import Backend, CandidatePool, Generation, JobStatus, Kind, PoolPurpose, RewardModel, SamplingJob, TrainingJob
+from .models import (Backend, CandidatePool, ComparisonRun, Generation, JobStatus, Kind, PoolPurpose, RewardModel,
+                     SamplingJob, ScoringJob, TrainingJob)
 from .services.access import accessible_campaigns, can_access, has_any_access
+from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, MAX_MAX_STEPS, request_cancel_comparison, snapshot_labels,
+                                   start_comparison)
+from .services.evaluation import evaluate_scorings
+from .services.pools import import_uploaded_pool
+from .services.scoring import start_scoring_job
 from .services.generations import MAX_BATCH_SIZE, GenerationNotAllowed, can_start_generation, start_generation
 from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
@@ -264,3 +276,254 @@ class SamplingJobsView(APIView):
         except JobInputError as exc:
             return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
         return Response(SamplingJobOut(job).data, status=status.HTTP_201_CREATED)
+
+
+# --- the loop: dataset versions, pools, scoring, evaluation, one-click comparison ---------------------
+
+class DatasetVersionOut(serializers.ModelSerializer):
+    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = DatasetVersion
+        fields = ("id", "campaign", "number", "status", "content_sha256", "counts", "files", "created_at")
+
+
+class SnapshotView(APIView):
+    authentication_classes = AUTHENTICATION
+    permission_classes = PERMISSIONS
+
+    @extend_schema(request=None, responses={201: DatasetVersionOut, 200: DatasetVersionOut})
+    def post(self, request: Request, slug: str) -> Response:
+        """Snapshot the campaign's labels: 201 with the new version, or 200 with the latest one when the labels
+        have not changed since (``new`` says which)."""
+        version, new = snapshot_labels(_campaign(request, slug), user=request.user)
+        return Response({**DatasetVersionOut(version).data, "new": new},
+                        status=status.HTTP_201_CREATED if new else status.HTTP_200_OK)
+
+
+class PoolOut(serializers.ModelSerializer):
+    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = CandidatePool
+        fields = ("id", "name", "campaign", "purpose", "source", "split_rule", "problem_count", "candidate_count",
+                  "pool_size", "created_at")
+
+
+class UploadPoolInput(serializers.Serializer):
+    file = serializers.FileField(help_text="JSONL pool file (see the pool upload page for the two layouts).")
+    name = serializers.CharField(required=False, default="", allow_blank=True)
+    purpose = serializers.ChoiceField(choices=PoolPurpose.choices, default=PoolPurpose.EVALUATION)
+    split_rule = serializers.ChoiceField(choices=["auto", "lines", "paragraphs"], default="auto")
+
+
+class PoolsView(APIView):
+    authentication_classes = AUTHENTICATION
+    permission_classes = PERMISSIONS
+
+    @extend_schema(responses={200: PoolOut(many=True)})
+    def get(self, request: Request, slug: str) -> Response:
+        """The campaign's candidate pools, newest first."""
+        campaign = _campaign(request, slug)
+        return Response(PoolOut(CandidatePool.objects.filter(campaign=campaign).select_related("campaign")
+                                .order_by("-created_at", "-id")[:100], many=True).data)
+
+    @extend_schema(request={"multipart/form-data": UploadPoolInput}, responses={201: PoolOut})
+    def post(self, request: Request, slug: str) -> Response:
+        """Upload a pool file (multipart): imported and graded (201 with the counts), or 400 listing every bad
+        line (file, line, field) with nothing saved."""
+        campaign = _campaign(request, slug)
+        data = UploadPoolInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        try:
+            pool, report = import_uploaded_pool(values["file"], campaign=campaign, name=values["name"],
+                                                purpose=values["purpose"], split_rule=values["split_rule"],
+                                                user=request.user)
+        except ImportFailed as exc:
+            return Response({"file": [str(exc)], "report": exc.report.as_dict()}, status=status.HTTP_400_BAD_REQUEST)
+        except ValueError as exc:
+            field, _, message = str(exc).partition(": ")
+            return Response({field if message else "file": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        pool.refresh_from_db()
+        return Response({**PoolOut(pool).data, "report": report.as_dict()}, status=status.HTTP_201_CREATED)
+
+
+class ScoringJobOut(serializers.ModelSerializer):
+    class Meta:
+        model = ScoringJob
+        fields = ("id", "reward_model", "pool", "backend", "status", "progress", "step_metrics", "error",
+                  "created_at", "started_at", "finished_at")
+
+
+class StartScoringInput(serializers.Serializer):
+    pool = serializers.IntegerField(help_text="A candidate pool of this campaign.")
+    reward_models = serializers.ListField(child=serializers.IntegerField(), min_length=1,
+                                          help_text="Reward models of this campaign: one scoring job each.")
+    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
+
+
+class ScoringJobsView(APIView):
+    authentication_classes = AUTHENTICATION
+    permission_classes = PERMISSIONS
+
+    @extend_schema(responses={200: ScoringJobOut(many=True)})
+    def get(self, request: Request, slug: str) -> Response:
+        """Scoring jobs of the campaign's models, newest first (at most 100)."""
+        campaign = _campaign(request, slug)
+        return Response(ScoringJobOut(ScoringJob.objects.filter(reward_model__campaign=campaign)
+                                      .order_by("-created_at", "-id")[:100], many=True).data)
+
+    @extend_schema(request=StartScoringInput, responses={201: ScoringJobOut(many=True)})
+    def post(self, request: Request, slug: str) -> Response:
+        """Score a pool with the chosen models (queued; a worker runs each job)."""
+        campaign = _campaign(request, slug)
+        data = StartScoringInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        pool = CandidatePool.objects.filter(pk=values["pool"], campaign=campaign).first()
+        if pool is None:
+            raise ValidationError({"pool": [f"no candidate pool {values['pool']} in campaign {slug}"]})
+        models = {m.pk: m for m in RewardModel.objects.filter(pk__in=values["reward_models"], campaign=campaign)}
+        missing = [pk for pk in values["reward_models"] if pk not in models]
+        if missing:
+            raise ValidationError({"reward_models": [f"no reward model {pk} in campaign {slug}" for pk in missing]})
+        try:
+            jobs = [start_scoring_job(models[pk], pool, backend=values["backend"], user=request.user)
+                    for pk in values["reward_models"]]
+        except JobInputError as exc:
+            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(ScoringJobOut(jobs, many=True).data, status=status.HTTP_201_CREATED)
+
+
+def _scoring_job(request: Request, pk: int) -> ScoringJob:
+    _require_area(request)
+    job = ScoringJob.objects.select_related("reward_model__campaign").filter(pk=pk).first()
+    if job is None or not can_access(request.user, job.reward_model.campaign):
+        raise NotFound("no such scoring job")
+    return job
+
+
+class ScoringJobView(APIView):
+    authentication_classes = AUTHENTICATION
+    permission_classes = PERMISSIONS
+
+    @extend_schema(responses={200: ScoringJobOut})
+    def get(self, request: Request, pk: int) -> Response:
+        """One scoring job: status, progress, the PRM's held-out step figures, error."""
+        return Response(ScoringJobOut(_scoring_job(request, pk)).data)
+
+
+class ScoringJobCancelView(APIView):
+    authentication_classes = AUTHENTICATION
+    permission_classes = PERMISSIONS
+
+    @extend_schema(request=None, responses={200: ScoringJobOut})
+    def post(self, request: Request, pk: int) -> Response:
+        """Cancel a scoring job (a running one when its watcher next polls)."""
+        request_cancel(_scoring_job(request, pk))
+        return Response(ScoringJobOut(_scoring_job(request, pk)).data)
+
+
+class EvaluateInput(serializers.Serializer):
+    prm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None)
+    orm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None)
+    aggregation = serializers.ChoiceField(choices=["product", "min"], default="product")
+    trials = serializers.IntegerField(min_value=1, max_value=100_000, default=400)
+
+
+class EvaluationsView(APIView):
+    authentication_classes = AUTHENTICATION
+    permission_classes = PERMISSIONS
+
+    @extend_schema(request=EvaluateInput, responses={201: dict})
+    def post(self, request: Request, slug: str) -> Response:
+        """Best-of-N (PRM, ORM, majority vote, pass@N) of a pool from its succeeded scorings, computed now."""
+        campaign = _campaign(request, slug)
+        data = EvaluateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            run = evaluate_scorings(campaign, user=request.user, **data.validated_data)
+        except JobInputError as exc:
+            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        return Response({"id": run.pk, "pool": run.pool_id, "prm_scoring": run.prm_scoring_id,
+                         "orm_scoring": run.orm_scoring_id, "best_of_n": selectors.best_of_n_rows(run),
+                         "step_metrics": run.step_metrics}, status=status.HTTP_201_CREATED)
+
+
+class ComparisonOut(serializers.ModelSerializer):
+    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    best_of_n = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ComparisonRun
+        fields = ("id", "campaign", "status", "stage", "max_steps", "per_problem", "base_model", "source_pool", "pool",
+                  "dataset_version",
+                  "new_version", "prm_job", "orm_job", "prm_scoring", "orm_scoring", "evaluation", "error",
+                  "best_of_n", "created_at", "started_at", "finished_at")
+
+    def get_best_of_n(self, run: ComparisonRun) -> list[dict[str, Any]]:
+        return selectors.best_of_n_rows(run.evaluation) if run.evaluation is not None else []
+
+
+class StartComparisonInput(serializers.Serializer):
+    max_steps = serializers.IntegerField(min_value=1, max_value=MAX_MAX_STEPS, default=DEFAULT_MAX_STEPS,
+                                         help_text="Optimizer steps per model (the budget).")
+    base_model = serializers.CharField(default="default")
+    per_problem = serializers.IntegerField(min_value=0, default=DEFAULT_PER_PROBLEM,
+                                           help_text="Candidates scored per problem (the first k; 0 = all).")
+
+
+class ComparisonsView(APIView):
+    authentication_classes = AUTHENTICATION
+    permission_classes = PERMISSIONS
+
+    @extend_schema(responses={200: ComparisonOut(many=True)})
+    def get(self, request: Request, slug: str) -> Response:
+        """The campaign's comparisons, newest first."""
+        campaign = _campaign(request, slug)
+        runs = ComparisonRun.objects.filter(campaign=campaign).select_related("campaign", "evaluation")[:50]
+        return Response(ComparisonOut(runs, many=True).data)
+
+    @extend_schema(request=StartComparisonInput, responses={201: ComparisonOut})
+    def post(self, request: Request, slug: str) -> Response:
+        """Compare PRM and ORM: snapshot → train both (same backbone and budget) → score the pool → evaluate.
+        409 while another comparison of the campaign runs."""
+        campaign = _campaign(request, slug)
+        data = StartComparisonInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            run = start_comparison(campaign, user=request.user, **data.validated_data)
+        except JobInputError as exc:
+            code = status.HTTP_409_CONFLICT if exc.field == "campaign" else status.HTTP_400_BAD_REQUEST
+            return Response({exc.field: [str(exc)]}, status=code)
+        return Response(ComparisonOut(run).data, status=status.HTTP_201_CREATED)
+
+
+def _comparison(request: Request, pk: int) -> ComparisonRun:
+    _require_area(request)
+    run = ComparisonRun.objects.select_related("campaign", "evaluation").filter(pk=pk).first()
+    if run is None or not can_access(request.user, run.campaign):
+        raise NotFound("no such comparison")
+    return run
+
+
+class ComparisonView(APIView):
+    authentication_classes = AUTHENTICATION
+    permission_classes = PERMISSIONS
+
+    @extend_schema(responses={200: ComparisonOut})
+    def get(self, request: Request, pk: int) -> Response:
+        """One comparison: status, stage, the jobs it started, the failure reason, best-of-N once done."""
+        return Response(ComparisonOut(_comparison(request, pk)).data)
+
+
+class ComparisonCancelView(APIView):
+    authentication_classes = AUTHENTICATION
+    permission_classes = PERMISSIONS
+
+    @extend_schema(request=None, responses={200: ComparisonOut})
+    def post(self, request: Request, pk: int) -> Response:
+        """Cancel a comparison and the jobs it started."""
+        request_cancel_comparison(_comparison(request, pk))
+        return Response(ComparisonOut(_comparison(request, pk)).data)

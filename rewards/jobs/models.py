@@ -72,6 +72,18 @@ class JobFields(models.Model):
 
         return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
 
+    @property
+    def error_summary(self) -> str:
+        from .text import failure_summary
+
+        return failure_summary(self.error)
+
+    @property
+    def readable_log(self) -> str:
+        from .text import clean_log
+
+        return clean_log(self.log_tail)
+
 
 class TrainingJob(JobFields):
     """One PRM or ORM fine-tuning run of ``python -m rewards.training train``."""
@@ -296,3 +308,70 @@ class Generation(models.Model):
 
     def __str__(self) -> str:
         return f"generation {self.number} of {self.campaign_id} ({self.status})"
+
+
+class ComparisonStage(models.TextChoices):
+    SNAPSHOT = "snapshot", "Snapshot the labels"
+    TRAIN = "train", "Train a PRM and an ORM"
+    SCORE = "score", "Score the pool with both"
+    EVALUATE = "evaluate", "Evaluate best-of-N"
+    DONE = "done", "Done"
+
+
+class ComparisonRun(models.Model):
+    """One click of "Compare PRM and ORM": snapshot → train PRM + ORM (same backbone, same budget) → score the
+    campaign's pool with both → evaluate. The jobs it starts are ordinary training/scoring jobs with their own
+    pages; this row only records the chain, where it stands (``stage``) and, on failure, the stage at fault."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="comparison_runs")
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    stage = models.CharField(max_length=16, choices=ComparisonStage.choices, default=ComparisonStage.SNAPSHOT)
+    max_steps = models.PositiveIntegerField(help_text="Optimizer steps per model (the budget).")
+    per_problem = models.PositiveIntegerField(default=0, help_text="Candidates scored per problem: the first k "
+                                                                   "of each (0 = all), so N runs up to k.")
+    base_model = models.CharField(max_length=200, default="default")
+    source_pool = models.ForeignKey(CandidatePool, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+", help_text="The campaign's pool the candidates come from.")
+    pool = models.ForeignKey(CandidatePool, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                             help_text="What was scored: the source pool, or its first k candidates per problem.")
+    dataset_version = models.ForeignKey("rewards.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+")
+    new_version = models.BooleanField(default=False, help_text="The snapshot made a new version (labels changed).")
+    prm_job = models.ForeignKey(TrainingJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    orm_job = models.ForeignKey(TrainingJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    prm_scoring = models.ForeignKey(ScoringJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    orm_scoring = models.ForeignKey(ScoringJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    evaluation = models.ForeignKey(EvaluationRun, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    error = models.TextField(blank=True, help_text="Why it failed, in one sentence, naming the stage.")
+    cancel_requested = models.BooleanField(default=False)
+    celery_task_id = models.CharField(max_length=100, blank=True, help_text="Empty: its first task never "
+                                                                            "reached the broker.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # one run at a time per campaign: two clicks do not train four models on the same labels
+            models.UniqueConstraint(fields=["campaign"], condition=Q(status__in=["queued", "running"]),
+                                    name="comparisonrun_one_active_per_campaign"),
+        ]
+
+    def __str__(self) -> str:
+        return f"comparison {self.pk} of {self.campaign_id} ({self.status}, {self.stage})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None:
+            return None
+        from django.utils import timezone
+
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()

@@ -8,7 +8,8 @@ from django.db.models import Count, Q, QuerySet
 from annotate.models import AssignmentStatus, Campaign, FinishReason, Solution
 from rewards.models import DatasetVersion
 
-from .models import EvaluationRun, Generation, JobStatus, Kind, RewardModel, SamplingJob, ScoringJob, TrainingJob
+from .models import (CandidatePool, ComparisonRun, EvaluationRun, Generation, JobStatus, Kind, PoolPurpose, RewardModel,
+                     SamplingJob, ScoringJob, TrainingJob)
 
 METHOD_LABELS = {"prm": "PRM", "orm": "ORM", "majority": "Majority vote", "pass": "pass@N"}
 RUNS_SHOWN = 20
@@ -45,6 +46,9 @@ def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
             figures = (results["methods"].get(method) or {}).get(str(n))
             row[f"{method}_mean"] = figures["mean"] if figures else None
             row[f"{method}_std"] = figures["std"] if figures else None
+            # the page's table reads in percent, one decimal
+            row[f"{method}_pct"] = round(100 * figures["mean"], 1) if figures else None
+            row[f"{method}_std_pct"] = round(100 * figures["std"], 1) if figures else None
             exact = (results.get("exact") or {}).get(method) or {}
             if method != "majority":
                 row[f"{method}_exact"] = exact.get(str(n))
@@ -185,3 +189,27 @@ def generation_rows(campaign: Campaign) -> list[dict[str, Any]]:
             "retrained": _validation(retrained) if retrained else None,
         })
     return rows
+
+
+def comparison_run(pk: int) -> ComparisonRun:
+    """A comparison with everything its progress view names (one query)."""
+    return ComparisonRun.objects.select_related(
+        "campaign", "pool", "source_pool", "dataset_version__campaign", "prm_job", "orm_job", "prm_scoring",
+        "orm_scoring", "evaluation", "started_by").get(pk=pk)
+
+
+def loop_state(campaign: Campaign) -> dict[str, Any]:
+    """What the dashboard's step-by-step section lists: versions, pools, models, scorings, the latest run."""
+    run = ComparisonRun.objects.filter(campaign=campaign).values_list("pk", flat=True).first()
+    pools = list(CandidatePool.objects.filter(campaign=campaign).order_by("-created_at", "-id")[:20])
+    return {
+        "run": comparison_run(run) if run else None,
+        "versions": list(DatasetVersion.objects.filter(campaign=campaign, status=DatasetVersion.Status.READY)
+                         .order_by("-number")[:5]),
+        "pools": pools,
+        "labeling_pool": next((p for p in pools if p.purpose == PoolPurpose.LABELING), None),
+        "models": list(RewardModel.objects.filter(campaign=campaign, job__status=JobStatus.SUCCEEDED)
+                       .select_related("dataset_version__campaign").order_by("-created_at", "-id")[:20]),
+        "scorings": list(ScoringJob.objects.filter(reward_model__campaign=campaign)
+                         .select_related("reward_model", "pool").order_by("-created_at", "-id")[:20]),
+    }

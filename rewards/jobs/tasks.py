@@ -17,23 +17,40 @@ RUN_SAMPLING = "jobs.run_sampling_job"
 REAP = "jobs.reap_stale_jobs"
 AUTO_TRAIN = "jobs.auto_train"
 AUTO_GENERATIONS = "jobs.auto_start_generations"
+ADVANCE_COMPARISON = "jobs.advance_comparison"
 
 
 @shared_task(name=RUN_TRAINING, acks_late=True, ignore_result=True)
 def run_training_job(job_id: int) -> str | None:
+    from .services.comparisons import job_finished
     from .services.training import run_training_job as run
 
-    return run(job_id)
+    status = run(job_id)
+    job = TrainingJob.objects.filter(pk=job_id).first()
+    if job is not None:
+        job_finished(job)  # a comparison's training: move it on (no-op otherwise)
+    return status
 
 
 @shared_task(name=RUN_SCORING, acks_late=True, ignore_result=True)
 def run_scoring_job(job_id: int) -> str | None:
+    from .services.comparisons import job_finished
     from .services.generations import scoring_finished
     from .services.scoring import run_scoring_job as run
 
     status = run(job_id)
     scoring_finished(job_id)  # a generation's scoring: select its batch now (no-op for other scorings)
+    job = ScoringJob.objects.filter(pk=job_id).first()
+    if job is not None:
+        job_finished(job)  # a comparison's scoring: evaluate once both are done
     return status
+
+
+@shared_task(name=ADVANCE_COMPARISON, acks_late=True, ignore_result=True)
+def advance_comparison(run_id: int) -> str | None:
+    from .services.comparisons import advance
+
+    return advance(run_id)
 
 
 @shared_task(name=RUN_SAMPLING, acks_late=True, ignore_result=True)
@@ -45,13 +62,14 @@ def run_sampling_job(job_id: int) -> str | None:
 
 @shared_task(name=REAP)
 def reap_stale_jobs() -> dict[str, list[int]]:
+    from .services.comparisons import reconcile as reconcile_comparisons
     from .services.generations import reconcile
     from .services.sampling import reap_sampling_jobs
     from .services.scoring import reap_scoring_jobs
     from .services.training import reap_training_jobs
 
     return {"training": reap_training_jobs(), "scoring": reap_scoring_jobs(), "sampling": reap_sampling_jobs(),
-            "generations": reconcile(), "sent_again": [pk for ids in enqueue_undispatched().values() for pk in ids]}
+            "generations": reconcile(), "comparisons": reconcile_comparisons(), "sent_again": [pk for ids in enqueue_undispatched().values() for pk in ids]}
 
 
 @shared_task(name=AUTO_TRAIN)

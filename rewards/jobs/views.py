@@ -11,22 +11,30 @@ import io
 import json
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.models import Campaign
+from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from steplab import jsonlimits
 
 from . import selectors
 from .forms import TrainingJobForm
-from .models import TrainingJob
+from .models import CandidatePool, ComparisonRun, PoolPurpose, RewardModel, SamplingJob, ScoringJob, TrainingJob
 from .services.access import accessible_campaigns, can_access, has_any_access
-from .services.generations import can_start_generation, start_generation
+from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, request_cancel_comparison,
+                                   snapshot_labels, start_comparison)
+from .services.evaluation import AGGREGATIONS, evaluate_scorings
+from .services.generations import can_start_generation, labeling_pool, start_generation
+from .services.pools import import_uploaded_pool
 from .services.sampling import start_sampling_job
+from .services.scoring import start_scoring_job
 from .services.training import JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
 FIGURES = ("best-of-n", "step-metrics", "data-efficiency", "history", "generations")
@@ -106,24 +114,198 @@ def _dashboard_scope(request: HttpRequest, slug: str | None) -> tuple[Any, Campa
 
 
 @login_required
-def dashboard(request: HttpRequest, slug: str | None = None, *, generation_error: JobInputError | None = None,
-              generation_form: dict[str, str] | None = None, sampling_error: JobInputError | None = None,
-              sampling_form: dict[str, str] | None = None) -> HttpResponse:
+def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str, JobInputError] | None = None,
+              forms: dict[str, dict[str, str]] | None = None) -> HttpResponse:
+    """The PRM-vs-ORM page; a form posted from it that failed comes back here with its error (400)."""
     campaigns, campaign = _dashboard_scope(request, slug)
-    status = 400 if generation_error or sampling_error else 200
+    errors, forms = errors or {}, forms or {}
     data = selectors.dashboard(campaigns, campaign)
+    loop = selectors.loop_state(campaign) if campaign is not None else {}
     return render(request, "jobs/dashboard.html", {
         "campaign": campaign, "data": data, "campaigns": campaigns.order_by("slug"),
-        "generation_error": generation_error,
         "bon_rows": data["figures"]["best-of-n"], "step_rows": data["figures"]["step-metrics"],
         "eff_rows": data["figures"]["data-efficiency"], "hist_rows": data["figures"]["history"],
         "chart_data": {"figures": data["figures"], "runs": data["runs"]},
         "gen_rows": data["figures"]["generations"],
         "can_start_generation": campaign is not None and can_start_generation(request.user, campaign),
-        "strategies": sorted(STRATEGIES), "generation_form": generation_form or {},
+        "strategies": sorted(STRATEGIES), "aggregations": AGGREGATIONS, "purposes": PoolPurpose.choices,
         "sampling_jobs": selectors.sampling_jobs(campaign) if campaign is not None else [],
-        "sampling_error": sampling_error, "sampling_form": sampling_form or {},
-    }, status=status)
+        "loop": loop, "run": loop.get("run"), "default_max_steps": DEFAULT_MAX_STEPS,
+        "default_per_problem": DEFAULT_PER_PROBLEM,
+        "errors": errors, "forms": forms,
+        "generation_error": errors.get("generation"), "generation_form": forms.get("generation", {}),
+        "sampling_error": errors.get("sampling"), "sampling_form": forms.get("sampling", {}),
+    }, status=400 if errors else 200)
+
+
+def _campaign_for_work(request: HttpRequest, slug: str) -> Campaign:
+    _, campaign = _dashboard_scope(request, slug)
+    assert campaign is not None
+    return campaign
+
+
+def _integer(form: dict[str, str], key: str) -> int:
+    try:
+        return int(form[key])
+    except (KeyError, ValueError):
+        raise JobInputError(key, f"must be an integer, got {form.get(key, '')!r}") from None
+
+
+@login_required
+@require_POST
+def compare_start(request: HttpRequest, slug: str) -> HttpResponse:
+    """"Compare PRM and ORM": one run of snapshot → train both → score the pool → evaluate."""
+    campaign = _campaign_for_work(request, slug)
+    form = {"max_steps": request.POST.get("max_steps", "").strip() or str(DEFAULT_MAX_STEPS),
+            "per_problem": request.POST.get("per_problem", "").strip() or str(DEFAULT_PER_PROBLEM)}
+    try:
+        start_comparison(campaign, max_steps=_integer(form, "max_steps"), per_problem=_integer(form, "per_problem"),
+                         user=request.user)
+    except JobInputError as exc:
+        return dashboard(request, slug, errors={"compare": exc}, forms={"compare": form})
+    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#compare")
+
+
+def _run(request: HttpRequest, pk: int) -> ComparisonRun:
+    run = get_object_or_404(ComparisonRun.objects.select_related("campaign"), pk=pk)
+    if not can_access(request.user, run.campaign):
+        raise Http404("no such comparison")
+    return selectors.comparison_run(run.pk)
+
+
+@login_required
+def comparison_progress(request: HttpRequest, pk: int) -> HttpResponse:
+    """The polled progress of a run; once it has ended the page reloads to show its figures."""
+    run = _run(request, pk)
+    response = render(request, "jobs/_comparison.html", {"run": run, "campaign": run.campaign})
+    if not run.is_active and request.GET.get("polling"):
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_required
+@require_POST
+def comparison_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    run = request_cancel_comparison(_run(request, pk))
+    if request.htmx:
+        return render(request, "jobs/_comparison.html", {"run": selectors.comparison_run(run.pk),
+                                                         "campaign": run.campaign})
+    return redirect(f"{reverse('jobs:campaign_dashboard', args=[run.campaign.slug])}#compare")
+
+
+@login_required
+@require_POST
+def snapshot(request: HttpRequest, slug: str) -> HttpResponse:
+    """A new dataset version of the campaign's labels now (or the latest one, when nothing changed)."""
+    campaign = _campaign_for_work(request, slug)
+    version, new = snapshot_labels(campaign, user=request.user)
+    if new:
+        messages.success(request, f"Dataset version {version} made.")
+    else:
+        messages.info(request, f"The labels have not changed since {version}: no new version.")
+    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#loop")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def pool_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    """Upload a candidate pool file (JSONL): imported and graded, or every bad line listed and nothing saved."""
+    campaign = _campaign_for_work(request, slug)
+    form = {key: request.POST.get(key, "").strip() for key in ("name", "purpose", "split_rule")}
+    error, report = None, None
+    if request.method == "POST":
+        uploaded = request.FILES.get("file")
+        try:
+            if uploaded is None:
+                raise ValueError("file: choose a JSONL file to upload")
+            pool, report = import_uploaded_pool(uploaded, campaign=campaign, name=form["name"],
+                                                purpose=form["purpose"] or PoolPurpose.EVALUATION,
+                                                split_rule=form["split_rule"] or "auto", user=request.user)
+        except ImportFailed as exc:
+            error, report = str(exc), exc.report
+        except ValueError as exc:
+            error = str(exc)
+        else:
+            messages.success(request, f"Pool “{pool.name}”: {pool.problem_count} problems, {pool.candidate_count} "
+                                      f"candidates ({report.created.get('correct', 0)} correct).")
+            target = f"{reverse('jobs:campaign_dashboard', args=[slug])}#loop"
+            if request.htmx:  # the upload went by XHR (for its progress bar): the browser goes on from here
+                return HttpResponse(status=204, headers={"HX-Redirect": target})
+            return redirect(target)
+    return render(request, "jobs/pool_upload.html", {
+        "campaign": campaign, "form": form, "error": error, "report": report, "purposes": PoolPurpose.choices,
+    }, status=400 if error and not request.htmx else 200)  # htmx swaps only 2xx answers into the page
+
+
+@login_required
+@require_POST
+def score_start(request: HttpRequest, slug: str) -> HttpResponse:
+    """Score one of the campaign's pools with the chosen models (one scoring job per model)."""
+    campaign = _campaign_for_work(request, slug)
+    form = {"pool": request.POST.get("pool", ""), "models": ",".join(request.POST.getlist("models"))}
+    try:
+        pool = CandidatePool.objects.filter(pk=_integer(form, "pool"), campaign=campaign).first()
+        if pool is None:
+            raise JobInputError("pool", f"no candidate pool {form['pool']} in campaign {slug}")
+        ids = [int(v) for v in request.POST.getlist("models") if v.isdigit()]
+        models = list(RewardModel.objects.filter(pk__in=ids, campaign=campaign))
+        if not models:
+            raise JobInputError("models", "choose at least one reward model of this campaign")
+        for model in models:
+            start_scoring_job(model, pool, user=request.user)
+    except JobInputError as exc:
+        return dashboard(request, slug, errors={"score": exc}, forms={"score": form})
+    messages.success(request, f"Scoring of pool “{pool.name}” started with {len(models)} model(s).")
+    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#loop")
+
+
+@login_required
+@require_POST
+def evaluate_start(request: HttpRequest, slug: str) -> HttpResponse:
+    """Best-of-N of a pool from a PRM and/or an ORM scoring of it (computed now: seconds)."""
+    campaign = _campaign_for_work(request, slug)
+    form = {key: request.POST.get(key, "").strip() for key in ("prm_scoring", "orm_scoring", "aggregation")}
+    try:
+        evaluate_scorings(campaign, prm_scoring=_integer(form, "prm_scoring") if form["prm_scoring"] else None,
+                          orm_scoring=_integer(form, "orm_scoring") if form["orm_scoring"] else None,
+                          aggregation=form["aggregation"] or "product", user=request.user)
+    except JobInputError as exc:
+        return dashboard(request, slug, errors={"evaluate": exc}, forms={"evaluate": form})
+    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#best-of-n")
+
+
+def _work(request: HttpRequest, model: type[Any], pk: int) -> Any:
+    related = ("reward_model__campaign", "pool__campaign") if model is ScoringJob else ("campaign", "pool")
+    job = get_object_or_404(model.objects.select_related(*related), pk=pk)
+    campaign = job.reward_model.campaign if model is ScoringJob else job.campaign
+    if not can_access(request.user, campaign):
+        raise Http404("no such job")
+    return job
+
+
+WORK = {"scoring": ScoringJob, "sampling": SamplingJob}
+
+
+@login_required
+def work_detail(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
+    """The page of a scoring or sampling job: progress, cancel, the failure and the log."""
+    return render(request, "jobs/work_detail.html", {"job": _work(request, WORK[kind], pk), "kind": kind})
+
+
+@login_required
+def work_progress(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
+    return render(request, "jobs/_work_progress.html", {"job": _work(request, WORK[kind], pk), "kind": kind})
+
+
+@login_required
+@require_POST
+def work_cancel(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
+    job = _work(request, WORK[kind], pk)
+    request_cancel(job)
+    job.refresh_from_db()
+    if request.htmx:
+        return render(request, "jobs/_work_progress.html", {"job": job, "kind": kind})
+    return redirect(f"jobs:{kind}_job", pk=pk)
 
 
 @login_required
@@ -149,7 +331,7 @@ def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
         start_generation(campaign, strategy=form["strategy"], batch_size=batch_size, config=config,
                          user=request.user)
     except JobInputError as exc:
-        return dashboard(request, slug, generation_error=exc, generation_form=form)
+        return dashboard(request, slug, errors={"generation": exc}, forms={"generation": form})
     return redirect("jobs:campaign_dashboard", slug=slug)
 
 
@@ -179,7 +361,7 @@ def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
                     raise JobInputError(key, f"must be a number, got {form[key]!r}") from None
         start_sampling_job(campaign, config, user=request.user)
     except JobInputError as exc:
-        return dashboard(request, slug, sampling_error=exc, sampling_form=form)
+        return dashboard(request, slug, errors={"sampling": exc}, forms={"sampling": form})
     return redirect("jobs:campaign_dashboard", slug=slug)
 
 

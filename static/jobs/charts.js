@@ -19,6 +19,19 @@
     canvas.dataset.drawn = "true";
   }
 
+  // N on a log2 axis: ticks at 1, 2, 4, … (Chart.js's own log ticks are 1, 2, 3, … 10, 20, …).
+  function log2Axis(title, maxN) {
+    return {
+      type: "logarithmic", min: 1, max: Math.max(2, maxN), title: { display: true, text: title },
+      afterBuildTicks: (scale) => {
+        const ticks = [];
+        for (let n = 1; n <= scale.max * 1.0001; n *= 2) ticks.push({ value: n });
+        scale.ticks = ticks;
+      },
+      ticks: { callback: (value) => String(value) },
+    };
+  }
+
   function lossChart(canvas) {
     const curve = readJson(canvas.dataset.source) || [];
     draw(canvas, {
@@ -31,6 +44,7 @@
   }
 
   function bestOfN(canvas, rows) {
+    if (!rows.length) return;
     const datasets = [];
     for (const method of ["prm", "orm", "majority", "pass"]) {
       const points = rows.filter((r) => r[method + "_mean"] !== null);
@@ -48,13 +62,15 @@
       type: "line", data: { datasets },
       options: {
         plugins: { legend: { labels: { filter: (item) => !item.text.includes("σ") } } },
-        scales: { x: { type: "logarithmic", title: { display: true, text: "N = solutions per problem (log)" } },
-                  y: { min: 0, max: 1, title: { display: true, text: "% problems solved (best-of-N)" } } },
+        scales: { x: log2Axis("N = solutions per problem (log2)", Math.max(...rows.map((r) => r.n))),
+                  y: { min: 0, max: 1, title: { display: true, text: "problems solved (best-of-N)" },
+                       ticks: { callback: (value) => Math.round(value * 100) + " %" } } },
       },
     });
   }
 
   function scatterByKind(canvas, rows, xKey, yKey, xTitle) {
+    if (!rows.length) return;
     const datasets = ["prm", "orm"].map((kind) => ({
       label: LABELS[kind], borderColor: COLORS[kind], backgroundColor: COLORS[kind], showLine: true,
       data: rows.filter((r) => r.kind === kind && r[yKey] !== null).map((r) => ({ x: r[xKey], y: r[yKey] }))
@@ -66,6 +82,7 @@
   }
 
   function historyChart(canvas, rows) {
+    if (!rows.length) return;
     const labels = rows.map((r) => r.dataset_version);
     draw(canvas, { type: "line", data: { labels, datasets: ["prm", "orm"].map((kind) => ({
       label: LABELS[kind], borderColor: COLORS[kind], backgroundColor: COLORS[kind], spanGaps: true,

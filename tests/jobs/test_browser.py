@@ -53,10 +53,15 @@ def test_job_page_polls_and_draws_the_loss_curve(page: Page, live_server, resear
     job = TrainingJob.objects.create(kind="prm", campaign=dataset_version.campaign, dataset_version=dataset_version,
                                      dataset_path="/x.jsonl", status="running", started_at=timezone.now(),
                                      heartbeat_at=timezone.now(), step=2, total_steps=10, progress=0.2,
-                                     curve=[{"step": 1, "loss": 0.8}, {"step": 2, "loss": 0.6}])
+                                     curve=[{"step": 1, "loss": 0.8}, {"step": 2, "loss": 0.6}],
+                                     log_tail="\x1b[1mBertModel LOAD REPORT\x1b[0m from: /m\nKey | Status\n----+-------\n"
+                                              + "x" * 3000 + " a line longer than any screen")
     _log_in(page, live_server.url, researcher.username)
     page.goto(f"{live_server.url}/models/jobs/{job.pk}/")
     expect(page.locator('canvas[data-chart="loss"]')).to_have_attribute("data-drawn", "true")
+    log = page.locator("[data-log-tail]").inner_text()
+    assert "LOAD REPORT" not in log and "\x1b" not in log and "a line longer than any screen" in log
+    assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     # The watcher moves the job on; the htmx poll swaps the new state in without a reload.
     TrainingJob.objects.filter(pk=job.pk).update(status="succeeded", progress=1.0, step=10,
                                                  curve=[{"step": s, "loss": 1 / s} for s in range(1, 11)])

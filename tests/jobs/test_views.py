@@ -130,7 +130,7 @@ def test_job_page_shows_curve_metrics_and_error(client, users, dataset_version) 
     client.force_login(users["researcher"])
     html = client.get(f"/models/jobs/{job.pk}/").content.decode()
     assert 'id="curve-data"' in html and '"loss": 0.7' in html
-    assert "error: boom" in html and "0.7500" in html
+    assert "boom (the process exited with status 1)" in html and "0.7500" in html  # the one-sentence reason
     assert "vendor/chartjs/chart.umd.js" in html
 
 

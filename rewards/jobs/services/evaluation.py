@@ -112,3 +112,23 @@ def evaluate_pool(pool: CandidatePool, *, prm_scoring: ScoringJob | None = None,
         trials=trials, seed=seed, results=results, created_by=user,
         step_metrics=prm_scoring.step_metrics if prm_scoring else {},
         data_efficiency=data_efficiency(campaign, pool))
+
+
+def evaluate_scorings(campaign: Campaign, *, prm_scoring: int | None, orm_scoring: int | None,
+                      aggregation: str = "product", trials: int = 400, user: Any = None) -> EvaluationRun:
+    """Evaluate the pool of a PRM and/or an ORM scoring of this campaign's pools, given by id (page and API)."""
+    jobs: dict[str, ScoringJob] = {}
+    for kind, pk in (("prm", prm_scoring), ("orm", orm_scoring)):
+        if pk is None:
+            continue
+        job = ScoringJob.objects.select_related("reward_model", "pool").filter(pk=pk, pool__campaign=campaign).first()
+        if job is None:
+            raise JobInputError(f"{kind}_scoring", f"no scoring job {pk} of a pool of campaign {campaign.slug}")
+        jobs[kind] = job
+    if not jobs:
+        raise JobInputError("prm_scoring", "choose a PRM or an ORM scoring (or both)")
+    if len({job.pool_id for job in jobs.values()}) > 1:
+        raise JobInputError("orm_scoring", "the PRM and the ORM scorings are of different pools")
+    pool = next(iter(jobs.values())).pool
+    return evaluate_pool(pool, prm_scoring=jobs.get("prm"), orm_scoring=jobs.get("orm"), aggregation=aggregation,
+                         trials=trials, campaign=campaign, user=user)

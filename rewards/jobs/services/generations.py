@@ -116,8 +116,8 @@ def start_generation(campaign: Campaign, *, strategy: str, batch_size: Any, conf
         raise JobInputError("strategy" if "'strategy'" in str(exc) else "config", str(exc)) from None
     pool = pool or labeling_pool(campaign)
     if pool is None:
-        raise JobInputError("pool", f"campaign {campaign.slug} has no candidate pool "
-                                    "(import one with manage.py import_pool --campaign SLUG --purpose labeling)")
+        raise JobInputError("pool", f"campaign {campaign.slug} has no candidate pool to choose from: upload one "
+                                    "(purpose labeling) or sample candidates first")
     if pool.campaign_id != campaign.pk:
         raise JobInputError("pool", f"pool {pool} does not belong to campaign {campaign.slug}")
     if reward_model is None:

@@ -221,3 +221,38 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
         pool.save(update_fields=["problem_count", "candidate_count", "pool_size"])
     report.created = {"problems": len(order), "candidates": report.imported, "correct": correct}
     return pool, report
+
+
+def import_uploaded_pool(uploaded: Any, *, campaign: Campaign, name: str = "", purpose: str = PoolPurpose.EVALUATION,
+                         split_rule: str = "auto", user: Any = None) -> tuple[CandidatePool, ImportReport]:
+    """A pool file sent from the browser or the API: kept under its own name (errors name it), then imported
+    with ``import_pool``. Raises ImportFailed (every bad line listed) or ValueError (a bad option)."""
+    import tempfile
+
+    from .training import jobs_root
+
+    filename = Path(getattr(uploaded, "name", "") or "pool.jsonl").name
+    name = name.strip() or f"{campaign.slug}-{Path(filename).stem}"
+    folder = jobs_root() / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as work:
+        path = Path(work) / filename
+        with path.open("wb") as handle:
+            for chunk in uploaded.chunks():
+                handle.write(chunk)
+        try:
+            pool, report = import_pool(path, name, campaign=campaign, split_rule=split_rule, user=user,
+                                       purpose=purpose)
+        except ImportFailed as exc:
+            raise ImportFailed(_named(exc.report, filename)) from None
+    # the temporary copy is gone: record what the user sent
+    CandidatePool.objects.filter(pk=pool.pk).update(source=f"upload: {filename}")
+    return pool, _named(report, filename)
+
+
+def _named(report: ImportReport, filename: str) -> ImportReport:
+    from dataclasses import replace
+
+    report.file = filename
+    report.rejected = [replace(item, file=filename) for item in report.rejected]
+    return report

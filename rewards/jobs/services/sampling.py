@@ -104,9 +104,14 @@ def sampling_launch(job: SamplingJob) -> Launch:
 
 def _progress(job: SamplingJob) -> dict[str, Any]:
     """Samples written so far (the sampler writes ``samples.jsonl.partial`` problem by problem)."""
-    expected = max(job.problem_count * int(job.config.get("n", 4)), 1)
-    partial = Path(job.work_dir) / (SAMPLES + ".partial")
-    return {"progress": min(count_lines(partial) / expected, 0.99)}
+    expected = _expected(job)
+    done = count_lines(Path(job.work_dir) / (SAMPLES + ".partial"))
+    # the page shows "samples done / total" from these until the sampler's own summary replaces them
+    return {"progress": min(done / expected, 0.99), "summary": {"samples_done": done, "samples_total": expected}}
+
+
+def _expected(job: SamplingJob) -> int:
+    return max(job.problem_count * int(job.config.get("n", 4)), 1)
 
 
 def _summary(job: SamplingJob) -> dict[str, Any]:
@@ -135,6 +140,7 @@ def register_pool(job: SamplingJob) -> None:
         first = failed.report.rejected[0] if failed.report.rejected else None
         raise ValueError(f"{failed.report.rejected_count} sample line(s) could not be imported"
                          + (f", e.g. line {first.line} field {first.field!r}: {first.message}" if first else "")) from None
+    summary = {**summary, "samples_done": count_lines(samples), "samples_total": _expected(job)}
     job.pool, job.summary = pool, summary
     SamplingJob.objects.filter(pk=job.pk).update(pool=pool, summary=summary)
 

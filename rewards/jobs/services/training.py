@@ -32,6 +32,11 @@ USER_KEYS = ("max_steps", "epochs", "learning_rate", "batch_size", "gradient_acc
              "limit", "logging_steps")
 DATASET_FORMATS = {Kind.PRM: ("trl-stepwise", "trl-stepwise-parquet"), Kind.ORM: ("outcome", "outcome-parquet")}
 CURVE_POINTS = 2000
+# What an empty export means, in the words a campaign admin can act on.
+EMPTY_DATASET = {
+    Kind.PRM: "the stepwise dataset of {version} has no rows: none of its solutions has finished step labels",
+    Kind.ORM: "the outcome dataset of {version} has no rows: none of its solutions has a graded final answer",
+}
 
 
 class JobInputError(ValueError):
@@ -58,6 +63,8 @@ def dataset_file(version: DatasetVersion, kind: str) -> Path:
         raise JobInputError("dataset_version", f"{version} is {version.status}, not ready")
     for fmt in DATASET_FORMATS[Kind(kind)]:
         if fmt in version.files:
+            if version.files[fmt].get("rows") == 0:
+                raise JobInputError("dataset_version", EMPTY_DATASET[Kind(kind)].format(version=version))
             return local_file(version, fmt, jobs_root() / "datasets")
     raise JobInputError("dataset_version", f"{version} has no {' or '.join(DATASET_FORMATS[Kind(kind)])} file "
                                            f"(has: {', '.join(sorted(version.files)) or 'none'})")

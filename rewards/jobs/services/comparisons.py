@@ -1,0 +1,303 @@
+""""Compare PRM and ORM" in one click: snapshot → train a PRM and an ORM → score the pool with both → evaluate.
+
+Nothing here trains, scores or evaluates: each stage calls the service that does it (``create_dataset_version``,
+``start_training_job``, ``start_scoring_job``, ``evaluate_pool``), so a comparison's jobs are ordinary jobs with
+their own pages, logs and cancel buttons. ``advance`` moves a run one stage on when the jobs of its stage have
+ended; it is called by the Celery task that starts a run, by the tasks that watched its jobs (as soon as a job
+ends) and by the periodic reaper (for a watcher that was lost). Every move is a conditional UPDATE on
+(status running, the stage it leaves), so concurrent callers move a run once: the loser's transaction, with the
+jobs it started, is rolled back.
+
+Failure reasons name the stage and say what to do, in one sentence; the job pages keep the details.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from annotate.models import Campaign
+from rewards.models import DatasetVersion
+from rewards.services.datasets import create_dataset_version
+
+from ..models import (ACTIVE_STATUSES, Candidate, CandidatePool, ComparisonRun, ComparisonStage, JobStatus, Kind,
+                      PoolProblem, PoolPurpose, ScoringJob, TrainingJob)
+from .evaluation import evaluate_pool
+from .scoring import start_scoring_job
+from .training import (EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel,
+                       start_training_job)
+
+log = logging.getLogger(__name__)
+
+#: optimizer steps per model when the form is left as it is: about 8 CPU-seconds a step with the MiniLM default
+#: at max length 512, so a demo-sized comparison fits 15 minutes on 2 idle cores (measured: README, "The loop in
+#: the browser")
+DEFAULT_MAX_STEPS = 30
+MAX_MAX_STEPS = 100_000
+#: candidates scored per problem by default: scoring is most of a CPU run's time (a PRM reads every token of
+#: every candidate), and N = 16 already shows where PRM, ORM and majority part
+DEFAULT_PER_PROBLEM = 16
+SUBSET_SOURCE = "subset of pool"  # how a comparison's copy of a pool is told apart from the pools users bring
+STAGE_WORDS = {ComparisonStage.SNAPSHOT: "snapshot", ComparisonStage.TRAIN: "training",
+               ComparisonStage.SCORE: "scoring", ComparisonStage.EVALUATE: "evaluation"}
+
+
+class _Lost(Exception):
+    """Another caller moved the run first (or it was cancelled): roll back what this call started."""
+
+
+def comparison_pool(campaign: Campaign) -> CandidatePool | None:
+    """The pool a comparison scores: the campaign's newest evaluation pool, else its newest labeling pool (never
+    a subset an earlier comparison made)."""
+    pools = (CandidatePool.objects.filter(campaign=campaign, candidate_count__gt=0)
+             .exclude(source__startswith=SUBSET_SOURCE).order_by("-created_at", "-id"))
+    return pools.filter(purpose=PoolPurpose.EVALUATION).first() or pools.first()
+
+
+def first_per_problem(pool: CandidatePool, k: int) -> CandidatePool:
+    """The pool itself when no problem has more than ``k`` candidates, else a pool of the first ``k`` candidates
+    of each problem (copied once, graded as they were; reused by later comparisons)."""
+    if k == 0 or pool.pool_size <= k:
+        return pool
+    name = f"{pool.name} · first {k} per problem"
+    existing = CandidatePool.objects.filter(name=name).first()
+    if existing is not None:
+        return existing
+    subset = CandidatePool.objects.create(name=name, purpose=PoolPurpose.EVALUATION, campaign=pool.campaign,
+                                          source=f"{SUBSET_SOURCE} {pool.pk}: the first {k} candidates per problem",
+                                          split_rule=pool.split_rule, created_by=pool.created_by)
+    count = 0
+    for problem in pool.problems.order_by("index"):
+        copy = PoolProblem.objects.create(pool=subset, problem_id=problem.problem_id, index=problem.index,
+                                          source_id=problem.source_id)
+        rows = [Candidate(pool_problem=copy, index=c.index, text=c.text, steps=c.steps, answer=c.answer,
+                          is_correct=c.is_correct, provenance=c.provenance)
+                for c in problem.candidates.order_by("index")[:k]]
+        Candidate.objects.bulk_create(rows)
+        count += len(rows)
+    subset.problem_count, subset.candidate_count, subset.pool_size = pool.problem_count, count, k
+    subset.save(update_fields=["problem_count", "candidate_count", "pool_size"])
+    return subset
+
+
+def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, base_model: str = "default",
+                     per_problem: int = DEFAULT_PER_PROBLEM, user: Any = None) -> ComparisonRun:
+    """Validate and record a run (queued); its first stage starts on a worker after commit."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 1 <= max_steps <= MAX_MAX_STEPS:
+        raise JobInputError("max_steps", f"must be an integer between 1 and {MAX_MAX_STEPS}, got {max_steps!r}")
+    if isinstance(per_problem, bool) or not isinstance(per_problem, int) or per_problem < 0:
+        raise JobInputError("per_problem", f"must be an integer >= 0 (0 = every candidate), got {per_problem!r}")
+    if base_model not in backbones():
+        raise JobInputError("base_model", f"must be one of {', '.join(backbones())}, got {base_model!r}")
+    pool = comparison_pool(campaign)
+    if pool is None:
+        raise JobInputError("pool", f"campaign {campaign.slug} has no candidate pool to pick best-of-N from: "
+                                    "upload a pool or sample candidates first")
+    active = ComparisonRun.objects.filter(campaign=campaign, status__in=ACTIVE_STATUSES).first()
+    if active is not None:
+        raise JobInputError("campaign", f"comparison {active.pk} of {campaign.slug} is still {active.status}: "
+                                        "cancel it or wait for it to end")
+    try:
+        with transaction.atomic():
+            run = ComparisonRun.objects.create(campaign=campaign, max_steps=max_steps, base_model=base_model,
+                                               per_problem=per_problem, source_pool=pool, pool=pool,
+                                               started_by=user)
+    except IntegrityError:
+        raise JobInputError("campaign", f"a comparison of {campaign.slug} is already running") from None
+    transaction.on_commit(lambda: enqueue_advance(run.pk))
+    return run
+
+
+def enqueue_advance(run_id: int) -> bool:
+    from steplab.celery import send_task
+
+    from ..tasks import advance_comparison
+
+    result = send_task(advance_comparison, args=[run_id], queue="default")
+    if result is None:
+        return False  # the broker is down: ``reconcile`` sends it once it is back
+    ComparisonRun.objects.filter(pk=run_id).update(celery_task_id=result.id)
+    return True
+
+
+def _fail(run: ComparisonRun, message: str) -> bool:
+    done = ComparisonRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
+        status=JobStatus.FAILED, error=message, finished_at=timezone.now())
+    if done:
+        _stop_jobs(run)
+    return bool(done)
+
+
+def _stop_jobs(run: ComparisonRun) -> None:
+    for job in (run.prm_job, run.orm_job, run.prm_scoring, run.orm_scoring):
+        if job is not None:
+            job.refresh_from_db()
+            if job.is_active:
+                request_cancel(job)
+
+
+def _move(run: ComparisonRun, leaving: str, **fields: Any) -> None:
+    """Leave stage ``leaving`` (only it, only while running and not cancelled) or roll the caller back."""
+    moved = ComparisonRun.objects.filter(pk=run.pk, status=JobStatus.RUNNING, stage=leaving,
+                                         cancel_requested=False).update(**fields)
+    if not moved:
+        raise _Lost()
+
+
+def _job_failure(what: str, job: Any) -> str | None:
+    """None while every job of a stage is fine; else the sentence the run fails with."""
+    if job.status == JobStatus.SUCCEEDED or job.is_active:
+        return None
+    reason = job.error_summary or job.status
+    return f"{what} (job {job.pk}) {job.status}: {reason}"
+
+
+def snapshot_labels(campaign: Campaign, *, user: Any = None) -> tuple[DatasetVersion, bool]:
+    """A new dataset version when the labels changed since the latest one, else the latest: (version, new)."""
+    version = create_dataset_version(campaign, user=user)
+    if version is not None:
+        return version, True
+    latest = DatasetVersion.objects.filter(campaign=campaign, status=DatasetVersion.Status.READY).order_by(
+        "-number").first()
+    assert latest is not None, "create_dataset_version returns None only when the latest version has this content"
+    return latest, False
+
+
+def _snapshot(run: ComparisonRun) -> None:
+    campaign = run.campaign
+    try:
+        version, new = snapshot_labels(campaign, user=run.started_by)
+    except Exception as exc:  # noqa: BLE001 - any export problem ends the run, with its reason
+        log.exception("snapshot of %s failed", campaign)
+        _fail(run, f"snapshot: the labels of {campaign.slug} could not be exported ({type(exc).__name__}: {exc})")
+        return
+    for kind, formats in ((Kind.PRM, ("trl-stepwise", "trl-stepwise-parquet")), (Kind.ORM, ("outcome",))):
+        rows = next((version.files[f].get("rows") for f in formats if f in version.files), None)
+        if rows == 0:
+            _fail(run, "snapshot: " + EMPTY_DATASET[kind].format(version=version))
+            return
+    if run.source_pool is None:
+        _fail(run, "snapshot: the candidate pool of this comparison was deleted")
+        return
+    hyper = {"max_steps": run.max_steps}
+    try:
+        with transaction.atomic():
+            pool = first_per_problem(run.source_pool, run.per_problem)
+            jobs = {kind: start_training_job(TrainingRequest(kind=kind, dataset_version=version,
+                                                             base_model=run.base_model, hyper=hyper),
+                                             user=run.started_by) for kind in (Kind.PRM, Kind.ORM)}
+            _move(run, ComparisonStage.SNAPSHOT, stage=ComparisonStage.TRAIN, dataset_version=version,
+                  new_version=new, pool=pool, prm_job=jobs[Kind.PRM], orm_job=jobs[Kind.ORM])
+    except JobInputError as exc:
+        _fail(run, f"training could not start: {exc}")
+
+
+def _train(run: ComparisonRun) -> None:
+    prm, orm = (TrainingJob.objects.select_related("reward_model").get(pk=pk) for pk in (run.prm_job_id,
+                                                                                       run.orm_job_id))
+    failure = _job_failure("training the PRM", prm) or _job_failure("training the ORM", orm)
+    if failure:
+        _fail(run, failure)
+        return
+    if prm.status != JobStatus.SUCCEEDED or orm.status != JobStatus.SUCCEEDED:
+        return
+    pool = run.pool
+    if pool is None:
+        _fail(run, "scoring: the candidate pool of this comparison was deleted")
+        return
+    try:
+        with transaction.atomic():
+            scorings = {kind: start_scoring_job(job.reward_model, pool, user=run.started_by)
+                        for kind, job in ((Kind.PRM, prm), (Kind.ORM, orm))}
+            _move(run, ComparisonStage.TRAIN, stage=ComparisonStage.SCORE, prm_scoring=scorings[Kind.PRM],
+                  orm_scoring=scorings[Kind.ORM])
+    except JobInputError as exc:
+        _fail(run, f"scoring could not start: {exc}")
+
+
+def _score(run: ComparisonRun) -> None:
+    prm, orm = (ScoringJob.objects.select_related("reward_model__job").get(pk=pk)
+                for pk in (run.prm_scoring_id, run.orm_scoring_id))
+    failure = _job_failure("scoring the pool with the PRM", prm) or _job_failure("scoring the pool with the ORM", orm)
+    if failure:
+        _fail(run, failure)
+        return
+    if prm.status != JobStatus.SUCCEEDED or orm.status != JobStatus.SUCCEEDED:
+        return
+    assert run.pool is not None
+    try:
+        with transaction.atomic():
+            _move(run, ComparisonStage.SCORE, stage=ComparisonStage.EVALUATE)
+            evaluation = evaluate_pool(run.pool, prm_scoring=prm, orm_scoring=orm, campaign=run.campaign,
+                                       user=run.started_by)
+            _move(run, ComparisonStage.EVALUATE, stage=ComparisonStage.DONE, status=JobStatus.SUCCEEDED,
+                  evaluation=evaluation, finished_at=timezone.now())
+    except JobInputError as exc:
+        _fail(run, f"evaluation: {exc}")
+
+
+STAGES = {ComparisonStage.SNAPSHOT: _snapshot, ComparisonStage.TRAIN: _train, ComparisonStage.SCORE: _score}
+
+
+def advance(run_id: int) -> str | None:
+    """Move the run on as far as its jobs allow; returns its status (None when there is no such run)."""
+    now = timezone.now()
+    ComparisonRun.objects.filter(pk=run_id, status=JobStatus.QUEUED, cancel_requested=False).update(
+        status=JobStatus.RUNNING, started_at=now)
+    run = (ComparisonRun.objects.select_related("campaign", "pool", "source_pool", "started_by", "prm_job", "orm_job",
+                                                "prm_scoring", "orm_scoring").filter(pk=run_id).first())
+    if run is None:
+        return None
+    if run.status == JobStatus.RUNNING and run.stage in STAGES:
+        try:
+            STAGES[run.stage](run)
+        except _Lost:
+            pass  # another caller moved it (or it was cancelled): nothing of this call was kept
+        except Exception as exc:  # noqa: BLE001 - an unexpected error still ends the run with a reason
+            log.exception("advancing %s failed", run)
+            _fail(run, f"{STAGE_WORDS.get(run.stage, run.stage)}: unexpected error ({type(exc).__name__}: {exc})")
+        run.refresh_from_db()
+    return run.status
+
+
+def job_finished(job: TrainingJob | ScoringJob) -> None:
+    """A training or scoring job ended: advance the run it belongs to, if any."""
+    if isinstance(job, TrainingJob):
+        mine = Q(prm_job=job.pk) | Q(orm_job=job.pk)
+    else:
+        mine = Q(prm_scoring=job.pk) | Q(orm_scoring=job.pk)
+    for run_id in ComparisonRun.objects.filter(mine, status=JobStatus.RUNNING).values_list("pk", flat=True):
+        advance(run_id)
+
+
+def request_cancel_comparison(run: ComparisonRun) -> ComparisonRun:
+    """Cancelled at once; the jobs it started are cancelled too (a running job when its watcher next polls)."""
+    ComparisonRun.objects.filter(pk=run.pk).update(cancel_requested=True)
+    if ComparisonRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
+            status=JobStatus.CANCELLED, error="cancelled on request", finished_at=timezone.now()):
+        run.refresh_from_db()
+        _stop_jobs(run)
+    run.refresh_from_db()
+    return run
+
+
+def reconcile(older_than_s: float = 30.0) -> list[int]:
+    """For the periodic task: advance runs whose stage's jobs have all ended (their watcher's call was lost),
+    and send runs that never reached the broker."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    moved: list[int] = []
+    for run in ComparisonRun.objects.filter(status=JobStatus.QUEUED, celery_task_id="", created_at__lt=cutoff):
+        if enqueue_advance(run.pk):
+            moved.append(run.pk)
+    for run in ComparisonRun.objects.filter(status=JobStatus.RUNNING, stage__in=(ComparisonStage.TRAIN,
+                                                                                ComparisonStage.SCORE)):
+        jobs = ((run.prm_job_id, run.orm_job_id, TrainingJob) if run.stage == ComparisonStage.TRAIN
+                else (run.prm_scoring_id, run.orm_scoring_id, ScoringJob))
+        if not jobs[2].objects.filter(pk__in=jobs[:2], status__in=ACTIVE_STATUSES).exists():
+            advance(run.pk)
+            moved.append(run.pk)
+    return moved

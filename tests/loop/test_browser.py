@@ -1,0 +1,60 @@
+"""The path a new user takes, in real headless Chromium with the real worker and real (CPU) training:
+log in as the campaign's admin → its dashboard → "Compare PRM and ORM" with a small budget → the page fills
+with the four best-of-N curves and the PRM's step-level table."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "loop"
+NUMBER = re.compile(r"^\d+(\.\d+)?$")
+
+
+def test_compare_prm_and_orm_from_one_click(page: Page, live_server, celery_worker_process, campaign_admin,
+                                            loop_campaign, loop_pool) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.models import ComparisonRun
+
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", campaign_admin.username)
+    page.fill("input[name=password]", "pw-Steplab-1")
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    page.goto(f"{live_server.url}/models/dashboard/{loop_campaign.slug}/")
+    expect(page.locator("[data-empty]").first).to_be_visible()
+    page.fill('input[name="max_steps"]', "3")
+    page.click('[data-action="compare"]')
+    status = page.locator("[data-run-status]")
+    expect(status).to_have_attribute("data-run-status", re.compile("queued|running"))
+    # progress is polled; when the run ends the page reloads with its figures
+    expect(status).to_have_attribute("data-run-status", re.compile("succeeded|failed|cancelled"), timeout=600_000)
+    run = ComparisonRun.objects.get(campaign=loop_campaign)
+    assert run.status == "succeeded", run.error
+    expect(page.locator('table[data-figure="best-of-n"] tr[data-n]')).to_have_count(3)  # N = 1, 2, 4
+    for row in page.locator('table[data-figure="best-of-n"] tr[data-n]').all():
+        for method in ("prm", "orm", "majority", "pass"):
+            assert NUMBER.match(row.locator(f'td[data-method="{method}"]').inner_text().strip()), method
+    step_level = page.locator('table[data-figure="step-level"] tr[data-model]').first
+    for metric in ("step_auroc", "first_error_f1"):
+        assert NUMBER.match(step_level.locator(f'td[data-metric="{metric}"]').inner_text().strip()), metric
+    expect(page.locator('canvas[data-chart="best-of-n"]')).to_have_attribute("data-drawn", "true")
+    labels = page.evaluate("""() => Chart.getChart(document.querySelector('canvas[data-chart="best-of-n"]'))
+                              .data.datasets.map(d => d.label).filter(l => !l.includes('σ'))""")
+    assert labels == ["PRM", "ORM", "Majority vote", "pass@N"]
+    ticks = page.evaluate("""() => Chart.getChart(document.querySelector('canvas[data-chart="best-of-n"]'))
+                             .scales.x.ticks.map(t => t.value)""")
+    assert ticks == [1, 2, 4]
+    caption = page.locator('[data-caption="best-of-n"]').inner_text()
+    assert f"PRM #{run.prm_job_id}" in caption and f"ORM #{run.orm_job_id}" in caption
+    assert str(run.dataset_version) in caption and loop_pool.name in caption
+    no_scroll = page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    assert no_scroll
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
+    assert (ARTIFACTS / "compare.png").stat().st_size > 10_000
+    assert errors == []
