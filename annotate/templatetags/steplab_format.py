@@ -48,3 +48,18 @@ def choice_label(value: Any, kind: str) -> str:
         return str(choices(value).label)
     except ValueError:
         return str(value)
+
+
+@register.filter
+def samples_progress(job: Any) -> str:
+    """A sampling job's progress as samples written / expected ("12 / 40 samples"): problems × n per problem,
+    the count the sampler's progress fraction is taken over (rewards.jobs.services.sampling)."""
+    try:
+        per_problem = int((job.config or {}).get("n", 4))
+    except (TypeError, ValueError):
+        per_problem = 4
+    expected = job.problem_count * per_problem
+    if not expected:
+        return "—"
+    done = round(float(job.progress or 0) * expected)
+    return f"{done} / {expected} samples"
