@@ -13,24 +13,67 @@ def _share(name: str) -> dict[str, str]:
             "invalid": f"{name} must be a number between 0 and 1.", "required": f"{name} is required."}
 
 
+def _number(field: forms.Field, *, step: str, help_text: str) -> forms.Field:
+    """A number field that shows its range and step in the browser and one line of help under it."""
+    field.widget.attrs.update({"min": field.min_value, "max": field.max_value, "step": step})
+    field.help_text = help_text
+    return field
+
+
+def _whole(name: str, low: int, high: int, high_text: str) -> dict[str, str]:
+    return {"min_value": f"{name} must be at least {low}.", "max_value": f"{name} must be at most {high_text}.",
+            "invalid": f"{name} must be a whole number.", "required": f"{name} is required."}
+
+
 class CampaignForm(forms.ModelForm):
-    qc_rate = forms.FloatField(min_value=0, max_value=1, error_messages=_share("qc_rate"))
-    screening_pass_threshold = forms.FloatField(min_value=0, max_value=1,
-                                                error_messages=_share("screening_pass_threshold"))
-    quality_threshold = forms.FloatField(min_value=0, max_value=1, error_messages=_share("quality_threshold"))
-    overlap = forms.IntegerField(min_value=1, max_value=50, error_messages={
-        "min_value": "overlap must be at least 1.", "max_value": "overlap must be at most 50.",
-        "invalid": "overlap must be a whole number.", "required": "overlap is required."})
-    lease_minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60, error_messages={
-        "min_value": "lease_minutes must be at least 1.", "max_value": "lease_minutes must be at most a week.",
-        "invalid": "lease_minutes must be a whole number.", "required": "lease_minutes is required."})
+    """Every field starts at the model's default (a new campaign works as it is) and says its range."""
+
+    overlap = _number(
+        forms.IntegerField(min_value=1, max_value=50, initial=1, label="Labelers per solution (overlap k)",
+                           error_messages=_whole("overlap", 1, 50, "50")),
+        step="1", help_text="1–50. How many different labelers rate each solution; 1 for speed, 3 to measure "
+                            "agreement.")
+    qc_rate = _number(
+        forms.FloatField(min_value=0, max_value=1, initial=0.0, label="Gold QC rate",
+                         error_messages=_share("qc_rate")),
+        step="0.01", help_text="0–1. Share of served solutions that are gold QC questions, e.g. 0.1 = one in ten.")
+    screening_pass_threshold = _number(
+        forms.FloatField(min_value=0, max_value=1, initial=0.7, label="Screening pass mark",
+                         error_messages=_share("screening_pass_threshold")),
+        step="0.01", help_text="0–1. Agreement with gold on the screening questions a new labeler needs before "
+                               "regular work.")
+    lease_minutes = _number(
+        forms.IntegerField(min_value=1, max_value=7 * 24 * 60, initial=30, label="Lease (minutes)",
+                           error_messages=_whole("lease_minutes", 1, 7 * 24 * 60, "a week")),
+        step="1", help_text="1–10080 (a week). How long a labeler holds a solution before it goes back to the queue.")
+    quality_threshold = _number(
+        forms.FloatField(min_value=0, max_value=1, initial=0.6, label="Quality threshold",
+                         error_messages=_share("quality_threshold")),
+        step="0.01", help_text="0–1. Gold first-error agreement below which a labeler is flagged.")
 
     class Meta:
         model = Campaign
         fields = ["name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                   "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
                   "pause_below_threshold"]
-        widgets = {"instructions": forms.Textarea(attrs={"rows": 10})}
+        widgets = {"instructions": forms.Textarea(attrs={"rows": 10}),
+                   "export_interval_minutes": forms.NumberInput(attrs={"min": 0, "step": 1}),
+                   "quality_min_items": forms.NumberInput(attrs={"min": 0, "step": 1})}
+        help_texts = {
+            "name": "Shown to labelers, e.g. “Algebra, round 2”.",
+            "slug": "Letters, digits and dashes; part of every address of this campaign (/c/<slug>/). "
+                    "Cannot be reused.",
+            "mode": "Stepwise: rate pre-generated steps, stop at the first −1 (PRM800K phase 2). "
+                    "Conversational: pick among candidate steps or write one.",
+            "instructions": "Markdown; math between dollar signs is rendered. Labelers see this above every problem.",
+            "export_interval_minutes": "0 or more. How often a dataset version of the labels is snapshotted "
+                                       "(0 = never).",
+            "quality_min_items": "0 or more. Gold items a labeler must have done before the quality threshold applies.",
+            "pause_below_threshold": "Also pause labelers flagged below the quality threshold (an admin "
+                                     "unpauses them).",
+        }
+        labels = {"slug": "Short name (slug)", "export_interval_minutes": "Snapshot every (minutes)",
+                  "quality_min_items": "Gold items before flagging", "pause_below_threshold": "Pause flagged labelers"}
 
 
 class MemberForm(forms.Form):
@@ -46,16 +89,24 @@ class MemberStateForm(forms.Form):
         "invalid_choice": "action must be deactivate, activate, pause or unpause, not %(value)s."})
 
 
+SPLIT_HELP = ("Solutions given as text: how to cut them into steps (auto: one step per line when the text has a "
+              "`# Answer` line, PRM800K style; otherwise one per paragraph).")
+
+
 class UploadForm(forms.Form):
     kind = forms.ChoiceField(choices=ImportKind.choices, error_messages={
         "required": "kind is required.",
         "invalid_choice": "kind must be problems, solutions or prm800k, not %(value)s."})
-    file = forms.FileField(error_messages={"required": "file is required.", "empty": "file is empty."})
+    file = forms.FileField(error_messages={"required": "file is required.", "empty": "file is empty."},
+                           help_text="A .jsonl file (UTF-8, one JSON object per line).")
     skip_invalid = forms.BooleanField(required=False, label="Skip invalid lines (import the valid ones)")
     split_rule = forms.ChoiceField(choices=[(r, r) for r in SPLIT_RULES], initial="auto", required=False,
+                                   label="Split rule", help_text=SPLIT_HELP,
                                    error_messages={"invalid_choice": "split_rule must be one of "
                                                    + ", ".join(SPLIT_RULES) + ", not %(value)s."})
-    generation = forms.IntegerField(required=False, error_messages={"invalid": "generation must be a whole number."})
+    generation = forms.IntegerField(required=False, error_messages={"invalid": "generation must be a whole number."},
+                                    help_text="Solutions only: the round these samples belong to, for rows without "
+                                              "their own `generation` (empty = none).")
 
     def clean_file(self):  # type: ignore[no-untyped-def]
         upload = self.cleaned_data["file"]

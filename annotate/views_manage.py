@@ -11,9 +11,7 @@ from functools import wraps
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.signals import user_logged_in
 from django.contrib.auth.views import redirect_to_login
-from django.dispatch import receiver
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
@@ -30,13 +28,6 @@ from .services.campaigns import CampaignAdminError
 from .views import math_source, render_markdown
 
 View = Callable[..., HttpResponse]
-
-
-@receiver(user_logged_in)
-def remember_manager(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
-    """Mark campaign admins' sessions at login so the nav shows "Manage" without a query on every page."""
-    if request is not None and hasattr(request, "session"):
-        request.session["steplab_manager"] = campaigns.can_manage_any(user)
 
 
 def manager_required(view: View) -> View:
@@ -125,11 +116,27 @@ def dashboard(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     flagged = Membership.objects.filter(campaign=campaign, quality_flagged_at__isnull=False).count()
     imports = list(ImportJob.objects.filter(campaign=campaign)[:5])
     progress, progress_at = campaigns.cached_campaign_progress(campaign, fresh=request.GET.get("fresh") == "1")
+    gold_rows, hidden = _gold_rows(campaign, metrics.data.get("gold_by_labeler", []) if metrics else [])
     return render(request, "annotate/manage/dashboard.html", {
         "campaign": campaign, "progress": progress, "progress_at": progress_at, "metrics": metrics,
-        "m": metrics.data if metrics else None, "flagged": flagged, "imports": imports,
-        "instructions_html": render_markdown(campaign.instructions),
+        "m": metrics.data if metrics else None, "gold_rows": gold_rows, "gold_hidden": hidden,
+        "flagged": flagged, "imports": imports, "instructions_html": render_markdown(campaign.instructions),
     })
+
+
+def _gold_rows(campaign: Campaign, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The gold table's labelers: members first, then labelers known only from imported labels (marked
+    ``imported``); an imported labeler with no gold item is left out (its row would be all n=0), counted instead."""
+    members = set(Membership.objects.filter(campaign=campaign).values_list("user_id", flat=True))
+    shown, hidden = [], 0
+    for row in rows:
+        imported = row["labeler_id"] not in members
+        if imported and not any(isinstance(v, dict) and v.get("items") for v in row.values()):
+            hidden += 1
+            continue
+        shown.append({**row, "imported": imported})
+    shown.sort(key=lambda row: row["imported"])
+    return shown, hidden
 
 
 @campaign_admin_required

@@ -92,6 +92,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "steplab.nav.nav",
             ],
         },
     },
@@ -136,6 +137,7 @@ STATICFILES_DIRS = [
     BASE_DIR / "static",
     ("vendor/katex", NODE_MODULES / "katex" / "dist"),
     ("vendor/chartjs", NODE_MODULES / "chart.js" / "dist"),
+    ("vendor/pico", NODE_MODULES / "@picocss" / "pico" / "css"),
 ]
 MEDIA_URL = "/media/"
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))

@@ -188,7 +188,7 @@ def test_dashboard_query_count_is_flat(client, campaign_factory, member, make_us
     assert len(cached) < counts[1]  # the progress aggregates came from the cache
     page = response.content.decode()
     assert "<th data-total>1000</th>" in page and "<th data-in-progress>0</th>" in page
-    assert 'data-finish-reason="solution">solution: 1000' in page
+    assert 'data-finish-reason="solution">Every step rated, no error: 1000' in page
 
 
 @pytest.mark.django_db

@@ -1,0 +1,65 @@
+"""Template filters that turn stored values into what a person reads: durations, enum labels."""
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.db.models import TextChoices
+
+from annotate.models import AssignmentStatus, FinishReason, ImportJobStatus, ImportKind, Role
+
+register = template.Library()
+
+CHOICES: dict[str, type[TextChoices]] = {
+    "finish_reason": FinishReason, "assignment_status": AssignmentStatus, "import_kind": ImportKind,
+    "import_status": ImportJobStatus, "role": Role,
+}
+
+
+@register.filter
+def duration(milliseconds: Any) -> str:
+    """427786 → "7 min 8 s"; under a second stays in ms, over an hour drops the seconds; empty → "—"."""
+    try:
+        ms = float(milliseconds)
+    except (TypeError, ValueError):
+        return "—"
+    if ms != ms or ms < 0:  # NaN or a negative clock difference
+        return "—"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    seconds = round(ms / 1000)
+    if seconds < 60:
+        return f"{ms / 1000:.1f} s" if ms < 10_000 else f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+@register.filter
+def choice_label(value: Any, kind: str) -> str:
+    """The human label of a stored enum value (``"found_error"|choice_label:"finish_reason"`` → "Found an error");
+    an unknown value is shown as it is, so nothing is hidden."""
+    if value in (None, ""):
+        return "—"
+    choices = CHOICES[kind]
+    try:
+        return str(choices(value).label)
+    except ValueError:
+        return str(value)
+
+
+@register.filter
+def samples_progress(job: Any) -> str:
+    """A sampling job's progress as samples written / expected ("12 / 40 samples"): problems × n per problem,
+    the count the sampler's progress fraction is taken over (rewards.jobs.services.sampling)."""
+    try:
+        per_problem = int((job.config or {}).get("n", 4))
+    except (TypeError, ValueError):
+        per_problem = 4
+    expected = job.problem_count * per_problem
+    if not expected:
+        return "—"
+    done = round(float(job.progress or 0) * expected)
+    return f"{done} / {expected} samples"
