@@ -321,12 +321,14 @@ def parse_scontrol_job(output: str, job_id: str, source: str = "scontrol") -> Sl
 
 def parse_sacct(output: str, job_id: str) -> SlurmRecord | None:
     """``sacct -X --parsable2 --noheader --format=JobIDRaw,State,ExitCode,Reason,NodeList``; "CANCELLED by 0"
-    keeps its first word. None while accounting has no row for the job yet."""
+    keeps its first word. sacct's Reason is the last reason the job *waited* (a job that later failed still
+    says "ReqNodeNotAvail"), so it is kept only while the job is pending. None while accounting has no row yet."""
     for line in output.splitlines():
         parts = line.split("|")
         if len(parts) >= 5 and parts[0] == job_id and parts[1].strip():
+            state = parts[1].split()[0]
             code, sig = _exit_pair(parts[2])
-            return SlurmRecord(job_id, parts[1].split()[0], code, sig, parts[3], parts[4], "sacct")
+            return SlurmRecord(job_id, state, code, sig, parts[3] if state == "PENDING" else "", parts[4], "sacct")
     return None
 
 

@@ -91,6 +91,38 @@ def test_slurm_asks_sacct_then_scontrol_then_the_jobcomp_log(tmp_path: Path, set
         backend.poll(launch, "4242")  # the watcher retries: an unreachable controller is no verdict
 
 
+# Real `sacct -X --noheader --parsable2 --format=JobIDRaw,State,ExitCode,Reason,NodeList` output of Slurm 22.05.8
+# with slurmdbd on MariaDB 10.11 (Debian 12), for jobs that: succeeded, exited 3, were scancelled while pending,
+# had their batch process SIGKILLed, ran past `--time=1`, are held. Captured once by hand: running slurmdbd needs
+# a MariaDB, which the test run does not start (test_slurm.py runs the cluster without accounting).
+SACCT_OUTPUT = """\
+7|COMPLETED|0:0|ReqNodeNotAvail|vm
+8|FAILED|3:0|ReqNodeNotAvail|vm
+9|CANCELLED by 0|0:0|ReqNodeNotAvail|None assigned
+10|FAILED|0:9|ReqNodeNotAvail|vm
+11|TIMEOUT|0:0|ReqNodeNotAvail|vm
+12|PENDING|0:0|JobHeldUser|None assigned
+"""
+
+
+@pytest.mark.parametrize(("job_id", "state", "exit_code", "reason"), [
+    ("7", "succeeded", 0, ""),
+    ("8", "failed", None, "Slurm job 8 FAILED (exit code 3) on node vm [sacct]"),
+    ("9", "cancelled", None, "Slurm job 9 CANCELLED [sacct]"),
+    ("10", "failed", None, "Slurm job 10 FAILED (exit code 0, signal 9) on node vm [sacct]"),
+    ("11", "failed", None, "Slurm job 11 TIMEOUT on node vm [sacct]"),
+    ("12", "running", None, "Slurm job 12 PENDING (JobHeldUser) [sacct]"),
+])
+def test_slurm_reads_real_sacct_output(tmp_path: Path, job_id: str, state: str, exit_code: int | None,
+                                       reason: str) -> None:
+    """No exit_code file in the work folder: the verdict and the reason are the queue's alone."""
+    recorder = Recorder({"sacct": (0, SACCT_OUTPUT, "")})
+    result = SlurmBackend(runner=recorder, options={"states_from": "sacct"}).poll(_launch(tmp_path), job_id)
+    assert (result.state, result.exit_code, result.reason) == (state, exit_code, reason)
+    assert recorder.calls == [["sacct", "-j", job_id, "-X", "--noheader", "--parsable2",
+                               "--format=JobIDRaw,State,ExitCode,Reason,NodeList"]]
+
+
 def test_slurm_refusal_names_the_command(tmp_path: Path) -> None:
     backend = SlurmBackend(runner=Recorder({"sbatch": (1, "", "sbatch: error: invalid partition")}))
     with pytest.raises(BackendError, match="sbatch --parsable .* failed \\(exit 1\\): sbatch: error: invalid partition"):
