@@ -6,12 +6,13 @@ cluster's size differs (one node, CPU only: ``gpus_per_job`` 0, one CPU per task
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -113,8 +114,15 @@ def test_prm_training_and_scoring_run_on_slurm(slurm_cluster, timeout_job, celer
     script = (Path(job.work_dir) / "run.sh").read_text()
     assert "#SBATCH --job-name=steplab-train-" in script and "--gres" not in script
     seconds = (job.finished_at - job.created_at).total_seconds()
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job.external_id], capture_output=True, text=True,
+                           check=True).stdout
+    times = {key: datetime.fromisoformat(value) for key, value in re.findall(r"(SubmitTime|StartTime|EndTime)=(\S+)",
+                                                                            shown)}
+    in_queue = (times["StartTime"] - times["SubmitTime"]).total_seconds()
+    on_node = (times["EndTime"] - times["StartTime"]).total_seconds()
     record_property("slurm_one_step_submit_to_succeeded_s", round(seconds, 1))
-    print(f"one-step PRM job on the local Slurm: {seconds:.1f} s from submit to succeeded")
+    print(f"one-step PRM job on the local Slurm: {seconds:.1f} s from submit to succeeded "
+          f"(Slurm: {in_queue:.0f} s queued, {on_node:.0f} s on the node)")
     assert job.step == 1 and job.progress == 1.0 and job.metrics["train"]["steps"] == 1
     model = RewardModel.objects.get(job=job)
     assert model.kind == "prm" and model.dataset_version == dataset_version
@@ -157,13 +165,23 @@ def test_cancel_from_steplab_and_scancel_from_outside(slurm_cluster, celery_work
     assert theirs.error.startswith(f"Slurm job {theirs.external_id} CANCELLED")
 
 
-def _kill_batch_script(job_id: str) -> int:
-    """SIGKILL the process slurmd launched for the job (the batch script), as when a node's process dies."""
-    pids = subprocess.run(["scontrol", "listpids", job_id], capture_output=True, text=True, check=True).stdout
-    rows = [line.split() for line in pids.splitlines()[1:]]
-    batch = next(int(row[0]) for row in rows if row[2] == "batch" and row[3] == "0")
-    os.kill(batch, signal.SIGKILL)
-    return batch
+def batch_pids(job_id: str) -> list[int]:
+    """The processes of a job's batch step: first the one slurmd launched (the batch script), then its children;
+    empty until slurmstepd has started them."""
+    pids = subprocess.run(["scontrol", "listpids", job_id], capture_output=True, text=True, check=False).stdout
+    rows = sorted((row for row in (line.split() for line in pids.splitlines()[1:]) if row[2] == "batch"),
+                  key=lambda row: row[3] != "0")
+    return [int(row[0]) for row in rows] if rows and rows[0][3] == "0" else []
+
+
+def kill_batch(job_id: str, wait_for) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL the job's processes on the node at once (proctrack/linuxproc would lose track of a child whose
+    parent died first, and it would go on training)."""
+    for pid in wait_for(lambda: batch_pids(job_id), timeout=60, every=0.2, what="the batch process"):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.mark.django_db(transaction=True)
@@ -181,10 +199,12 @@ def test_a_killed_node_process_is_failed_by_the_reaper_with_the_queue_reason(slu
     job = runner.claim(TrainingJob, job.pk)  # what the watcher did before its worker died
     external_id = slurm.submit(training_hooks(job).launch)
     TrainingJob.objects.filter(pk=job.pk).update(external_id=external_id)
-    wait_for(lambda: _slurm_state(external_id) == "RUNNING", timeout=60, every=0.2, what="the job to run")
-    _kill_batch_script(external_id)
-    wait_for(lambda: _slurm_state(external_id) not in ("RUNNING", "COMPLETING"), timeout=60, every=0.2,
-             what="Slurm to notice the dead process")
+    try:
+        kill_batch(external_id, wait_for)
+        wait_for(lambda: _slurm_state(external_id) not in ("RUNNING", "COMPLETING"), timeout=60, every=0.2,
+                 what="Slurm to notice the dead process")
+    finally:
+        subprocess.run(["scancel", external_id], check=False)  # never leave a trainer running after a failure
 
     stale = timezone.now() - timedelta(seconds=settings.STEPLAB_JOB_HEARTBEAT_TIMEOUT_S + 60)
     TrainingJob.objects.filter(pk=job.pk).update(heartbeat_at=stale)
