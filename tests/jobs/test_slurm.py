@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -36,6 +36,8 @@ BUSY_HYPER = {**FAST_HYPER, "max_steps": 100000}  # runs until stopped (cancel, 
 
 
 def _answers() -> bool:
+    if shutil.which("scontrol") is None:  # not installed yet: scripts/slurm-local installs it
+        return False
     ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, check=False)
     return ping.returncode == 0 and "is UP" in ping.stdout
 
