@@ -298,7 +298,21 @@ STEPLAB_AUTO_TRAIN_HYPER: dict[str, object] = {}
 # Sampling jobs started on the web may only name model folders in here (docker-compose mounts them at /models).
 STEPLAB_MODELS_DIR = Path(os.environ.get("STEPLAB_MODELS_DIR", VAR_DIR / "models"))
 STEPLAB_BACKBONES: dict[str, str] = {}  # name -> local model folder, offered next to "default"
-STEPLAB_SLURM: dict[str, object] = {"partition": os.environ.get("STEPLAB_SLURM_PARTITION", ""), "cpus_per_task": 8}
+# Slurm backend (README "Training on Slurm"): sbatch options, lines run before the job, where states are read.
+STEPLAB_SLURM: dict[str, object] = {
+    "partition": os.environ.get("STEPLAB_SLURM_PARTITION", ""),
+    "account": os.environ.get("STEPLAB_SLURM_ACCOUNT", ""),
+    "qos": os.environ.get("STEPLAB_SLURM_QOS", ""),
+    "mem": os.environ.get("STEPLAB_SLURM_MEM", ""),
+    "cpus_per_task": int(os.environ.get("STEPLAB_SLURM_CPUS_PER_TASK", "8")),
+    "time_limit": os.environ.get("STEPLAB_SLURM_TIME_LIMIT", ""),  # Slurm syntax ("4:00:00"); "" = the job's own
+    "gpus_per_job": os.environ.get("STEPLAB_SLURM_GPUS_PER_JOB", ""),  # "" = 1 for training/scoring, "0" = CPU
+    "gpu_type": os.environ.get("STEPLAB_SLURM_GPU_TYPE", ""),  # --gres=gpu:TYPE:N
+    "sbatch_options": [line for line in os.environ.get("STEPLAB_SLURM_SBATCH_OPTIONS", "").split("\n") if line.strip()],
+    "setup": os.environ.get("STEPLAB_SLURM_SETUP", ""),  # shell lines before the commands (module load, venv)
+    "states_from": os.environ.get("STEPLAB_SLURM_STATES_FROM", "auto"),  # auto | sacct | scontrol
+    "jobcomp_log": os.environ.get("STEPLAB_SLURM_JOBCOMP_LOG", ""),  # "" = JobCompLoc of jobcomp/filetxt
+}
 STEPLAB_KUBERNETES: dict[str, object] = {
     "namespace": os.environ.get("STEPLAB_K8S_NAMESPACE", "steplab"),
     "image": os.environ.get("STEPLAB_K8S_IMAGE", "steplab:latest"),

@@ -1,6 +1,8 @@
-"""Launch backends. Local runs for real; Slurm and Kubernetes cannot run here (no cluster on this machine),
-so their sbatch script, manifest and command lines are checked through a recording runner (a fake for the
-cluster only)."""
+"""Launch backends. Local runs for real here; Slurm runs for real in test_slurm.py (a single-node Slurm),
+and here only its sbatch script, option handling and the order of its queue commands are checked through a
+recording runner. No Kubernetes API server can run here: its manifest is validated against the Kubernetes
+JSON schema (the ``kubernetes-validate`` package ships the schemas of each release, offline) and its kubectl
+command lines are recorded (a fake for the cluster only)."""
 from __future__ import annotations
 
 import json
@@ -9,9 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
 
-from rewards.jobs.backends import KubernetesBackend, Launch, LocalBackend, SlurmBackend, script_body
+from rewards.jobs.backends import BackendError, KubernetesBackend, Launch, LocalBackend, SlurmBackend, script_body
 
 
 class Recorder:
@@ -39,9 +42,12 @@ def test_script_runs_commands_in_order_and_records_the_exit_status(tmp_path: Pat
     assert body.index("rm -f") < body.index("rewards.training") < body.index("echo $status")
 
 
-def test_slurm_sbatch_script_and_command_lines(tmp_path: Path, settings) -> None:
-    settings.STEPLAB_SLURM = {"partition": "gpu-h200", "account": "steplab", "cpus_per_task": 16}
-    recorder = Recorder({"sbatch": (0, "4242;cluster\n", ""), "sacct": (0, "RUNNING|0:0\n", "")})
+def test_slurm_sbatch_script_and_options(tmp_path: Path, settings) -> None:
+    settings.STEPLAB_SLURM = {"partition": "gpu-h200", "account": "steplab", "cpus_per_task": 16, "qos": "",
+                              "gpu_type": "h200", "time_limit": "4:00:00",
+                              "sbatch_options": ["--constraint=nvlink", "--container-image=nvcr.io#pytorch"],
+                              "setup": "module load cuda/12.4\nsource /opt/steplab/.venv/bin/activate"}
+    recorder = Recorder({"sbatch": (0, "4242;cluster\n", "")})
     backend = SlurmBackend(runner=recorder)
     launch = _launch(tmp_path, gpus=2)
     assert backend.submit(launch) == "4242"
@@ -49,34 +55,75 @@ def test_slurm_sbatch_script_and_command_lines(tmp_path: Path, settings) -> None
     lines = script.splitlines()
     assert lines[0] == "#!/usr/bin/env bash"
     for expected in ("#SBATCH --job-name=steplab-train-7", f"#SBATCH --output={launch.work_dir}/slurm-%j.out",
-                     "#SBATCH --time=90", "#SBATCH --gres=gpu:2", "#SBATCH --partition=gpu-h200",
-                     "#SBATCH --account=steplab", "#SBATCH --cpus-per-task=16"):
+                     "#SBATCH --time=4:00:00", "#SBATCH --gres=gpu:h200:2", "#SBATCH --partition=gpu-h200",
+                     "#SBATCH --account=steplab", "#SBATCH --cpus-per-task=16", "#SBATCH --constraint=nvlink",
+                     "#SBATCH --container-image=nvcr.io#pytorch"):
         assert expected in lines
+    assert not any(line.startswith("#SBATCH --qos") for line in lines)  # empty: left to the cluster's default
     assert max(i for i, l in enumerate(lines) if l.startswith("#SBATCH")) < lines.index("set -uo pipefail")
-    assert "rewards.training train --config" in script
-    assert recorder.calls[0] == ["sbatch", "--parsable", str(launch.script_path)]
+    # The setup lines run inside the logged part, before the commands, and stop them when they fail.
+    assert script.index("set -e\n  module load cuda/12.4\nsource /opt/steplab/.venv/bin/activate") \
+        < script.index("rewards.training train --config")
+    assert recorder.calls == [["sbatch", "--parsable", str(launch.script_path)]]
 
-    assert backend.poll(launch, "4242").state == "running"
-    assert recorder.calls[1] == ["sacct", "-j", "4242", "-X", "--noheader", "--parsable2", "--format=State,ExitCode"]
-    recorder.replies["sacct"] = (0, "FAILED|1:0\n", "")
-    failed = backend.poll(launch, "4242")
-    assert (failed.state, failed.exit_code) == ("failed", 1) and "FAILED" in failed.reason
-    recorder.replies["sacct"] = (0, "CANCELLED by 1000|0:15\n", "")
-    assert backend.poll(launch, "4242").state == "cancelled"
-    recorder.replies["sacct"] = (0, "", "")
-    recorder.replies["squeue"] = (0, "PENDING\n", "")
-    assert backend.poll(launch, "4242").state == "running"
-    assert recorder.calls[-1] == ["squeue", "-h", "-j", "4242", "-o", "%T"]
-    (launch.work_dir / "exit_code").write_text("0\n")
-    recorder.replies["sacct"] = (0, "COMPLETED|0:0\n", "")
-    assert backend.poll(launch, "4242").state == "succeeded"
-    backend.cancel(launch, "4242")
-    assert recorder.calls[-1] == ["scancel", "4242"]
+    settings.STEPLAB_SLURM = {"gpus_per_job": "0", "time_limit": ""}  # a CPU partition; the job's own limit
+    SlurmBackend(runner=recorder).submit(launch)
+    script = launch.script_path.read_text()
+    assert "--gres" not in script and "#SBATCH --time=90" in script and "set -e" not in script
+
+
+def test_slurm_asks_sacct_then_scontrol_then_the_jobcomp_log(tmp_path: Path, settings) -> None:
+    """The order of the sources (the parsing of each runs on real output in test_slurm.py)."""
+    settings.STEPLAB_SLURM = {"states_from": "auto", "jobcomp_log": str(tmp_path / "jobcomp.log")}
+    SlurmBackend._accounting.clear()
+    recorder = Recorder({"sacct": (0, "", ""), "scontrol": (1, "", "slurm_load_jobs error: Invalid job id specified")})
+    backend = SlurmBackend(runner=recorder)
+    launch = _launch(tmp_path)
+    lost = backend.poll(launch, "4242")
+    assert lost.state == "lost" and "unknown to sacct, scontrol and the jobcomp log" in lost.reason
+    assert [call[0] for call in recorder.calls] == ["sacct", "scontrol"]
+    (tmp_path / "jobcomp.log").write_text("JobId=4242 UserId=u(1) JobState=TIMEOUT NodeList=n1 ExitCode=0:15\n")
+    timed_out = backend.poll(launch, "4242")
+    assert (timed_out.state, timed_out.exit_code) == ("failed", None)
+    assert timed_out.reason == "Slurm job 4242 TIMEOUT (exit code 0, signal 15) on node n1 [jobcomp]"
+    recorder.replies["scontrol"] = (1, "", "slurm_load_jobs error: Unable to contact slurm controller")
+    with pytest.raises(BackendError, match="scontrol show job 4242 failed .*Unable to contact"):
+        backend.poll(launch, "4242")  # the watcher retries: an unreachable controller is no verdict
+
+
+# Real `sacct -X --noheader --parsable2 --format=JobIDRaw,State,ExitCode,Reason,NodeList` output of Slurm 22.05.8
+# with slurmdbd on MariaDB 10.11 (Debian 12), for jobs that: succeeded, exited 3, were scancelled while pending,
+# had their batch process SIGKILLed, ran past `--time=1`, are held. Captured once by hand: running slurmdbd needs
+# a MariaDB, which the test run does not start (test_slurm.py runs the cluster without accounting).
+SACCT_OUTPUT = """\
+7|COMPLETED|0:0|ReqNodeNotAvail|vm
+8|FAILED|3:0|ReqNodeNotAvail|vm
+9|CANCELLED by 0|0:0|ReqNodeNotAvail|None assigned
+10|FAILED|0:9|ReqNodeNotAvail|vm
+11|TIMEOUT|0:0|ReqNodeNotAvail|vm
+12|PENDING|0:0|JobHeldUser|None assigned
+"""
+
+
+@pytest.mark.parametrize(("job_id", "state", "exit_code", "reason"), [
+    ("7", "succeeded", 0, ""),
+    ("8", "failed", None, "Slurm job 8 FAILED (exit code 3) on node vm [sacct]"),
+    ("9", "cancelled", None, "Slurm job 9 CANCELLED [sacct]"),
+    ("10", "failed", None, "Slurm job 10 FAILED (exit code 0, signal 9) on node vm [sacct]"),
+    ("11", "failed", None, "Slurm job 11 TIMEOUT on node vm [sacct]"),
+    ("12", "running", None, "Slurm job 12 PENDING (JobHeldUser) [sacct]"),
+])
+def test_slurm_reads_real_sacct_output(tmp_path: Path, job_id: str, state: str, exit_code: int | None,
+                                       reason: str) -> None:
+    """No exit_code file in the work folder: the verdict and the reason are the queue's alone."""
+    recorder = Recorder({"sacct": (0, SACCT_OUTPUT, "")})
+    result = SlurmBackend(runner=recorder, options={"states_from": "sacct"}).poll(_launch(tmp_path), job_id)
+    assert (result.state, result.exit_code, result.reason) == (state, exit_code, reason)
+    assert recorder.calls == [["sacct", "-j", job_id, "-X", "--noheader", "--parsable2",
+                               "--format=JobIDRaw,State,ExitCode,Reason,NodeList"]]
 
 
 def test_slurm_refusal_names_the_command(tmp_path: Path) -> None:
-    from rewards.jobs.backends import BackendError
-
     backend = SlurmBackend(runner=Recorder({"sbatch": (1, "", "sbatch: error: invalid partition")}))
     with pytest.raises(BackendError, match="sbatch --parsable .* failed \\(exit 1\\): sbatch: error: invalid partition"):
         backend.submit(_launch(tmp_path))
@@ -104,6 +151,8 @@ def test_kubernetes_manifest_and_kubectl_command_lines(tmp_path: Path, settings)
     assert container["volumeMounts"] == [{"name": "steplab-work", "mountPath": str(tmp_path)}]
     assert pod["volumes"] == [{"name": "steplab-work", "persistentVolumeClaim": {"claimName": "work"}}]
     assert recorder.calls[0] == ["kubectl", "apply", "-f", str(launch.work_dir / "job.k8s.json")]
+    for version in ("1.29.0", kubernetes_validate.latest_version()):  # an older cluster and the newest schema
+        kubernetes_validate.validate(manifest, version, strict=True)  # strict: no unknown field either
 
     assert backend.poll(launch, "steplab-train-7").state == "running"
     assert recorder.calls[1] == ["kubectl", "get", "job", "steplab-train-7", "-n", "ml", "-o", "json"]
@@ -113,6 +162,20 @@ def test_kubernetes_manifest_and_kubectl_command_lines(tmp_path: Path, settings)
     assert failed.state == "failed" and "DeadlineExceeded" in failed.reason
     backend.cancel(launch, "steplab-train-7")
     assert recorder.calls[-1][:4] == ["kubectl", "delete", "job", "steplab-train-7"]
+
+
+def test_kubernetes_schema_check_catches_a_wrong_manifest(tmp_path: Path, settings) -> None:
+    """The schema validation above can fail: a misspelt field or a number where Kubernetes wants a string."""
+    settings.STEPLAB_KUBERNETES = {"namespace": "ml"}
+    manifest = KubernetesBackend(runner=Recorder({})).manifest(_launch(tmp_path))
+    version = kubernetes_validate.latest_version()
+    manifest["spec"]["template"]["spec"]["containers"][0]["workdir"] = "/srv"
+    with pytest.raises(kubernetes_validate.ValidationError, match="'workdir' was unexpected"):
+        kubernetes_validate.validate(manifest, version, strict=True)
+    del manifest["spec"]["template"]["spec"]["containers"][0]["workdir"]
+    manifest["spec"]["backoffLimit"] = "0"
+    with pytest.raises(kubernetes_validate.ValidationError, match="is not of type 'integer'"):
+        kubernetes_validate.validate(manifest, version, strict=True)
 
 
 def test_local_backend_runs_for_real_and_keeps_stderr(tmp_path: Path) -> None:

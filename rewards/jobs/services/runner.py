@@ -18,7 +18,7 @@ from django.db import models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ..backends import STDERR_FILE, STDOUT_FILE, Backend, BackendError, Launch, get_backend, tail
+from ..backends import STDERR_FILE, STDOUT_FILE, Backend, BackendError, Launch, PollResult, get_backend, tail
 from ..models import JobStatus
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,11 @@ def watch(job: Any, hooks: JobHooks, backend: Backend | None = None, *, interval
             finish(job, JobStatus.CANCELLED, error="cancelled on request")
             return job.status
         time.sleep(interval)
+    return conclude(job, hooks, result)
+
+
+def conclude(job: Any, hooks: JobHooks, result: PollResult) -> str:
+    """Finish a job the backend reports as ended: outputs registered on success, else the reason kept."""
     if result.state == "succeeded":
         try:
             with transaction.atomic():
@@ -140,7 +145,14 @@ def reap(model: type[Any], hooks_for: Callable[[Any], JobHooks], *, now: Any = N
         if job.external_id:
             try:
                 hooks = hooks_for(job)
-                get_backend(job.backend).cancel(hooks.launch, job.external_id)
+                backend = get_backend(job.backend)
+                if backend.outlives_watcher:  # a scheduler still knows how the job ended: keep its word
+                    result = backend.poll(hooks.launch, job.external_id)
+                    if result.finished:
+                        if conclude(job, hooks, result) != JobStatus.RUNNING:
+                            reaped.append(job.pk)
+                        continue
+                backend.cancel(hooks.launch, job.external_id)
             except Exception as exc:  # noqa: BLE001 - best effort: the worker (and its process) may be gone
                 log.info("could not stop %s while reaping: %s", job, exc)
         if job.attempts < max_attempts and not job.cancel_requested:
