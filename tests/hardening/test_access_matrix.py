@@ -39,6 +39,9 @@ class World:
     training_job: TrainingJob
     token_id: int
     users: dict[str, Any]
+    scoring_job: Any = None
+    sampling_job: Any = None
+    comparison: Any = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,29 @@ RULES: dict[str, Rule] = {
     "jobs:api_jobs": Rule(RESEARCH),
     "jobs:api_job": Rule(RESEARCH, kwargs=pk(lambda w: w.training_job.pk)),
     "jobs:api_job_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.training_job.pk)),
+    # the loop, step by step, and the one-click comparison
+    "jobs:compare_start": Rule(RESEARCH, method="post", kwargs=slug),
+    "jobs:snapshot": Rule(RESEARCH, method="post", kwargs=slug),
+    "jobs:pool_upload": Rule(RESEARCH, kwargs=slug),
+    "jobs:score_start": Rule(RESEARCH, method="post", kwargs=slug),
+    "jobs:evaluate_start": Rule(RESEARCH, method="post", kwargs=slug),
+    "jobs:comparison_progress": Rule(RESEARCH, kwargs=pk(lambda w: w.comparison.pk)),
+    "jobs:comparison_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.comparison.pk)),
+    "jobs:scoring_job": Rule(RESEARCH, kwargs=pk(lambda w: w.scoring_job.pk)),
+    "jobs:scoring_job_progress": Rule(RESEARCH, kwargs=pk(lambda w: w.scoring_job.pk)),
+    "jobs:scoring_job_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.scoring_job.pk)),
+    "jobs:sampling_job": Rule(RESEARCH, kwargs=pk(lambda w: w.sampling_job.pk)),
+    "jobs:sampling_job_progress": Rule(RESEARCH, kwargs=pk(lambda w: w.sampling_job.pk)),
+    "jobs:sampling_job_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.sampling_job.pk)),
+    "jobs:api_snapshot": Rule(RESEARCH, method="post", kwargs=slug),
+    "jobs:api_pools": Rule(RESEARCH, kwargs=slug),
+    "jobs:api_scoring": Rule(RESEARCH, kwargs=slug),
+    "jobs:api_evaluations": Rule(RESEARCH, method="post", kwargs=slug),
+    "jobs:api_comparisons": Rule(RESEARCH, kwargs=slug),
+    "jobs:api_scoring_job": Rule(RESEARCH, kwargs=pk(lambda w: w.scoring_job.pk)),
+    "jobs:api_scoring_job_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.scoring_job.pk)),
+    "jobs:api_comparison": Rule(RESEARCH, kwargs=pk(lambda w: w.comparison.pk)),
+    "jobs:api_comparison_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.comparison.pk)),
 }
 
 
@@ -212,8 +238,16 @@ def world(db, tmp_path, settings) -> World:  # type: ignore[no-untyped-def]
     import_job = ImportJob.objects.create(campaign=a, kind="problems", file="imports/x.jsonl", original_name="x.jsonl")
     training_job = TrainingJob.objects.create(kind="prm", campaign=a, dataset_path="/nonexistent.jsonl")
     token, _ = create_token(users["researcher"], name="t", scope="read")
+    from rewards.jobs.models import CandidatePool, ComparisonRun, RewardModel, SamplingJob, ScoringJob
+
+    pool = CandidatePool.objects.create(name="a-pool", campaign=a)
+    reward_model = RewardModel.objects.create(job=training_job, kind="prm", campaign=a, name="prm", location="/none",
+                                              base_model="default")
     return World(a=a, assignment=leased, finished=finished, solution=solution, problem=problem, version=version,
-                 import_job=import_job, training_job=training_job, token_id=token.pk, users=users)
+                 import_job=import_job, training_job=training_job, token_id=token.pk, users=users,
+                 scoring_job=ScoringJob.objects.create(reward_model=reward_model, pool=pool),
+                 sampling_job=SamplingJob.objects.create(campaign=a),
+                 comparison=ComparisonRun.objects.create(campaign=a, max_steps=1))
 
 
 def _refused(response: Any, role: str) -> bool:

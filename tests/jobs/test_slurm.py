@@ -173,7 +173,19 @@ def batch_pids(job_id: str) -> list[int]:
     pids = subprocess.run(["scontrol", "listpids", job_id], capture_output=True, text=True, check=False).stdout
     rows = sorted((row for row in (line.split() for line in pids.splitlines()[1:]) if row[2] == "batch"),
                   key=lambda row: row[3] != "0")
-    return [int(row[0]) for row in rows] if rows and rows[0][3] == "0" else []
+    pids = [int(row[0]) for row in rows] if rows and rows[0][3] == "0" else []
+    return [pid for pid in pids if _runs_job(pid, job_id)]
+
+
+def _runs_job(pid: int, job_id: str) -> bool:
+    """Whether the process carries this job's SLURM_JOB_ID. proctrack/linuxproc can list processes that are not the
+    job's (seen: the cluster's own daemons and PostgreSQL when the cluster was started by ./run), and this test
+    must never SIGKILL those."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"SLURM_JOB_ID={job_id}".encode() in environ.split(b"\0")
 
 
 def kill_batch(job_id: str, wait_for) -> None:  # type: ignore[no-untyped-def]
