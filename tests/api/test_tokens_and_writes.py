@@ -99,8 +99,8 @@ def test_pagination_and_filters(people, labeled_campaign) -> None:  # type: igno
     cutoff = timezone.now() + timedelta(seconds=1)
     assert client.get("/api/labels/", {"updated_since": cutoff.isoformat()}).json()["count"] == 0
     edited = Assignment.objects.order_by("pk").first()
+    before = timezone.now().isoformat()  # taken after every other labeling was written, so only the edit is newer
     edited.save()
-    before = (timezone.now() - timedelta(seconds=1)).isoformat()
     assert client.get("/api/labels/", {"updated_since": before}).json()["count"] == 1
 
 
