@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+from fractions import Fraction
 from functools import lru_cache
 
 from math_verify import parse, verify
@@ -30,6 +31,26 @@ def normalize_answer(answer: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
+_INTEGER = re.compile(r"-?\d{1,30}")
+_FRACTION = re.compile(r"(-?)\\frac\{(-?\d{1,30})\}\{(-?\d{1,30})\}|(-?\d{1,30})/(\d{1,30})")
+
+
+def exact_rational(normalized: str) -> Fraction | None:
+    """The value of an answer written as an integer or a fraction of integers (``-3``, ``\\frac{2}{4}``,
+    ``7/2``), else None. Most MATH answers are such numbers: comparing them exactly gives math-verify's verdict
+    without its LaTeX parser (a millisecond per answer, the largest cost of grading an import)."""
+    if _INTEGER.fullmatch(normalized):
+        return Fraction(int(normalized))
+    match = _FRACTION.fullmatch(normalized)
+    if match is None:
+        return None
+    sign, numerator, denominator = (match[1], match[2], match[3]) if match[2] is not None else ("", match[4], match[5])
+    if int(denominator) == 0:
+        return None
+    value = Fraction(int(numerator), int(denominator))
+    return -value if sign else value
+
+
 @lru_cache(maxsize=4096)
 def _parsed(answer: str) -> tuple[object, ...]:
     return tuple(parse(f"${answer}$", parsing_timeout=_timeout()))  # type: ignore[arg-type]
@@ -43,8 +64,12 @@ def answers_match(ground_truth: str | None, answer: str | None) -> bool | None:
         return None
     if len(answer) > MAX_ANSWER_CHARS:
         return False
-    if normalize_answer(ground_truth) == normalize_answer(answer):
+    gold_text, answer_text = normalize_answer(ground_truth), normalize_answer(answer)
+    if gold_text == answer_text:
         return True
+    gold_value, answer_value = exact_rational(gold_text), exact_rational(answer_text)
+    if gold_value is not None and answer_value is not None:
+        return gold_value == answer_value
     gold, target = _parsed(ground_truth), _parsed(answer)
     if not gold or not target:
         return False
