@@ -9,7 +9,7 @@ import json
 import queue
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
@@ -313,30 +313,30 @@ def _write(model: type[models.Model], columns: list[models.Field], rows: list[tu
 
     PostgreSQL: one ``COPY``, its foreign keys checked in bulk (see ``_foreign_keys_in_bulk``). SQLite:
     ``executemany`` of one prepared INSERT — the statement is compiled once, not once per 500 rows.
+    Values are converted and formatted a column at a time (one loop per column, ``map`` where no value needs a
+    look): per-value function calls were the largest client cost of a 1M-rating import.
     """
+    if not rows:
+        return
     own = len(columns) - len(tail)
-    converters = _converters(columns[:own])
     tail_values = list(tail)
     for position, convert in _converters(columns[own:]):
         tail_values[position] = convert(tail_values[position])
     tail = tuple(tail_values)
-    if converters:
-        converted = []
-        for row in rows:
-            values = list(row)
-            for position, convert in converters:
-                values[position] = convert(values[position])
-            converted.append(tuple(values))
-        rows = converted
+    by_column: list[Sequence[Any]] = list(zip(*rows, strict=True))
+    for position, convert in _converters(columns[:own]):
+        by_column[position] = _convert_column(convert, by_column[position])
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     names = ", ".join(quote(f.column) for f in columns)
     with connection.cursor() as cursor:
         if connection.vendor != "postgresql":
             cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))})",
-                               [(*row, *tail) for row in rows] if tail else rows)
+                               [(*row, *tail) for row in zip(*by_column, strict=True)] if tail
+                               else list(zip(*by_column, strict=True)))
             return
         formats = [_COPY_FORMATS.get(_kind(f)) for f in columns]
+        rows = list(zip(*by_column, strict=True))
         with _foreign_keys_in_bulk(cursor, columns, rows, tail), connection.wrap_database_errors:
             with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
                 if None in formats:  # a column type without a text format below: psycopg formats the rows
@@ -346,9 +346,31 @@ def _write(model: type[models.Model], columns: list[models.Field], rows: list[tu
                 # COPY's text format written here, the constant columns rendered once: 2.5x less CPU than
                 # psycopg's write_row, which rendered the two "now" timestamps of every rating again.
                 end = "".join(f"\t{_copy_text(formats[own + i], value)}" for i, value in enumerate(tail)) + "\n"
-                own_formats = formats[:own]
-                copy.write("".join(["\t".join([_copy_text(fmt, value) for fmt, value in zip(own_formats, row)]) + end
-                                    for row in rows]))
+                text_formats = [fmt for fmt in formats[:own] if fmt is not None]  # all of them (checked above)
+                texts = [_copy_column(fmt, values) for fmt, values in zip(text_formats, by_column, strict=True)]
+                copy.write(end.join(map("\t".join, zip(*texts, strict=True))) + end)
+
+
+def _convert_column(convert: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
+    """``convert`` applied to a column's values; a value object met twice (a constant ``provenance`` dict, an
+    empty ``{}``) is converted once."""
+    done: dict[int, Any] = {}
+    converted = []
+    for value in values:
+        key = id(value)  # the column holds a reference to every value: ids are not reused while it lives
+        if key not in done:
+            done[key] = convert(value)
+        converted.append(done[key])
+    return converted
+
+
+def _copy_column(format_value: Callable[[Any], str], values: Sequence[Any]) -> list[str]:
+    """A column's values in COPY's text format."""
+    if format_value is _copy_string:
+        return ["\\N" if value is None else value.translate(_COPY_ESCAPES) for value in values]
+    if None not in values:
+        return list(map(format_value, values))
+    return ["\\N" if value is None else format_value(value) for value in values]
 
 
 def _kind(model_field: models.Field) -> str:
