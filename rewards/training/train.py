@@ -262,8 +262,12 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     train_rows, eval_rows = split_rows(rows, config.eval_fraction, config.seed)
     if config.limit is not None:
         train_rows = train_rows[:config.limit]
+    if not rows:
+        raise ValueError(f"{config.dataset}: the {config.kind.upper()} dataset has no rows: nothing to train on")
     if not train_rows:
-        raise ValueError(f"{config.dataset}: no training rows (check the 'split' column or eval_fraction)")
+        where = ("eval_fraction sends every problem to validation" if config.eval_fraction is not None
+                 else f"all {len(rows)} rows are in the 'test' split")
+        raise ValueError(f"{config.dataset}: no training rows ({where})")
 
     positions = max_positions(config.base_model_path)
     if positions is not None and config.max_length > positions:
