@@ -10,6 +10,11 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from playwright.sync_api import expect
+
+# Playwright's `expect` polls until its condition holds; its 5 s default deadline was too short on a loaded CI
+# runner, where three rating POSTs typed in a row (each a transaction and a re-rendered row) took longer.
+expect.set_options(timeout=15_000)
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("STEPLAB_SHARED", ROOT.parent / "shared"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import time
 import traceback
 from collections.abc import Sequence
