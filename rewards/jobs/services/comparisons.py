@@ -33,10 +33,10 @@ from .training import (EMPTY_DATASET, JobInputError, TrainingRequest, backbones,
 
 log = logging.getLogger(__name__)
 
-#: optimizer steps per model when the form is left as it is: about 8 CPU-seconds a step with the MiniLM default
-#: at max length 512, so a demo-sized comparison fits 15 minutes on 2 idle cores (measured: README, "The loop in
-#: the browser")
-DEFAULT_MAX_STEPS = 30
+#: optimizer steps per model when the form is left as it is: 8-10 CPU-seconds a step with the MiniLM default at
+#: max length 512. With 30 the demo's comparison took 927.5 s from the click on 2 idle cores (README, "The loop in
+#: the browser"), past its 15-minute budget; 24 leaves that budget a margin
+DEFAULT_MAX_STEPS = 24
 MAX_MAX_STEPS = 100_000
 #: candidates scored per problem by default: scoring is most of a CPU run's time (a PRM reads every token of
 #: every candidate), and N = 16 already shows where PRM, ORM and majority part
