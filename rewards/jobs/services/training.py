@@ -48,12 +48,12 @@ class JobInputError(ValueError):
 
 
 def jobs_root() -> Path:
-    return Path(getattr(settings, "STEPLAB_JOBS_ROOT", settings.VAR_DIR / "jobs"))
+    return Path(settings.STEPLAB_JOBS_ROOT)
 
 
 def backbones() -> dict[str, str]:
     """Backbones users can choose: ``default`` (the CPU MiniLM) plus ``STEPLAB_BACKBONES`` (name → folder)."""
-    return {"default": "default", **getattr(settings, "STEPLAB_BACKBONES", {})}
+    return {"default": "default", **settings.STEPLAB_BACKBONES}
 
 
 def dataset_file(version: DatasetVersion, kind: str) -> Path:
@@ -244,8 +244,8 @@ def labeled_solutions(version: DatasetVersion) -> int:
 def auto_train(min_new: int | None = None, *, base_model: str = "default") -> list[TrainingJob]:
     """For each campaign whose newest ready version has ≥ ``min_new`` more labeled solutions than the last
     auto-trained one, start a PRM and an ORM job on it (once per version)."""
-    threshold = int(getattr(settings, "STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS", 200) if min_new is None else min_new)
-    hyper = dict(getattr(settings, "STEPLAB_AUTO_TRAIN_HYPER", {}))
+    threshold = settings.STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS if min_new is None else min_new
+    hyper = dict(settings.STEPLAB_AUTO_TRAIN_HYPER)
     started: list[TrainingJob] = []
     for campaign in Campaign.objects.filter(is_active=True, dataset_versions__status=DatasetVersion.Status.READY).distinct():
         newest = campaign.dataset_versions.filter(status=DatasetVersion.Status.READY).order_by("-number").first()
