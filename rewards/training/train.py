@@ -262,6 +262,8 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     train_rows, eval_rows = split_rows(rows, config.eval_fraction, config.seed)
     if config.limit is not None:
         train_rows = train_rows[:config.limit]
+    if config.max_eval_rows is not None and len(eval_rows) > config.max_eval_rows:
+        eval_rows = random.Random(config.seed).sample(eval_rows, config.max_eval_rows)
     if not rows:
         raise ValueError(f"{config.dataset}: the {config.kind.upper()} dataset has no rows: nothing to train on")
     if not train_rows:

@@ -41,6 +41,9 @@ MAX_MAX_STEPS = 100_000
 #: candidates scored per problem by default: scoring is most of a CPU run's time (a PRM reads every token of
 #: every candidate), and N = 16 already shows where PRM, ORM and majority part
 DEFAULT_PER_PROBLEM = 16
+#: held-out rows each model's own validation predicts: a check on the run, not the comparison's figures (the
+#: step-level table comes from scoring the held-out solutions), so a seeded sample keeps a CPU run in its budget
+VALIDATION_ROWS = 300
 SUBSET_SOURCE = "subset of pool"  # how a comparison's copy of a pool is told apart from the pools users bring
 STAGE_WORDS = {ComparisonStage.SNAPSHOT: "snapshot", ComparisonStage.TRAIN: "training",
                ComparisonStage.SCORE: "scoring", ComparisonStage.EVALUATE: "evaluation"}
@@ -183,7 +186,7 @@ def _snapshot(run: ComparisonRun) -> None:
     if run.source_pool is None:
         _fail(run, "snapshot: the candidate pool of this comparison was deleted")
         return
-    hyper = {"max_steps": run.max_steps}
+    hyper = {"max_steps": run.max_steps, "max_eval_rows": VALIDATION_ROWS}
     try:
         with transaction.atomic():
             pool = first_per_problem(run.source_pool, run.per_problem)
