@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import uuid
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,12 +69,6 @@ def dataset_file(version: DatasetVersion, kind: str) -> Path:
                                            f"(has: {', '.join(sorted(version.files)) or 'none'})")
 
 
-def config_error(exc: ValueError) -> JobInputError:
-    """A config validator's error (trainer or sampler: both name "config key '…'") as an input error."""
-    match = re.search(r"config key '([^']+)'", str(exc))
-    return JobInputError(match.group(1) if match else "config", str(exc))
-
-
 @dataclass(frozen=True)
 class TrainingRequest:
     kind: str
@@ -107,7 +100,7 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
     try:
         parse_config(config, base_dir=jobs_root())
     except ConfigError as exc:
-        raise config_error(exc) from None
+        raise JobInputError(exc.key or "config", str(exc)) from None
     return path, config
 
 
