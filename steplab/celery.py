@@ -26,7 +26,7 @@ def make_filesystem_folders(sender: Celery, source: Any, **kwargs: Any) -> None:
         Path(source.result_backend.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
 
 
-def send_task(task, *, args: list, queue: str | None = None):  # type: ignore[no-untyped-def]
+def send_task(task: Any, *, args: list[Any], queue: str | None = None) -> Any:
     """Send a task, or return None when the broker cannot be reached (a Redis outage).
 
     Work of record lives in the database (an import job, a training job, …) in status "queued"; a caller that
