@@ -31,7 +31,6 @@ from .steps import answer_from_steps
 
 DEMO_DATA = Path(__file__).resolve().parent / "demo_data"
 DEMO_SLUG = "demo"
-UNKNOWN_REASON = "finish reason unknown in the reconstruction"
 INSTRUCTIONS = """\
 Rate **every step** of the model's solution, in order:
 

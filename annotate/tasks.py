@@ -11,14 +11,6 @@ def reap_expired_leases_task() -> int:
     return reap_expired_leases()
 
 
-@shared_task(name="annotate.ping_database")
-def ping_database(campaign_slug: str) -> dict[str, int]:
-    """Report a campaign's solution count from the worker's own connection (used by health checks)."""
-    from .models import Solution
-
-    return {"solutions": Solution.objects.filter(campaign__slug=campaign_slug).count()}
-
-
 @shared_task(name="annotate.run_import_job", ignore_result=True)
 def run_import_job_task(job_id: int) -> str | None:
     """A browser upload (issue 4); the service claims the job once, so a redelivery does nothing."""

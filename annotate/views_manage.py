@@ -91,7 +91,7 @@ def campaign_new(request: HttpRequest) -> HttpResponse:
 def campaign_edit(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     form = forms.CampaignForm(request.POST or None, instance=campaign)
     if request.method == "POST" and form.is_valid():
-        form.save()
+        campaigns.update_campaign(campaign=campaign, **form.cleaned_data)
         messages.success(request, "Settings saved.")
         return redirect("manage:dashboard", slug=campaign.slug)
     status = 400 if request.method == "POST" else 200

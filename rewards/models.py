@@ -20,17 +20,15 @@ class DatasetVersion(models.Model):
     (the spec plus every data file's hash), so an unchanged campaign produces no new version.
 
     A row is only ever created once every file is in storage (``rewards.services.datasets``), so a
-    version that exists is complete; ``building`` and ``failed`` are kept for the schema's sake.
+    version that exists is complete: ready is its only status (kept as a field: the API and the queries name it).
     """
 
     class Status(models.TextChoices):
-        BUILDING = "building", "Building"
         READY = "ready", "Ready"
-        FAILED = "failed", "Failed"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="dataset_versions")
     number = models.PositiveIntegerField(help_text="1, 2, … per campaign.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.BUILDING)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.READY)
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     spec = models.JSONField(default=dict, help_text="Filter spec: generations, raw/adjudicated, QC, reasons, split.")

@@ -1,6 +1,8 @@
 """The Celery app: Redis broker in the real stack, a filesystem broker on the embedded default."""
 import logging
 import os
+from pathlib import Path
+from typing import Any
 
 from celery import Celery
 
@@ -12,7 +14,19 @@ app.autodiscover_tasks()
 log = logging.getLogger(__name__)
 
 
-def send_task(task, *, args: list, queue: str | None = None):  # type: ignore[no-untyped-def]
+@app.on_after_configure.connect
+def make_filesystem_folders(sender: Celery, source: Any, **kwargs: Any) -> None:
+    """The embedded default's filesystem broker and file result store need their folders before the first
+    task is sent or consumed (kombu makes only the control folder, the file backend none)."""
+    if source.broker_url == "filesystem://":
+        options = source.broker_transport_options
+        for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
+            Path(options[key]).mkdir(parents=True, exist_ok=True)
+    if str(source.result_backend).startswith("file://"):
+        Path(source.result_backend.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+
+
+def send_task(task: Any, *, args: list[Any], queue: str | None = None) -> Any:
     """Send a task, or return None when the broker cannot be reached (a Redis outage).
 
     Work of record lives in the database (an import job, a training job, …) in status "queued"; a caller that

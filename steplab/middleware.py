@@ -1,11 +1,14 @@
-"""Security headers that Django 5.2 does not set by itself, and a clean 503 while the database is down."""
+"""Security headers that Django 5.2 does not set by itself, static files, and a clean 503 while the database is down."""
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
+from pathlib import Path
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +29,15 @@ class ContentSecurityPolicyMiddleware:
         if not request.path.startswith("/api/docs"):
             response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         return response
+
+
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise, with STATIC_ROOT made first: WhiteNoise warns about a missing folder, and until the first
+    ``collectstatic`` there is none (the files are served from the finders meanwhile)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)
+        super().__init__(get_response)
 
 
 class DatabaseUnavailableMiddleware:

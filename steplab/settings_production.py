@@ -3,14 +3,14 @@
 ``DJANGO_SETTINGS_MODULE=steplab.settings_production manage.py check --deploy`` is clean (tested).
 """
 from .settings import *  # noqa: F403
-from .settings import env_bool
+from .settings import env
 
 DEBUG = False
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=True)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Secure (HTTPS-only) cookies; only a loopback benchmark over plain HTTP turns them off.
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", default=True)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", default=True)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", True)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", True)
 SECURE_HSTS_SECONDS = 31_536_000
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True

@@ -41,7 +41,6 @@ from ..models import (
 )
 
 ORDINAL_SCALE = (-1, 0, 1)
-VERDICTS = ("found_error", "solution")
 
 
 @dataclass(frozen=True)

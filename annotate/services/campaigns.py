@@ -82,7 +82,7 @@ def create_campaign(*, creator: AbstractBaseUser, **fields: Any) -> Campaign:
     return campaign
 
 
-def update_campaign(campaign: Campaign, **fields: Any) -> Campaign:
+def update_campaign(*, campaign: Campaign, **fields: Any) -> Campaign:
     for key, value in fields.items():
         if key not in CAMPAIGN_FIELDS:
             raise CampaignAdminError(key, "is not a campaign setting")

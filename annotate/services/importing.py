@@ -616,14 +616,3 @@ def refresh_planner_statistics(*model_classes: type[models.Model]) -> None:
     with connection.cursor() as cursor:
         for model in model_classes:
             cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
-
-
-def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    batch: list[T] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch

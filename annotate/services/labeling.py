@@ -505,16 +505,6 @@ def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
     return progress
 
 
-def release_lease(assignment: Assignment) -> None:
-    """Used by admins to drop a lease by hand (e.g. a labeler who left): the slot goes back."""
-    with transaction.atomic():
-        updated = Assignment.objects.filter(pk=assignment.pk, status=AssignmentStatus.LEASED).update(
-            status=AssignmentStatus.EXPIRED)
-        if updated:
-            Solution.objects.filter(pk=assignment.solution_id, label_count__gt=0).update(
-                label_count=F("label_count") - 1)
-
-
 def heartbeat(assignment_id: int, user: User, *, now: datetime | None = None) -> datetime:
     """The open workspace's keep-alive: renew the labeler's own open lease, or say clearly that it is gone."""
     now = now or timezone.now()

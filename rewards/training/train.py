@@ -275,7 +275,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     positions = max_positions(config.base_model_path)
     if positions is not None and config.max_length > positions:
         raise ConfigError(f"config key 'max_length' is {config.max_length}, above the base model's "
-                          f"maximum of {positions} positions")
+                          f"maximum of {positions} positions", key="max_length")
     tokenizer = load_tokenizer(config.base_model_path)
     separator, added = choose_separator(tokenizer)
     layout = sequence_layout(tokenizer, separator)

@@ -5,28 +5,32 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib import admin
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
-from annotate.models import Assignment, Campaign, Membership, Solution
+from annotate.models import Assignment, AssignmentStatus, Campaign, Membership, Problem, Solution
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_task_runs_on_a_real_worker(celery_worker_process, campaign_factory) -> None:
-    from annotate.tasks import ping_database
+def test_task_runs_on_a_real_worker(celery_worker_process, campaign_factory, make_user) -> None:
+    """The beat's lease reaper, run by the worker, sees this test's rows through the worker's own connection."""
+    from annotate.tasks import reap_expired_leases_task
 
     campaign = campaign_factory("w")
-    Solution.objects.create(campaign=campaign, problem=__import__("annotate.models").models.Problem.objects.create(
-        text="worker problem"))
-    result = ping_database.delay("w")
-    assert result.get(timeout=60) == {"solutions": 1}
+    solution = Solution.objects.create(campaign=campaign, problem=Problem.objects.create(text="worker problem"))
+    Assignment.objects.create(solution=solution, labeler=make_user("worker-labeler"), status=AssignmentStatus.LEASED,
+                              lease_expires_at=timezone.now() - timedelta(minutes=1))
+    result = reap_expired_leases_task.delay()
+    assert result.get(timeout=60) == 1
 
 
 @pytest.mark.django_db

@@ -268,7 +268,7 @@ def auto_start_generations(threshold: float | None = None) -> list[Generation]:
     """Start generation g+1 (same strategy, options and batch size) for every active campaign whose last
     generation completed and is mostly labeled (share >= ``STEPLAB_GENERATION_AUTO_LABELED_SHARE``).
     The first generation of a campaign is always started by an admin, who chooses the strategy."""
-    share = float(getattr(settings, "STEPLAB_GENERATION_AUTO_LABELED_SHARE", 0.9) if threshold is None else threshold)
+    share = settings.STEPLAB_GENERATION_AUTO_LABELED_SHARE if threshold is None else threshold
     reconcile()
     started = []
     last_ids = (Generation.objects.filter(campaign__is_active=True).values("campaign")

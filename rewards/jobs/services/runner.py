@@ -37,11 +37,11 @@ class JobHooks:
 
 
 def heartbeat_timeout() -> timedelta:
-    return timedelta(seconds=int(getattr(settings, "STEPLAB_JOB_HEARTBEAT_TIMEOUT_S", 300)))
+    return timedelta(seconds=settings.STEPLAB_JOB_HEARTBEAT_TIMEOUT_S)
 
 
 def poll_interval() -> float:
-    return float(getattr(settings, "STEPLAB_JOB_POLL_INTERVAL_S", 2.0))
+    return float(settings.STEPLAB_JOB_POLL_INTERVAL_S)
 
 
 def claim(model: type[J], job_id: int) -> J | None:
@@ -138,7 +138,7 @@ def reap(model: type[Any], hooks_for: Callable[[Any], JobHooks], *, now: Any = N
     """Fail (or requeue, while attempts remain) running jobs whose watcher stopped sending heartbeats."""
     now = now or timezone.now()
     cutoff = now - heartbeat_timeout()
-    max_attempts = int(getattr(settings, "STEPLAB_JOB_MAX_ATTEMPTS", 1))
+    max_attempts = settings.STEPLAB_JOB_MAX_ATTEMPTS
     reaped: list[int] = []
     for job in model.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=cutoff):
         last = job.heartbeat_at

@@ -27,7 +27,7 @@ from ..backends import STDOUT_FILE, Launch, count_lines, python_command
 from ..models import Backend, PoolProblem, PoolPurpose, SamplingJob
 from . import runner
 from .pools import import_pool
-from .training import JobInputError, config_error, jobs_root
+from .training import JobInputError, jobs_root
 
 PROBLEMS = "problems.jsonl"
 SAMPLES = "samples.jsonl"
@@ -82,7 +82,7 @@ def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = No
         try:
             parse_config(job_file, base_dir=work, models_dir=models_dir())
         except ConfigError as exc:
-            raise config_error(exc) from None
+            raise JobInputError(exc.key or "config", str(exc)) from None
         (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")
         limit = keys.get("limit")
         job = SamplingJob.objects.create(campaign=campaign, config=keys, backend=backend, started_by=user,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import uuid
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,12 +47,12 @@ class JobInputError(ValueError):
 
 
 def jobs_root() -> Path:
-    return Path(getattr(settings, "STEPLAB_JOBS_ROOT", settings.VAR_DIR / "jobs"))
+    return Path(settings.STEPLAB_JOBS_ROOT)
 
 
 def backbones() -> dict[str, str]:
     """Backbones users can choose: ``default`` (the CPU MiniLM) plus ``STEPLAB_BACKBONES`` (name → folder)."""
-    return {"default": "default", **getattr(settings, "STEPLAB_BACKBONES", {})}
+    return {"default": "default", **settings.STEPLAB_BACKBONES}
 
 
 def dataset_file(version: DatasetVersion, kind: str) -> Path:
@@ -68,12 +67,6 @@ def dataset_file(version: DatasetVersion, kind: str) -> Path:
             return local_file(version, fmt, jobs_root() / "datasets")
     raise JobInputError("dataset_version", f"{version} has no {' or '.join(DATASET_FORMATS[Kind(kind)])} file "
                                            f"(has: {', '.join(sorted(version.files)) or 'none'})")
-
-
-def config_error(exc: ValueError) -> JobInputError:
-    """A config validator's error (trainer or sampler: both name "config key '…'") as an input error."""
-    match = re.search(r"config key '([^']+)'", str(exc))
-    return JobInputError(match.group(1) if match else "config", str(exc))
 
 
 @dataclass(frozen=True)
@@ -107,7 +100,7 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
     try:
         parse_config(config, base_dir=jobs_root())
     except ConfigError as exc:
-        raise config_error(exc) from None
+        raise JobInputError(exc.key or "config", str(exc)) from None
     return path, config
 
 
@@ -244,8 +237,8 @@ def labeled_solutions(version: DatasetVersion) -> int:
 def auto_train(min_new: int | None = None, *, base_model: str = "default") -> list[TrainingJob]:
     """For each campaign whose newest ready version has ≥ ``min_new`` more labeled solutions than the last
     auto-trained one, start a PRM and an ORM job on it (once per version)."""
-    threshold = int(getattr(settings, "STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS", 200) if min_new is None else min_new)
-    hyper = dict(getattr(settings, "STEPLAB_AUTO_TRAIN_HYPER", {}))
+    threshold = settings.STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS if min_new is None else min_new
+    hyper = dict(settings.STEPLAB_AUTO_TRAIN_HYPER)
     started: list[TrainingJob] = []
     for campaign in Campaign.objects.filter(is_active=True, dataset_versions__status=DatasetVersion.Status.READY).distinct():
         newest = campaign.dataset_versions.filter(status=DatasetVersion.Status.READY).order_by("-number").first()
