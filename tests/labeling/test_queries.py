@@ -7,8 +7,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from annotate.models import Assignment, CampaignMode
-
-from .conftest import PASSWORD, add_solution
+from tests.factories import PASSWORD, solution_with_steps
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -17,7 +16,7 @@ HX = {"HTTP_HX_REQUEST": "true"}
 def _leased(campaign_factory, member, slug: str, steps: int, mode: str = CampaignMode.STEPWISE):  # type: ignore[no-untyped-def]
     campaign = campaign_factory(slug, mode=mode)
     texts = [f"Step {i}: $x_{i} = {i}$" for i in range(steps)]
-    add_solution(campaign, texts if mode == CampaignMode.STEPWISE else [[t, t + " (alt)"] for t in texts])
+    solution_with_steps(campaign, texts if mode == CampaignMode.STEPWISE else [[t, t + " (alt)"] for t in texts])
     user = member(campaign, f"lab-{slug}")
     client = Client()
     client.login(username=user.username, password=PASSWORD)
