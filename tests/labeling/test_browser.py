@@ -63,11 +63,18 @@ def test_keyboard_only_labeling_of_a_whole_solution(page: Page, live_server, alg
     page.keyboard.press("?")
     expect(page.locator("#shortcuts")).to_be_hidden()
     # Typing in a text field never rates.
+    row_posts: list[str] = []
+    page.on("request", lambda request: row_posts.append(request.url)
+            if request.method == "POST" and re.search(r"/(rate|flag|decide|next)$", request.url) else None)
     page.fill("textarea[name=reason_text]", "")
     page.focus("textarea[name=reason_text]")
     page.keyboard.type("3 2 1 j f")
     page.locator("textarea[name=reason_text]").evaluate("el => el.blur()")
-    page.wait_for_timeout(300)
+    # What proves the negative: a handled key sends its POST from inside the keydown handler (htmx sends on the
+    # synthetic click), which has run when keyboard.type returns, and the page's request events reach us before
+    # the answer to a later evaluate does: after this round trip, no row POST means no key was taken.
+    page.evaluate("() => document.readyState")
+    assert row_posts == []
     assert not Rating.objects.exists()
     page.keyboard.press("3")
     expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
@@ -304,7 +311,9 @@ def test_hostile_step_text_runs_no_code(page: Page, live_server, campaign_factor
     expect(row(page, 0)).to_contain_text("<script>window.__pwned = 1</script>")  # shown as text
     assert page.locator("a[href^='javascript']").count() == 0
     row(page, 1).locator(".katex").first.click()
-    page.wait_for_timeout(200)
+    # What proves the negative: nothing made from the step text can run code later — no javascript: link
+    # (above), no <img> or <script> element (here) — and the click's own handlers have run when click() returns.
+    expect(page.locator("#workspace img, #workspace script")).to_have_count(0)
     assert page.evaluate("window.__pwned") is None and dialogs == []
 
 
