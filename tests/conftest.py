@@ -1,12 +1,16 @@
 """Shared fixtures: real PostgreSQL (pytest-django's test database), Redis, a real Celery worker."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -29,22 +33,142 @@ def shared_data() -> Path:
 
 
 @pytest.fixture
-def make_user(django_user_model):  # type: ignore[no-untyped-def]
-    def make(username: str, *, password: str = "pw-Steplab-1", **extra):  # type: ignore[no-untyped-def]
-        return django_user_model.objects.create_user(username=username, password=password, **extra)
+def make_user(db):  # type: ignore[no-untyped-def]
+    from tests.factories import PASSWORD, UserFactory
+
+    def make(username: str, *, password: str = PASSWORD, **extra):  # type: ignore[no-untyped-def]
+        return UserFactory(username=username, password=password, **extra)
 
     return make
 
 
 @pytest.fixture
 def campaign_factory(db):  # type: ignore[no-untyped-def]
-    from annotate.models import Campaign
+    from tests.factories import CampaignFactory
 
     def make(slug: str = "c1", **fields):  # type: ignore[no-untyped-def]
-        fields.setdefault("name", slug)
-        return Campaign.objects.create(slug=slug, **fields)
+        return CampaignFactory(slug=slug, **fields)
 
     return make
+
+
+@pytest.fixture
+def member(make_user):  # type: ignore[no-untyped-def]
+    """Make ``username`` (or take the existing user of that name) a member of ``campaign`` in ``role``."""
+    from django.contrib.auth import get_user_model
+
+    from annotate.models import Role
+    from tests.factories import MembershipFactory
+
+    def make(campaign, username: str, role: str = Role.LABELER, **fields):  # type: ignore[no-untyped-def]
+        user = get_user_model().objects.filter(username=username).first() or make_user(username)
+        MembershipFactory(campaign=campaign, user=user, role=role, **fields)
+        return user
+
+    return make
+
+
+@dataclass(frozen=True)
+class Personas:
+    """Everyone an access test asks about, seen from ``campaign``: its admin (the owner), a researcher and a
+    labeler of it, an admin of another campaign, an outsider (no role in ``campaign``) and staff."""
+
+    campaign: Any
+    elsewhere: Any  # the other campaign: the other admin's, and the outsider's when it has a role there
+    owner: Any
+    researcher: Any
+    labeler: Any
+    other_admin: Any
+    outsider: Any
+    staff: Any
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
+
+
+@pytest.fixture
+def personas(db, campaign_factory, make_user):  # type: ignore[no-untyped-def]
+    """``personas(campaign)`` makes the six people of an access matrix; the keywords cover what the matrices
+    differ in: an existing ``labeler``, an existing ``elsewhere`` campaign, the ``outsider_role`` there (None: a
+    member of nothing), ``membership`` fields for every membership made, a ``superuser`` staff."""
+    from annotate.models import Role
+    from tests.factories import MembershipFactory
+
+    def make(campaign, *, labeler=None, elsewhere=None, outsider_role: str | None = None,  # type: ignore[no-untyped-def]
+             membership: dict[str, Any] | None = None, superuser: bool = False) -> Personas:
+        fields = membership or {}
+        if elsewhere is None:
+            elsewhere = campaign_factory(f"elsewhere-{campaign.slug}"[:64], name="Another campaign")
+        people = {name: make_user(name) for name in ("owner", "researcher", "other_admin", "outsider")}
+        if labeler is None:
+            labeler = make_user("labeler")
+            MembershipFactory(campaign=campaign, user=labeler, role=Role.LABELER, **fields)
+        MembershipFactory(campaign=campaign, user=people["owner"], role=Role.ADMIN, **fields)
+        MembershipFactory(campaign=campaign, user=people["researcher"], role=Role.RESEARCHER, **fields)
+        MembershipFactory(campaign=elsewhere, user=people["other_admin"], role=Role.ADMIN, **fields)
+        if outsider_role is not None:
+            MembershipFactory(campaign=elsewhere, user=people["outsider"], role=outsider_role, **fields)
+        staff = make_user("staff", is_staff=True, is_superuser=superuser)
+        return Personas(campaign=campaign, elsewhere=elsewhere, labeler=labeler, staff=staff, **people)
+
+    return make
+
+
+# Training hyperparameters small enough for a CPU job of a few seconds.
+FAST_HYPER = {"max_steps": 3, "batch_size": 4, "max_length": 128, "logging_steps": 1}
+
+
+@pytest.fixture
+def graded_campaign(campaign_factory, shared_data: Path):  # type: ignore[no-untyped-def]
+    """The PRM800K phase-1 test trajectories (101 problems, real human step ratings) and the 10 genuine phase-2
+    rows, imported with the project's importer. The reconstructed rows carry no grader verdict, so a solution's
+    ``is_correct`` (needed by the outcome format) is set from the labeler's finish reason ("solution": every step
+    through the answer rated acceptable). Phase-1 trajectories carry no −1 step (negatives are only among the
+    alternatives): the phase-2 rows' −1 steps are the negatives; export seed 3 with a 30 % test split puts 2 of
+    them in the test split."""
+    import uuid
+
+    from annotate.models import Assignment, Solution
+    from annotate.prm800k import import_prm800k
+
+    campaign = campaign_factory(f"graded-{uuid.uuid4().hex[:6]}")
+    import_prm800k(shared_data / "prm800k/phase1_test_reconstructed.jsonl", campaign,
+                   skip_invalid=True)  # 4 rows: "give_up_or_unknown"
+    import_prm800k(shared_data / "prm800k/genuine_rows.jsonl", campaign)
+    solved = Assignment.objects.filter(solution__campaign=campaign, finish_reason="solution").values("solution_id")
+    Solution.objects.filter(campaign=campaign).update(is_correct=False)
+    Solution.objects.filter(pk__in=solved).update(is_correct=True)
+    return campaign
+
+
+@pytest.fixture
+def dataset_version(graded_campaign):  # type: ignore[no-untyped-def]
+    from tests.factories import exported_version
+
+    return exported_version(graded_campaign)
+
+
+@pytest.fixture
+def aime_pool_file(tmp_path: Path, shared_data: Path) -> Path:
+    """Three AIME 2025 problems x 8 candidates from the shared best-of-N pool (small enough to score on CPU)."""
+    out = tmp_path / "aime_small.jsonl"
+    with (shared_data / "bestofn/aime2025_I_k64.jsonl").open(encoding="utf-8") as src, out.open("w") as dst:
+        for number, line in enumerate(src):
+            if number == 3:
+                break
+            row = json.loads(line)
+            for key in ("generated_responses", "generated_answers"):
+                row[key] = row[key][:8]
+            dst.write(json.dumps(row) + "\n")
+    return out
+
+
+@pytest.fixture
+def wait_for() -> Callable[..., Any]:
+    """``tests.waiting.wait_for`` as a fixture, for the tests that take their helpers as fixtures."""
+    from tests.waiting import wait_for
+
+    return wait_for
 
 
 @pytest.fixture(scope="session")

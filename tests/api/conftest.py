@@ -1,4 +1,4 @@
-"""API fixtures: the labeled campaign of tests/datasets, people in every role, tokens, a dataset version."""
+"""API fixtures: the labeled MATH-500 campaign of tests/datasets, its people in every role, tokens, a version."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,28 +6,23 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from annotate.models import Membership, Role
+from annotate.models import Role
 from rewards.services.datasets import create_dataset_version
 from rewards.services.tokens import create_token
-from tests.datasets.conftest import labeled_campaign, storage_dirs  # noqa: F401  (fixtures)
+from tests.datasets.conftest import math500_campaign, storage_dirs  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
-def people(labeled_campaign, make_user, campaign_factory) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """owner (campaign admin), researcher (member), labeler (member), outsider (researcher elsewhere), staff."""
-    users = {name: make_user(name) for name in ("owner", "researcher", "outsider")}
-    users["staff"] = make_user("staffer", is_staff=True)
-    users["labeler"] = labeled_campaign.memberships.get(role=Role.LABELER).user
-    Membership.objects.create(campaign=labeled_campaign, user=users["owner"], role=Role.ADMIN)
-    Membership.objects.create(campaign=labeled_campaign, user=users["researcher"], role=Role.RESEARCHER)
-    other = campaign_factory("other", name="Other campaign")
-    Membership.objects.create(campaign=other, user=users["outsider"], role=Role.RESEARCHER)
-    return users
+def people(math500_campaign, personas):  # type: ignore[no-untyped-def]  # noqa: F811  (a fixture)
+    """owner (campaign admin), researcher and labeler (the one who labeled everything) of the campaign, outsider
+    (researcher of another campaign only), staff."""
+    return personas(math500_campaign, labeler=math500_campaign.memberships.get(role=Role.LABELER).user,
+                    outsider_role=Role.RESEARCHER)
 
 
 @pytest.fixture
-def version(labeled_campaign, storage_dirs):  # type: ignore[no-untyped-def]
-    made = create_dataset_version(labeled_campaign)
+def version(math500_campaign, storage_dirs):  # type: ignore[no-untyped-def]  # noqa: F811  (fixtures)
+    made = create_dataset_version(math500_campaign)
     assert made is not None
     return made
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from annotate.models import Assignment, Membership, Rating, RatingRevision, Role
-from tests.labeling.conftest import add_solution
+from tests.factories import solution_with_steps
 
 from .conftest import token_client
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def api_pass(campaign_factory, make_user):  # type: ignore[no-untyped-def]
     campaign = campaign_factory("api-rule")
-    add_solution(campaign, ["One.", "Two.", "Three.", "Four."])
+    solution_with_steps(campaign, ["One.", "Two.", "Three.", "Four."])
     labeler = make_user("api-labeler")
     Membership.objects.create(campaign=campaign, user=labeler, role=Role.LABELER)
     client, _ = token_client(labeler, "write")

@@ -36,10 +36,10 @@ def _client(people, role: str) -> APIClient:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_access_matrix(role: str, people, version, labeled_campaign) -> None:  # type: ignore[no-untyped-def]
-    ids = {"campaign": labeled_campaign.pk, "version": version.pk,
-           "solution": labeled_campaign.solutions.order_by("pk").first().pk,
-           "label": labeled_campaign.solutions.order_by("pk").first().assignments.first().pk}
+def test_access_matrix(role: str, people, version, math500_campaign) -> None:  # type: ignore[no-untyped-def]
+    ids = {"campaign": math500_campaign.pk, "version": version.pk,
+           "solution": math500_campaign.solutions.order_by("pk").first().pk,
+           "label": math500_campaign.solutions.order_by("pk").first().assignments.first().pk}
     client = _client(people, role)
     failures = []
     for template, expected in MATRIX.items():
@@ -84,17 +84,17 @@ def test_bad_filters_name_the_field(people) -> None:  # type: ignore[no-untyped-
     assert client.get("/api/datasets/?campaign=x").json() == {"campaign": ["must be a campaign id (an integer)"]}
 
 
-def test_campaign_metrics_are_the_dashboard_figures(people, labeled_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_campaign_metrics_are_the_dashboard_figures(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
     from annotate.services.agreement import compute_campaign_metrics
     from annotate.services.campaigns import campaign_progress
 
     api, _ = token_client(people["researcher"])
-    before = api.get(f"/api/campaigns/{labeled_campaign.pk}/metrics/").json()
-    progress = campaign_progress(labeled_campaign)
+    before = api.get(f"/api/campaigns/{math500_campaign.pk}/metrics/").json()
+    progress = campaign_progress(math500_campaign)
     assert before["progress"]["totals"]["total"] == progress.totals.total > 0
     assert before["progress"]["totals"]["done"] == progress.totals.done
     assert before["progress"]["finish_reasons"] == progress.finish_reasons
     assert before["quality"] is None and before["quality_computed_at"] is None
-    snapshot = compute_campaign_metrics(labeled_campaign)
-    after = api.get(f"/api/campaigns/{labeled_campaign.pk}/metrics/").json()
+    snapshot = compute_campaign_metrics(math500_campaign)
+    after = api.get(f"/api/campaigns/{math500_campaign.pk}/metrics/").json()
     assert after["quality"] == type(snapshot).objects.get(pk=snapshot.pk).data and after["quality_computed_at"]

@@ -6,12 +6,12 @@ import json
 
 import pytest
 import schemathesis
-from schemathesis.checks import content_type_conformance, response_schema_conformance
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from rest_framework.test import APIClient
+from schemathesis.checks import content_type_conformance, response_schema_conformance
 
 from .conftest import token_client
 
@@ -91,7 +91,7 @@ def test_campaign_filter_out_of_range_or_not_ascii_is_a_400(people) -> None:  # 
     assert not wrong, wrong
 
 
-def test_deeply_nested_json_bodies_are_a_400(people, labeled_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_deeply_nested_json_bodies_are_a_400(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
     from annotate.models import Assignment
 
     labeler = APIClient()
@@ -104,15 +104,15 @@ def test_deeply_nested_json_bodies_are_a_400(people, labeled_campaign) -> None: 
     staff.force_login(people["staff"])
     for body in (_deep(), '{"a":' * DEEP + "1" + "}" * DEEP, _deep(65)):
         for client, url in ((labeler, f"/api/assignments/{assignment.pk}/rate/"),
-                            (owner, f"/models/api/campaigns/{labeled_campaign.slug}/generations/"),
-                            (owner, f"/models/api/campaigns/{labeled_campaign.slug}/sampling/"),
+                            (owner, f"/models/api/campaigns/{math500_campaign.slug}/generations/"),
+                            (owner, f"/models/api/campaigns/{math500_campaign.slug}/sampling/"),
                             (staff, "/models/api/jobs/")):
             response = client.post(url, body, content_type="application/json")
             assert response.status_code == 400, (url, len(body), response.status_code)
             assert "nested more than 64 levels" in response.json()["detail"]
     # a JSON field inside an otherwise fine body: the generation's config
     config = '{"strategy": "random", "batch_size": 1, "config": ' + '{"a":' * DEEP + "1" + "}" * DEEP + "}"
-    response = owner.post(f"/models/api/campaigns/{labeled_campaign.slug}/generations/", config,
+    response = owner.post(f"/models/api/campaigns/{math500_campaign.slug}/generations/", config,
                           content_type="application/json")
     assert response.status_code == 400
 
@@ -136,7 +136,7 @@ def test_out_of_range_training_settings_name_the_field(people, version) -> None:
         assert response.status_code == 400 and field in response.json(), (body, response.content)
 
 
-def test_import_report_names_the_line_and_no_server_path(people, labeled_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_import_report_names_the_line_and_no_server_path(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
     import io
     import tempfile
 
@@ -145,7 +145,7 @@ def test_import_report_names_the_line_and_no_server_path(people, labeled_campaig
     lines = [json.dumps({"problem": "What is 1+1?", "steps": ["2", "# Answer\n\n2"]}), _deep(), "{not json"]
     upload = io.BytesIO(("\n".join(lines) + "\n").encode())
     upload.name = "mine.jsonl"
-    response = client.post(f"/api/campaigns/{labeled_campaign.pk}/import-solutions/", {"file": upload},
+    response = client.post(f"/api/campaigns/{math500_campaign.pk}/import-solutions/", {"file": upload},
                            format="multipart")
     assert response.status_code == 400
     body = response.json()

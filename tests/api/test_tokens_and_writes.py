@@ -28,12 +28,12 @@ def test_token_is_stored_hashed_with_a_visible_prefix_and_tracks_last_use(people
     assert token.last_used_at is not None
 
 
-def test_read_scope_cannot_write_and_revoked_tokens_stop_working(people, labeled_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_read_scope_cannot_write_and_revoked_tokens_stop_working(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
     reader, _ = token_client(people["owner"], "read")
-    response = reader.post(f"/api/campaigns/{labeled_campaign.pk}/lease/")
+    response = reader.post(f"/api/campaigns/{math500_campaign.pk}/lease/")
     assert response.status_code == 403 and "read-only" in response.json()["detail"]
     writer, _ = token_client(people["owner"], "write")
-    assert writer.post(f"/api/campaigns/{labeled_campaign.pk}/lease/").status_code == 200
+    assert writer.post(f"/api/campaigns/{math500_campaign.pk}/lease/").status_code == 200
     bad = APIClient()
     bad.credentials(HTTP_AUTHORIZATION="Bearer stp_not-a-real-token")
     assert bad.get("/api/campaigns/").status_code == 401
@@ -84,9 +84,9 @@ def test_download_streams_whole_file_and_ranges_with_sha256(people, version, sto
     assert client.get(f"/api/datasets/{version.pk}/files/nope/").status_code == 404
 
 
-def test_pagination_and_filters(people, labeled_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_pagination_and_filters(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
     client, _ = token_client(people["researcher"])
-    first = client.get(f"/api/solutions/?campaign={labeled_campaign.pk}&limit=10").json()
+    first = client.get(f"/api/solutions/?campaign={math500_campaign.pk}&limit=10").json()
     assert first["count"] == 24 and len(first["results"]) == 10 and first["next"]
     second = client.get(first["next"]).json()
     ids = [r["id"] for r in first["results"] + second["results"]]
@@ -104,29 +104,29 @@ def test_pagination_and_filters(people, labeled_campaign) -> None:  # type: igno
     assert client.get("/api/labels/", {"updated_since": before}).json()["count"] == 1
 
 
-def test_labeling_through_the_api_uses_the_labeling_rules(people, labeled_campaign, shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_labeling_through_the_api_uses_the_labeling_rules(people, math500_campaign, shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
     owner, _ = token_client(people["owner"], "write")
     rows = [{"problem_id": s.problem.source_id, "steps": ["First step.", "Second step.", "The answer is $\\boxed{3}$."],
-             "answer": "3", "generation": 7} for s in labeled_campaign.solutions.select_related("problem")[:2]]
+             "answer": "3", "generation": 7} for s in math500_campaign.solutions.select_related("problem")[:2]]
     upload = tmp_path / "new.jsonl"
     upload.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"steps": []}\n')
     with upload.open("rb") as handle:
-        refused = owner.post(f"/api/campaigns/{labeled_campaign.pk}/import-solutions/", {"file": handle},
+        refused = owner.post(f"/api/campaigns/{math500_campaign.pk}/import-solutions/", {"file": handle},
                              format="multipart")
     assert refused.status_code == 400 and refused.json()["rejected"][0]["line"] == 3
     assert refused.json()["rejected"][0]["field"] == "problem_id"
     assert not Solution.objects.filter(generation=7).exists()
     with upload.open("rb") as handle:
-        done = owner.post(f"/api/campaigns/{labeled_campaign.pk}/import-solutions/",
+        done = owner.post(f"/api/campaigns/{math500_campaign.pk}/import-solutions/",
                           {"file": handle, "skip_invalid": "true"}, format="multipart")
     assert done.status_code == 201 and done.json()["created"]["solutions"] == 2
     researcher, _ = token_client(people["researcher"], "write")
     with upload.open("rb") as handle:
-        assert researcher.post(f"/api/campaigns/{labeled_campaign.pk}/import-solutions/", {"file": handle},
+        assert researcher.post(f"/api/campaigns/{math500_campaign.pk}/import-solutions/", {"file": handle},
                                format="multipart").status_code == 403
 
     labeler, _ = token_client(people["labeler"], "write")
-    lease = labeler.post(f"/api/campaigns/{labeled_campaign.pk}/lease/").json()
+    lease = labeler.post(f"/api/campaigns/{math500_campaign.pk}/lease/").json()
     assignment = lease["assignment"]
     assert assignment and len(assignment["steps"]) == 3
     base = f"/api/assignments/{assignment['id']}"
@@ -144,6 +144,6 @@ def test_labeling_through_the_api_uses_the_labeling_rules(people, labeled_campai
     other, _ = token_client(people["owner"], "write")
     assert other.post(f"{base}/rate/", {"step_index": 0, "rating": 1}, format="json").status_code == 404
     outsider, _ = token_client(people["outsider"], "write")
-    assert outsider.post(f"/api/campaigns/{labeled_campaign.pk}/lease/").status_code == 404
+    assert outsider.post(f"/api/campaigns/{math500_campaign.pk}/lease/").status_code == 404
     Membership.objects.filter(user=people["researcher"]).update(role=Role.RESEARCHER)
-    assert researcher.post(f"/api/campaigns/{labeled_campaign.pk}/lease/").status_code == 403
+    assert researcher.post(f"/api/campaigns/{math500_campaign.pk}/lease/").status_code == 403

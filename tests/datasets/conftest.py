@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from annotate.models import Campaign, Membership, Role
+from annotate.models import Campaign
 
 
 @pytest.fixture
@@ -65,8 +65,9 @@ def label_everything(campaign: Campaign, labeler: Any) -> int:
 
 
 @pytest.fixture
-def labeled_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory, make_user):  # type: ignore[no-untyped-def]
-    """A stepwise campaign of 12 MATH-500 problems × 2 graded solutions, fully labeled by one labeler."""
+def math500_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory, member):  # type: ignore[no-untyped-def]
+    """A stepwise campaign of 12 MATH-500 problems × 2 graded solutions (imported), fully labeled by one labeler
+    through the labeling services."""
     from annotate.services.problems import import_problems, import_solutions
 
     problems, solutions = _solution_rows(shared_data / "math" / "math500.jsonl", 12)
@@ -76,8 +77,7 @@ def labeled_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory, ma
     import_problems(problem_file)
     campaign = campaign_factory("lab", name="MATH-500 lab")
     import_solutions(solution_file, campaign)
-    labeler = make_user("labeler1")
-    Membership.objects.create(campaign=campaign, user=labeler, role=Role.LABELER)
+    labeler = member(campaign, "labeler1")
     assert label_everything(campaign, labeler) == len(solutions)
     return campaign
 

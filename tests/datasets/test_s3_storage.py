@@ -108,9 +108,9 @@ def _get(client: Any, bucket: str, key: str) -> bytes:
     return client.get_object(Bucket=bucket, Key=key)["Body"].read()
 
 
-def test_a_version_is_written_to_the_bucket_as_recorded(labeled_campaign, s3, storage_dirs) -> None:
+def test_a_version_is_written_to_the_bucket_as_recorded(math500_campaign, s3, storage_dirs) -> None:
     client, bucket = s3
-    version = create_dataset_version(labeled_campaign)
+    version = create_dataset_version(math500_campaign)
     assert version is not None and version.status == DatasetVersion.Status.READY
     stored = _objects(client, bucket)
     assert stored == {info["name"]: info["bytes"] for info in version.files.values()}
@@ -119,15 +119,15 @@ def test_a_version_is_written_to_the_bucket_as_recorded(labeled_campaign, s3, st
         assert hashlib.sha256(_get(client, bucket, info["name"])).hexdigest() == info["sha256"], fmt
     assert not storage_dirs["media"].exists(), "nothing went to the local media folder"
     assert not any(storage_dirs["tmp"].iterdir()), "the temporary export folder is cleaned up"
-    assert create_dataset_version(labeled_campaign) is None, "unchanged labels: no second version"
+    assert create_dataset_version(math500_campaign) is None, "unchanged labels: no second version"
 
 
-def test_the_download_api_serves_the_bucket_bytes_whole_and_by_ranged_gets(labeled_campaign, s3, make_user) -> None:
+def test_the_download_api_serves_the_bucket_bytes_whole_and_by_ranged_gets(math500_campaign, s3, make_user) -> None:
     client, bucket = s3
-    version = create_dataset_version(labeled_campaign)
+    version = create_dataset_version(math500_campaign)
     assert version is not None
     researcher = make_user("researcher")
-    Membership.objects.create(campaign=labeled_campaign, user=researcher, role=Role.RESEARCHER)
+    Membership.objects.create(campaign=math500_campaign, user=researcher, role=Role.RESEARCHER)
     api = APIClient()
     api.force_login(researcher)
     ranges: list[bytes | None] = []  # the Range header of every GetObject the storage's client sends
@@ -153,10 +153,10 @@ def test_the_download_api_serves_the_bucket_bytes_whole_and_by_ranged_gets(label
 
 
 @pytest.mark.training
-def test_a_training_job_on_an_s3_version_gets_a_verified_local_copy_and_trains(labeled_campaign, s3,
+def test_a_training_job_on_an_s3_version_gets_a_verified_local_copy_and_trains(math500_campaign, s3,
                                                                                 settings) -> None:
     client, bucket = s3
-    version = create_dataset_version(labeled_campaign)
+    version = create_dataset_version(math500_campaign)
     assert version is not None
     job = start_training_job(TrainingRequest(kind=Kind.PRM, dataset_version=version,
                                              hyper={"max_steps": 2, "batch_size": 4, "max_length": 128}))
@@ -170,7 +170,7 @@ def test_a_training_job_on_an_s3_version_gets_a_verified_local_copy_and_trains(l
     assert hashlib.sha256(orm.read_bytes()).hexdigest() == version.files["outcome"]["sha256"]
     assert len(read_dataset(orm, "orm")) == 24
     without_counts = {fmt: {k: v for k, v in file.items() if k != "rows"} for fmt, file in version.files.items()}
-    assert labeled_solutions(DatasetVersion(campaign=labeled_campaign, files=without_counts)) == 24
+    assert labeled_solutions(DatasetVersion(campaign=math500_campaign, files=without_counts)) == 24
 
     # the trainer itself, on the job file the job records (2 CPU steps of the default MiniLM)
     run = subprocess.run([sys.executable, "-m", "rewards.training", "train", "--config",
@@ -189,29 +189,29 @@ def _snapshot_fails(campaign, storage_dirs: dict[str, Path], cause: str) -> None
     assert not any(storage_dirs["tmp"].iterdir())
 
 
-def test_a_missing_bucket_fails_clearly_registers_nothing_and_a_rerun_succeeds(labeled_campaign, s3, settings,
+def test_a_missing_bucket_fails_clearly_registers_nothing_and_a_rerun_succeeds(math500_campaign, s3, settings,
                                                                               storage_dirs, s3_endpoint) -> None:
     client, _ = s3
     missing = f"steplab-missing-{uuid.uuid4().hex[:8]}"
     _use_s3(settings, missing, s3_endpoint)
-    _snapshot_fails(labeled_campaign, storage_dirs, ".*NoSuchBucket")
+    _snapshot_fails(math500_campaign, storage_dirs, ".*NoSuchBucket")
 
     client.create_bucket(Bucket=missing)
-    version = create_dataset_version(labeled_campaign)
+    version = create_dataset_version(math500_campaign)
     assert version is not None and version.number == 1
     assert _objects(client, missing) == {info["name"]: info["bytes"] for info in version.files.values()}
 
 
-def test_an_unreachable_endpoint_fails_clearly_on_write_and_on_read(labeled_campaign, s3, settings, storage_dirs,
+def test_an_unreachable_endpoint_fails_clearly_on_write_and_on_read(math500_campaign, s3, settings, storage_dirs,
                                                                    s3_endpoint, monkeypatch) -> None:
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # fail at once rather than after boto3's retries
     _, bucket = s3
     down = f"http://127.0.0.1:{_free_port()}"  # nothing listens there: the endpoint is down
     _use_s3(settings, bucket, down)
-    _snapshot_fails(labeled_campaign, storage_dirs, "Could not connect to the endpoint URL")
+    _snapshot_fails(math500_campaign, storage_dirs, "Could not connect to the endpoint URL")
 
     _use_s3(settings, bucket, s3_endpoint)
-    version = create_dataset_version(labeled_campaign)
+    version = create_dataset_version(math500_campaign)
     assert version is not None
     _use_s3(settings, bucket, down)
     with pytest.raises(DatasetStorageError, match=r"could not read datasets/lab/\S+/trl-stepwise.jsonl from the "
@@ -220,9 +220,9 @@ def test_an_unreachable_endpoint_fails_clearly_on_write_and_on_read(labeled_camp
     assert not [p for p in (settings.STEPLAB_JOBS_ROOT / "datasets").rglob("*") if p.is_file()], "no partial copy"
 
 
-def test_a_copy_whose_bytes_differ_from_the_recorded_hash_is_refused(labeled_campaign, s3, settings) -> None:
+def test_a_copy_whose_bytes_differ_from_the_recorded_hash_is_refused(math500_campaign, s3, settings) -> None:
     client, bucket = s3
-    version = create_dataset_version(labeled_campaign)
+    version = create_dataset_version(math500_campaign)
     assert version is not None
     name = version.file_name("outcome")
     client.put_object(Bucket=bucket, Key=name, Body=_get(client, bucket, name).replace(b"true", b"fals"))

@@ -134,8 +134,8 @@ def test_auto_mode_and_card_counts_both_modes(phase1_campaign, storage_dirs, tmp
     assert len(_read(out)) == modes["chosen"]["rows"]
 
 
-def test_stepwise_campaign_without_alternatives_stays_on_the_chosen_path(labeled_campaign, storage_dirs) -> None:
-    version = create_dataset_version(labeled_campaign)
+def test_stepwise_campaign_without_alternatives_stays_on_the_chosen_path(math500_campaign, storage_dirs) -> None:
+    version = create_dataset_version(math500_campaign)
     assert version is not None and version.spec["steps"] == "chosen"
     modes = version.counts["step_modes"]
     assert modes["chosen"] == modes["alternatives"] and modes["chosen"]["rows"] == 24

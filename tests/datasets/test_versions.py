@@ -30,10 +30,10 @@ def _load(path: Path, kind: str):  # type: ignore[no-untyped-def]
     return datasets.load_dataset(kind, data_files=str(path), split="train", cache_dir=str(path.parent / ".hf"))
 
 
-def test_every_format_is_stored_hashed_and_loads_with_datasets(labeled_campaign, storage_dirs) -> None:
+def test_every_format_is_stored_hashed_and_loads_with_datasets(math500_campaign, storage_dirs) -> None:
     import datasets
 
-    version = create_dataset_version(labeled_campaign)
+    version = create_dataset_version(math500_campaign)
     assert version is not None and version.status == DatasetVersion.Status.READY and version.number == 1
     assert set(version.files) == set(DATA_FORMATS) | {"card"}
     for fmt, info in version.files.items():
@@ -75,12 +75,12 @@ def test_prm800k_rows_of_a_version_equal_the_genuine_input(prm800k_campaign, sha
     assert version.counts["rows"]["prm800k"] == 10
 
 
-def test_stepwise_file_is_trl_stepwise_supervision_and_steplab_trainer_reads_it(labeled_campaign, storage_dirs) -> None:
+def test_stepwise_file_is_trl_stepwise_supervision_and_steplab_trainer_reads_it(math500_campaign, storage_dirs) -> None:
     from trl.data_utils import get_dataset_column_names, is_conversational, maybe_apply_chat_template
 
     from rewards.training.data import read_dataset
 
-    version = create_dataset_version(labeled_campaign)
+    version = create_dataset_version(math500_campaign)
     assert version is not None
     path = storage_dirs["media"] / version.file_name("trl-stepwise")
     loaded = _load(path, "json")
@@ -96,8 +96,8 @@ def test_stepwise_file_is_trl_stepwise_supervision_and_steplab_trainer_reads_it(
     assert len(read_dataset(storage_dirs["media"] / version.file_name("outcome"), "orm")) == 24
 
 
-def test_split_is_by_problem_deterministic_and_seeded(labeled_campaign, storage_dirs) -> None:
-    first = create_dataset_version(labeled_campaign, options=ExportOptions(test_fraction=0.5, seed=1))
+def test_split_is_by_problem_deterministic_and_seeded(math500_campaign, storage_dirs) -> None:
+    first = create_dataset_version(math500_campaign, options=ExportOptions(test_fraction=0.5, seed=1))
     assert first is not None
     rows = [json.loads(line) for line in (storage_dirs["media"] / first.file_name("trl-stepwise")).open()]
     splits: dict[str, set[str]] = {}
@@ -107,33 +107,33 @@ def test_split_is_by_problem_deterministic_and_seeded(labeled_campaign, storage_
     assert {s for values in splits.values() for s in values} == {"train", "test"}
     counts = first.counts["split"]
     assert counts["train"]["problems"] + counts["test"]["problems"] == 12
-    again = create_dataset_version(labeled_campaign, options=ExportOptions(test_fraction=0.5, seed=1))
+    again = create_dataset_version(math500_campaign, options=ExportOptions(test_fraction=0.5, seed=1))
     assert again is None, "same labels and spec: no new version"
-    other_seed = create_dataset_version(labeled_campaign, options=ExportOptions(test_fraction=0.5, seed=2))
+    other_seed = create_dataset_version(math500_campaign, options=ExportOptions(test_fraction=0.5, seed=2))
     assert other_seed is not None and other_seed.number == 2
     moved = [json.loads(line) for line in (storage_dirs["media"] / other_seed.file_name("trl-stepwise")).open()]
     assert [r["split"] for r in moved] != [r["split"] for r in rows]
 
 
-def test_neutral_policy_is_recorded_and_applied(labeled_campaign, storage_dirs) -> None:
-    version = create_dataset_version(labeled_campaign, options=ExportOptions(neutral="negative"))
+def test_neutral_policy_is_recorded_and_applied(math500_campaign, storage_dirs) -> None:
+    version = create_dataset_version(math500_campaign, options=ExportOptions(neutral="negative"))
     assert version is not None and version.spec["neutral"] == "negative"
     rows = [json.loads(line) for line in (storage_dirs["media"] / version.file_name("trl-stepwise")).open()]
     pairs = [(rating, label) for row in rows for rating, label in zip(row["ratings"], row["labels"], strict=True)]
     assert (0, False) in pairs and (0, True) not in pairs and (1, True) in pairs
 
 
-def test_a_new_labeling_makes_a_new_version_and_the_card_counts_it(labeled_campaign, storage_dirs,
+def test_a_new_labeling_makes_a_new_version_and_the_card_counts_it(math500_campaign, storage_dirs,
                                                                     make_user) -> None:
-    first = create_dataset_version(labeled_campaign)
+    first = create_dataset_version(math500_campaign)
     assert first is not None
-    assert create_dataset_version(labeled_campaign) is None
-    labeled_campaign.overlap = 2
-    labeled_campaign.save()
+    assert create_dataset_version(math500_campaign) is None
+    math500_campaign.overlap = 2
+    math500_campaign.save()
     second_labeler = make_user("labeler2")
-    Membership.objects.create(campaign=labeled_campaign, user=second_labeler, role=Role.LABELER)
-    assert label_everything(labeled_campaign, second_labeler) == 24
-    second = create_dataset_version(labeled_campaign)
+    Membership.objects.create(campaign=math500_campaign, user=second_labeler, role=Role.LABELER)
+    assert label_everything(math500_campaign, second_labeler) == 24
+    second = create_dataset_version(math500_campaign)
     assert second is not None and second.number == 2 and second.content_sha256 != first.content_sha256
     assert second.counts["assignments"] == 48 and first.counts["assignments"] == 24
     assert second.folder != first.folder
@@ -145,7 +145,7 @@ def test_a_new_labeling_makes_a_new_version_and_the_card_counts_it(labeled_campa
     assert hashlib.sha256(path.read_bytes()).hexdigest() == first.files["prm800k"]["sha256"]
 
 
-def test_commands_snapshot_and_export(labeled_campaign, storage_dirs, tmp_path) -> None:
+def test_commands_snapshot_and_export(math500_campaign, storage_dirs, tmp_path) -> None:
     out = io.StringIO()
     call_command("snapshot_dataset", "--campaign", "lab", stdout=out)
     version = DatasetVersion.objects.get()
@@ -163,25 +163,25 @@ def test_commands_snapshot_and_export(labeled_campaign, storage_dirs, tmp_path) 
         call_command("snapshot_dataset", "--campaign", "nope")
 
 
-def test_beat_picks_campaigns_that_are_due_and_changed(labeled_campaign, storage_dirs, make_user) -> None:
+def test_beat_picks_campaigns_that_are_due_and_changed(math500_campaign, storage_dirs, make_user) -> None:
     from rewards.tasks import snapshot_due_datasets
 
-    assert campaigns_due() == [labeled_campaign]
-    version = create_dataset_version(labeled_campaign)
+    assert campaigns_due() == [math500_campaign]
+    version = create_dataset_version(math500_campaign)
     assert version is not None
     assert campaigns_due() == [], "interval not elapsed"
-    later = timezone.now() + timedelta(minutes=labeled_campaign.export_interval_minutes + 1)
+    later = timezone.now() + timedelta(minutes=math500_campaign.export_interval_minutes + 1)
     assert campaigns_due(later) == [], "elapsed but labels unchanged"
     edited = Assignment.objects.order_by("pk").first()
     edited.finish_reason_text = "edited by an admin"
     edited.save()  # bumps updated_at, as every service write does
-    assert campaigns_due(later) == [labeled_campaign]
-    labeled_campaign.is_active = False
-    labeled_campaign.save()
+    assert campaigns_due(later) == [math500_campaign]
+    math500_campaign.is_active = False
+    math500_campaign.save()
     assert campaigns_due(later) == [] and snapshot_due_datasets.run() == []
 
 
-@pytest.mark.parametrize("fixture", ["labeled_campaign", "prm800k_campaign"])
+@pytest.mark.parametrize("fixture", ["math500_campaign", "prm800k_campaign"])
 def test_the_shared_database_pass_writes_what_the_separate_exports_write(fixture, request, storage_dirs,
                                                                          tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A version's PRM800K and stepwise files come from one pass over the database; each must equal, byte for

@@ -3,7 +3,6 @@ redelivers the task (acks_late + reject_on_worker_lost) and the retried export h
 from __future__ import annotations
 
 import hashlib
-import time
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,8 @@ import pytest
 from annotate.prm800k import import_prm800k
 from rewards.exports import export_campaign
 from rewards.models import DatasetVersion
-
 from tests.conftest import kill_pool_process
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -34,21 +33,13 @@ def test_sigkill_mid_export_leaves_no_version_and_the_retry_has_the_same_hashes(
                             skip_invalid=True)  # 49 rows have the non-PRM800K reason give_up_or_unknown
 
     snapshot_dataset_task.apply_async(args=[campaign.pk], queue=queue)
-    deadline, killed = time.time() + 60, None
-    while time.time() < deadline and killed is None:
-        partial = [p for p in storage_dirs["tmp"].glob("export-*/.*.partial") if p.stat().st_size > 0]
-        if partial:
-            killed = kill_pool_process(process)
-            assert not DatasetVersion.objects.exists(), "killed mid-export: nothing may be visible yet"
-        time.sleep(0.005)
-    assert killed is not None, f"the export never started: {log.read_text()[-3000:]}"
+    wait_for(lambda: [p for p in storage_dirs["tmp"].glob("export-*/.*.partial") if p.stat().st_size > 0],
+             timeout=60, every=0.005, what=lambda: f"the export to start: {log.read_text()[-3000:]}")
+    kill_pool_process(process)
+    assert not DatasetVersion.objects.exists(), "killed mid-export: nothing may be visible yet"
 
-    version = None
-    deadline = time.time() + 180
-    while time.time() < deadline and version is None:
-        version = DatasetVersion.objects.filter(campaign=campaign).first()
-        time.sleep(0.2)
-    assert version is not None, f"the redelivered task did not finish: {log.read_text()[-3000:]}"
+    version = wait_for(lambda: DatasetVersion.objects.filter(campaign=campaign).first(), timeout=180, every=0.2,
+                       what=lambda: f"the redelivered task to finish: {log.read_text()[-3000:]}")
     assert "WorkerLostError" in log.read_text() or "signal 9" in log.read_text()
     assert DatasetVersion.objects.count() == 1 and version.status == DatasetVersion.Status.READY
     for fmt, info in version.files.items():

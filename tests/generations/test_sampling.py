@@ -119,22 +119,13 @@ def test_unusable_sampler_output_fails_with_the_line(hand_pool: HandPool, jobs_r
         register_pool(job)
 
 
-@pytest.mark.parametrize("who, status", [("admin", 302), ("staff", 302), ("researcher", 403), ("labeler", 403),
-                                         ("outsider", 403), ("other", 404)])
-def test_dashboard_form_starts_a_job_for_admins_only(client, make_user, hand_pool: HandPool, jobs_root: Path,
+@pytest.mark.parametrize("who, status", [("owner", 302), ("staff", 302), ("researcher", 403), ("labeler", 403),
+                                         ("outsider", 403), ("other_admin", 404)])
+def test_dashboard_form_starts_a_job_for_admins_only(client, personas, hand_pool: HandPool, jobs_root: Path,
                                                      django_capture_on_commit_callbacks, who: str, status: int) -> None:  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role
     from rewards.jobs.models import SamplingJob
 
-    user = make_user(who, is_staff=who == "staff")
-    if who in ("admin", "researcher", "labeler"):
-        Membership.objects.create(campaign=hand_pool.campaign, user=user, role=who)
-    if who == "other":
-        from annotate.models import Campaign
-
-        Membership.objects.create(campaign=Campaign.objects.create(slug="elsewhere", name="x"), user=user,
-                                  role=Role.ADMIN)
-    client.force_login(user)
+    client.force_login(personas(hand_pool.campaign)[who])
     url = f"/models/dashboard/{hand_pool.campaign.slug}/sampling/start/"
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post(url, {"n": "2", "temperature": "0.9", "max_new_tokens": "64", "config": '{"limit": 1}'})

@@ -9,20 +9,13 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def users(make_user, hand_pool, campaign_factory):  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role
-
-    made = {name: make_user(name) for name in ("admin", "researcher", "labeler", "outsider", "other")}
-    made["staff"] = make_user("staff", is_staff=True)
-    for name, role in (("admin", Role.ADMIN), ("researcher", Role.RESEARCHER), ("labeler", Role.LABELER)):
-        Membership.objects.create(campaign=hand_pool.campaign, user=made[name], role=role)
-    Membership.objects.create(campaign=campaign_factory("other-campaign"), user=made["other"], role=Role.ADMIN)
-    return made
+def users(personas, hand_pool):  # type: ignore[no-untyped-def]
+    return personas(hand_pool.campaign)
 
 
 @pytest.mark.parametrize("who, button, api_post, api_get", [
-    ("staff", 302, 201, 200), ("admin", 302, 201, 200), ("researcher", 403, 403, 200),
-    ("labeler", 403, 404, 404), ("outsider", 403, 404, 404), ("other", 404, 404, 404),
+    ("staff", 302, 201, 200), ("owner", 302, 201, 200), ("researcher", 403, 403, 200),
+    ("labeler", 403, 404, 404), ("outsider", 403, 404, 404), ("other_admin", 404, 404, 404),
 ])
 def test_only_admins_and_staff_start_generations(client, users, hand_pool, who, button, api_post, api_get) -> None:  # type: ignore[no-untyped-def]
     from rewards.jobs.models import Generation
@@ -54,8 +47,8 @@ def test_anonymous_and_tokens(client, users, hand_pool) -> None:  # type: ignore
     url = f"/models/api/campaigns/{hand_pool.campaign.slug}/generations/"
     assert client.post(url, {"strategy": "random", "batch_size": 1}, content_type="application/json").status_code == 401
     assert client.post(f"/models/dashboard/{hand_pool.campaign.slug}/generations/start/").status_code == 302  # login
-    _, read = create_token(users["admin"], name="read", scope="read")
-    _, write = create_token(users["admin"], name="write", scope="write")
+    _, read = create_token(users["owner"], name="read", scope="read")
+    _, write = create_token(users["owner"], name="write", scope="write")
     body = {"strategy": "random", "batch_size": 1}
     assert client.post(url, body, content_type="application/json",
                        HTTP_AUTHORIZATION=f"Bearer {read}").status_code == 403
@@ -68,7 +61,7 @@ def test_anonymous_and_tokens(client, users, hand_pool) -> None:  # type: ignore
 
 def test_bad_input_names_the_field(client, users, hand_pool) -> None:  # type: ignore[no-untyped-def]
     slug = hand_pool.campaign.slug
-    client.force_login(users["admin"])
+    client.force_login(users["owner"])
     url = f"/models/api/campaigns/{slug}/generations/"
     bad = client.post(url, {"strategy": "mixed", "batch_size": 4, "config": {"convincing_share": 2}},
                       content_type="application/json")

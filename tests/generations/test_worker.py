@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.generations.conftest import FAST_HYPER
+from tests.conftest import FAST_HYPER
 
 pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
 

@@ -14,14 +14,14 @@ from typing import Any, Callable
 from urllib.parse import quote, urlsplit
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from annotate.models import Assignment, Campaign, Completion, ImportJob, Membership, Problem, Role, Solution, Step
+from annotate.models import Assignment, Campaign, Completion, ImportJob, Problem, Role, Solution, Step
 from rewards.jobs.models import TrainingJob
 from rewards.models import DatasetVersion
 from rewards.services.tokens import create_token
+from tests.factories import PASSWORD
 
 ROLES = ("anonymous", "labeler_in", "labeler_out", "researcher", "admin", "staff")
 REFUSED = {401, 403, 404}
@@ -206,17 +206,14 @@ def test_every_url_has_a_rule() -> None:
 
 
 @pytest.fixture
-def world(db, tmp_path, settings) -> World:  # type: ignore[no-untyped-def]
+def world(db, tmp_path, settings, campaign_factory, personas) -> World:  # type: ignore[no-untyped-def]
     settings.MEDIA_ROOT = str(tmp_path)
     settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"  # a sampling job started by the matrix writes its files here
-    User = get_user_model()
-    users = {role: User.objects.create_user(role, password="pw-Steplab-1") for role in ROLES[1:-1]}
-    users["staff"] = User.objects.create_superuser("staff", "staff@example.org", "pw-Steplab-1")
-    a = Campaign.objects.create(slug="a", name="A")
-    b = Campaign.objects.create(slug="b", name="B")
-    for role, campaign, membership in (("labeler_in", a, Role.LABELER), ("labeler_out", b, Role.LABELER),
-                                       ("researcher", a, Role.RESEARCHER), ("admin", a, Role.ADMIN)):
-        Membership.objects.create(campaign=campaign, user=users[role], role=membership, passed_screening=True)
+    a = campaign_factory("a", name="A")
+    people = personas(a, elsewhere=campaign_factory("b", name="B"), outsider_role=Role.LABELER,
+                      membership={"passed_screening": True}, superuser=True)
+    users = {"labeler_in": people.labeler, "labeler_out": people.outsider, "researcher": people.researcher,
+             "admin": people.owner, "staff": people.staff}
     problem = Problem.objects.create(campaign=a, text="What is $1+1$?", answer="2")
     solution = Solution.objects.create(campaign=a, problem=problem)
     for index in range(2):
@@ -317,7 +314,7 @@ def test_login_and_logout_ignore_an_off_site_next(world: World) -> None:
     client = Client()
     for target in OFF_SITE:
         response = client.post(f"/accounts/login/?next={quote(target)}",
-                               {"username": "labeler_in", "password": "pw-Steplab-1", "next": target})
+                               {"username": world.users["labeler_in"].username, "password": PASSWORD, "next": target})
         assert response.status_code == 302 and urlsplit(response["Location"]).netloc == "", target
         response = client.post(f"/accounts/logout/?next={quote(target)}", {"next": target})
         assert urlsplit(response.get("Location", "")).netloc == "", target

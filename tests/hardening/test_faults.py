@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from django.db import connection
 
 from annotate.models import Assignment, Completion, Membership, Problem, Rating, Role, Solution, Step
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
@@ -28,12 +28,7 @@ def _need_root_and(tool: str) -> None:
 
 
 def _wait(check, seconds: float = 30) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if check():
-            return
-        time.sleep(0.3)
-    raise AssertionError("service did not come back")
+    wait_for(check, timeout=seconds, every=0.3, what="the service to come back")
 
 
 def _pg(action: str) -> None:
@@ -153,9 +148,7 @@ def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery
         _wait(_redis_up)
     assert dispatch_pending_imports(older_than=timedelta(0)) == [job.pk]
     assert enqueue_undispatched(older_than_s=0) == {"TrainingJob": [training.pk]}
-    deadline = time.time() + 120
-    while time.time() < deadline and not ImportJob.objects.get(pk=job.pk).is_finished:
-        time.sleep(0.5)
+    wait_for(lambda: ImportJob.objects.get(pk=job.pk).is_finished, timeout=120, what="the dispatched import")
     job.refresh_from_db()
     assert job.status == "succeeded" and job.imported == 5, (job.status, job.error)
     assert dispatch_pending_imports(older_than=timedelta(0)) == [], "sent once"

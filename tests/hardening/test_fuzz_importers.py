@@ -1,15 +1,22 @@
 """Property-based bad input for every importer's row parser: a row is accepted or rejected naming a field —
-never another exception. Then the size limits: 10,000 steps and 1 MB steps are accepted, one more is refused."""
+never another exception; generated valid rows are accepted and each one-field corruption of them is rejected
+with its file, line and field. Then the size limits: 10,000 steps and 1 MB steps are accepted, one more is
+refused."""
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from annotate.prm800k import parse_row
-from annotate.services.importing import RowError, iter_json_lines
+from annotate.services.importing import ImportReport, RowError, iter_json_lines, validate_file
 from annotate.services.problems import make_solution_parser, parse_problem
 
 JSON = st.recursive(
@@ -65,6 +72,208 @@ def test_problem_rows(value) -> None:  # type: ignore[no-untyped-def]
                                         "provenance"]), JSON | st.lists(st.text(max_size=5), max_size=3)) | JSON)
 def test_solution_rows(value) -> None:  # type: ignore[no-untyped-def]
     _accepts_or_names_field(make_solution_parser("auto"), value)
+
+
+# --- valid rows, and invalid ones made from them -------------------------------------------------------------
+# A parser that accepted everything would pass the tests above; these know which lines are valid. Each invalid
+# line is a valid row with one mutation whose field is known, so the import must reject exactly those lines,
+# naming file, line and field, and accept every other.
+
+TEXT = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=20)  # storable: no NUL, no surrogate
+WORDS = TEXT.map(lambda text: f"w {text}")  # never blank
+_DROP = object()  # a value for _set: remove the key
+Mutation = Callable[[dict[str, Any], st.DrawFn], tuple[Any, str]]
+
+
+def _set(row: dict[str, Any], path: list[Any], value: Any) -> dict[str, Any]:
+    """A deep copy of ``row`` with the value at ``path`` replaced (``_DROP``: removed)."""
+    row = copy.deepcopy(row)
+    *parents, last = path
+    target = row
+    for key in parents:
+        target = target[key]
+    if value is _DROP:
+        del target[last]
+    else:
+        target[last] = value
+    return row
+
+
+
+@st.composite
+def _valid_problem(draw: st.DrawFn) -> dict[str, Any]:
+    row: dict[str, Any] = {"problem": draw(WORDS)}
+    optional = {"answer": TEXT, "solution": TEXT, "subject": TEXT, "unique_id": TEXT,
+                "level": st.integers(1, 5) | st.sampled_from(["Level 3", "level 5", "Level ?", "4"])}
+    for key, strategy in optional.items():
+        if draw(st.booleans()):
+            row[key] = draw(strategy)
+    return row
+
+
+PROBLEM_MUTATIONS: list[Mutation] = [
+    lambda row, draw: (_set(row, ["problem"], _DROP), "problem"),
+    lambda row, draw: (_set(row, ["problem"], draw(st.sampled_from(["", "   ", 7, ["p"], {"p": 1}, True]))),
+                       "problem"),
+    lambda row, draw: (_set(row, ["answer"], draw(st.sampled_from([7, 1.5, ["2"], False]))), "answer"),
+    lambda row, draw: (_set(row, ["level"], draw(st.sampled_from(["hard", "Level", True, 2.5, [3]]))), "level"),
+    lambda row, draw: (_set(row, ["unique_id"], "u" * 201), "unique_id"),
+    lambda row, draw: (_set(row, ["subject"], "s" * 101), "subject"),
+    lambda row, draw: ([row], ""),  # not an object
+]
+
+
+@st.composite
+def _valid_solution(draw: st.DrawFn) -> dict[str, Any]:
+    steps = draw(st.lists(WORDS | st.lists(WORDS, min_size=1, max_size=3), min_size=1, max_size=4))
+    row: dict[str, Any] = draw(st.sampled_from([{"problem_id": "p-1"}, {"problem": "What is 1+1?"},
+                                                {"problem_id": "p-2", "problem": "What is 2+2?"}]))
+    row["steps"] = steps
+    optional = {"answer": TEXT, "verifier_score": st.floats(-10, 10, allow_nan=False) | st.integers(-3, 3),
+                "sample_index": st.integers(0, 100), "generation": st.integers(-1, 5),
+                "gold_first_error": st.integers(-1, len(steps) - 1), "is_quality_control": st.booleans(),
+                "is_screening": st.booleans(), "provenance": st.dictionaries(WORDS, TEXT, max_size=2),
+                "generator": TEXT}
+    for key, strategy in optional.items():
+        if draw(st.booleans()):
+            row[key] = draw(strategy)
+    return row
+
+
+def _bad_step(row: dict[str, Any], draw: st.DrawFn) -> tuple[Any, str]:
+    index = draw(st.integers(0, len(row["steps"]) - 1))
+    return _set(row, ["steps", index], draw(st.sampled_from(["", "  ", 5, [], ["a", ""]]))), f"steps[{index}]"
+
+
+def _bad_value(row: dict[str, Any], draw: st.DrawFn, keys: list[str], values: list[Any]) -> tuple[Any, str]:
+    """One of the top-level ``keys`` set to one of ``values``."""
+    key = draw(st.sampled_from(keys))
+    return _set(row, [key], draw(st.sampled_from(values))), key
+
+
+SOLUTION_MUTATIONS: list[Mutation] = [
+    lambda row, draw: (_set(_set(row, ["problem_id"], None), ["problem"], None), "problem_id"),
+    lambda row, draw: (_set(row, ["problem_id"], draw(st.sampled_from([5, ["p"], True]))), "problem_id"),
+    lambda row, draw: (_set(row, ["answer"], draw(st.sampled_from([5, ["4"], {}]))), "answer"),
+    lambda row, draw: (_set(row, ["steps"], draw(st.sampled_from([[], "one step", {"0": "a"}, 3]))), "steps"),
+    _bad_step,
+    lambda row, draw: (_set(row, ["steps"], _DROP), "solution"),
+    lambda row, draw: (_set(row, ["verifier_score"], draw(st.sampled_from(["high", True, [1.0]]))),
+                       "verifier_score"),
+    lambda row, draw: _bad_value(row, draw, ["sample_index", "generation", "gold_first_error"], [1.5, "3", True]),
+    lambda row, draw: (_set(row, ["gold_first_error"], draw(st.sampled_from([len(row["steps"]), -2]))),
+                       "gold_first_error"),
+    lambda row, draw: _bad_value(row, draw, ["is_quality_control", "is_screening"], [1, "yes", None]),
+    lambda row, draw: (_set(row, ["provenance"], draw(st.sampled_from([[], "x", 1]))), "provenance"),
+    lambda row, draw: ("just text", ""),  # not an object
+]
+
+
+@st.composite
+def _valid_prm800k(draw: st.DrawFn) -> dict[str, Any]:
+    """A stepwise pass: one completion per step, rated 0 or +1, the last one possibly −1 (stop at first error)."""
+    ratings = draw(st.lists(st.sampled_from([0, 1]), max_size=4)) + draw(st.sampled_from([[], [-1]]))
+    steps = [{"completions": [{"text": draw(TEXT), "rating": rating, "flagged": draw(st.none() | st.booleans())}],
+              "human_completion": None, "chosen_completion": draw(st.sampled_from([None, 0]))} for rating in ratings]
+    label = {"steps": steps, "total_time": draw(st.none() | st.integers(0, 10**9)),
+             "finish_reason": draw(st.sampled_from([None, "solution", "found_error", "give_up"]))}
+    question = {"problem": draw(WORDS), "ground_truth_answer": draw(st.none() | TEXT)}
+    row: dict[str, Any] = {"question": question, "label": label}
+    optional = {"labeler": st.none() | TEXT, "timestamp": st.none() | TEXT, "generation": st.integers(-1, 10),
+                "is_quality_control_question": st.booleans(), "is_initial_screening_question": st.booleans()}
+    for key, strategy in optional.items():
+        if draw(st.booleans()):
+            row[key] = draw(strategy)
+    return row
+
+
+def _prm_step(row: dict[str, Any], draw: st.DrawFn) -> int | None:
+    steps = row["label"]["steps"]
+    return draw(st.integers(0, len(steps) - 1)) if steps else None
+
+
+def _mutate_step(row: dict[str, Any], draw: st.DrawFn, path: list[Any], values: list[Any],
+                 field: str) -> tuple[Any, str]:
+    """Mutate ``label.steps[i]`` at ``path``; a row without steps gets an invalid ``label.steps`` instead."""
+    index = _prm_step(row, draw)
+    if index is None:
+        return _set(row, ["label", "steps"], "no steps"), "label.steps"
+    return _set(row, ["label", "steps", index, *path], draw(st.sampled_from(values))), \
+        f"label.steps[{index}]{field}"
+
+
+PRM800K_MUTATIONS: list[Mutation] = [
+    lambda row, draw: _bad_value(row, draw, ["question", "label"], [_DROP]),
+    lambda row, draw: (_set(row, ["question", "problem"], draw(st.sampled_from([_DROP, 7, None]))),
+                       "question.problem"),
+    lambda row, draw: (_set(row, ["question", "problem"], "  "), "question.problem"),
+    lambda row, draw: (_set(row, ["label", "steps"], draw(st.sampled_from([_DROP, "x", {}]))), "label.steps"),
+    lambda row, draw: (_set(row, ["label", "finish_reason"], draw(st.sampled_from(["x", 1]))),
+                       "label.finish_reason"),
+    lambda row, draw: (_set(row, ["label", "total_time"], draw(st.sampled_from([-1, 2**63, "1", 1.5]))),
+                       "label.total_time"),
+    lambda row, draw: (_set(row, ["generation"], draw(st.sampled_from([2**31, -2**31 - 1, "1", 1.5]))),
+                       "generation"),
+    lambda row, draw: (_set(row, ["timestamp"], draw(st.sampled_from(["t" * 65, 5]))), "timestamp"),
+    lambda row, draw: (_set(row, ["is_quality_control_question"], draw(st.sampled_from([None, 1, "no"]))),
+                       "is_quality_control_question"),
+    lambda row, draw: _mutate_step(row, draw, ["extra"], [1, None], ".extra"),
+    lambda row, draw: _mutate_step(row, draw, ["human_completion"], [_DROP, 5, [1]], ".human_completion"),
+    lambda row, draw: _mutate_step(row, draw, ["chosen_completion"], [1, -1, "0"], ".chosen_completion"),
+    lambda row, draw: _mutate_step(row, draw, ["completions", 0, "flagged"], [_DROP, 1, "yes"],
+                                   ".completions[0].flagged"),
+    lambda row, draw: _mutate_step(row, draw, ["completions", 0, "rating"], [2, -2, 0.5, "1", True, _DROP],
+                                   ".completions[0].rating"),
+    lambda row, draw: _mutate_step(row, draw, ["completions", 0, "text"], [_DROP, 3, None],
+                                   ".completions[0].text"),
+    lambda row, draw: (7, ""),  # not an object
+]
+
+
+def _lines(valid: st.SearchStrategy[dict[str, Any]], mutations: list[Mutation]) -> st.SearchStrategy[Any]:
+    """Lists of (row, None) for a valid row, or (row, field) for an invalid one that must be rejected at field."""
+
+    @st.composite
+    def line(draw: st.DrawFn) -> tuple[Any, str | None]:
+        row = draw(valid)
+        if draw(st.booleans()):
+            return row, None
+        mutate = draw(st.sampled_from(mutations))
+        return mutate(row, draw)
+
+    return st.lists(line(), min_size=1, max_size=6)
+
+
+def _rejects_exactly_the_invalid_lines(tmp_path_factory: pytest.TempPathFactory, parse: Callable[[Any], Any],
+                                       lines: list[tuple[Any, str | None]]) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "rows.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row, _ in lines), encoding="utf-8")
+    report = ImportReport(file="rows.jsonl")
+    valid = validate_file(path, parse, report)
+    expected = [(number, field) for number, (_, field) in enumerate(lines, start=1) if field is not None]
+    assert [(item.line, item.field) for item in report.rejected] == expected, [str(r) for r in report.rejected]
+    assert valid == len(lines) - len(expected)
+    for item in report.rejected:
+        named = f"rows.jsonl:{item.line}: " + (f"field '{item.field}': " if item.field else "")
+        assert str(item).startswith(named) and item.message, str(item)
+
+
+@hyp_settings(max_examples=200, deadline=None)
+@given(lines=_lines(_valid_problem(), PROBLEM_MUTATIONS))
+def test_problem_files_reject_exactly_the_invalid_lines(tmp_path_factory, lines) -> None:  # type: ignore[no-untyped-def]
+    _rejects_exactly_the_invalid_lines(tmp_path_factory, parse_problem, lines)
+
+
+@hyp_settings(max_examples=200, deadline=None)
+@given(lines=_lines(_valid_solution(), SOLUTION_MUTATIONS))
+def test_solution_files_reject_exactly_the_invalid_lines(tmp_path_factory, lines) -> None:  # type: ignore[no-untyped-def]
+    _rejects_exactly_the_invalid_lines(tmp_path_factory, make_solution_parser("auto"), lines)
+
+
+@hyp_settings(max_examples=300, deadline=None)
+@given(lines=_lines(_valid_prm800k(), PRM800K_MUTATIONS))
+def test_prm800k_files_reject_exactly_the_invalid_lines(tmp_path_factory, lines) -> None:  # type: ignore[no-untyped-def]
+    _rejects_exactly_the_invalid_lines(tmp_path_factory, parse_row, lines)
 
 
 def _row_with_steps(count: int, text: str = "x") -> dict:

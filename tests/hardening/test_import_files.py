@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from annotate.models import ImportJob, ImportJobStatus, ImportKind
 from annotate.services.campaigns import sweep_import_files
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DEEP = 50_000
@@ -42,13 +43,9 @@ def _upload(client, slug: str, content: bytes) -> ImportJob:  # type: ignore[no-
 
 
 def _wait(job: ImportJob, timeout: float = 60) -> ImportJob:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        job.refresh_from_db()
-        if job.is_finished and not job.file.name:
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"import job {job.pk}: {job.status}, file {job.file.name!r} after {timeout} s")
+    """Until the job has finished and its upload is gone."""
+    return wait_for(lambda: job.refresh_from_db() or (job.is_finished and not job.file.name and job),
+                    timeout=timeout, every=0.2, what=f"import job {job.pk} to finish and delete its upload")
 
 
 def test_the_upload_is_deleted_when_the_job_succeeds_or_fails(celery_worker_process, campaign_factory, client,  # type: ignore[no-untyped-def]

@@ -3,7 +3,6 @@ import is visible, the job does not stay "running", and Celery's redelivery (ack
 imports the file exactly once."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from django.core.files.base import ContentFile
 
 from annotate.models import Assignment, ImportJob, ImportJobStatus, ImportKind, Rating, Solution
 from tests.conftest import kill_pool_process
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 COPIES = 6  # the 900 phase-1 rows six times over: an import that runs for seconds, long enough to be killed
@@ -28,19 +28,17 @@ def test_sigkill_mid_import_commits_nothing_and_the_redelivery_imports_once(
     job.file.save("phase1x6.jsonl", ContentFile(rows * COPIES), save=True)
 
     run_import_job_task.apply_async(args=[job.pk], queue=queue)
-    deadline, killed = time.time() + 120, None
-    while time.time() < deadline and killed is None:
+    def writing() -> bool:
         current = ImportJob.objects.get(pk=job.pk)
         assert current.status != ImportJobStatus.SUCCEEDED, "the import finished before it could be killed"
-        if current.phase == "import" and current.progress > 0.6:  # rows are being written in its transaction
-            killed = kill_pool_process(process)
-        time.sleep(0.01)
-    assert killed is not None, f"the import never reached its write phase: {log.read_text()[-3000:]}"
+        return current.phase == "import" and current.progress > 0.6  # rows are being written in its transaction
+
+    wait_for(writing, timeout=120, every=0.01, what=lambda: f"the import's write phase: {log.read_text()[-3000:]}")
+    kill_pool_process(process)
     assert not Solution.objects.filter(campaign=campaign).exists(), "killed mid-import: nothing may be visible"
 
-    deadline = time.time() + 180
-    while time.time() < deadline and not ImportJob.objects.get(pk=job.pk).is_finished:
-        time.sleep(0.2)
+    wait_for(lambda: ImportJob.objects.get(pk=job.pk).is_finished, timeout=180, every=0.2,
+             what=lambda: f"the redelivered import: {log.read_text()[-3000:]}")
     job.refresh_from_db()
     assert "WorkerLostError" in log.read_text() or "signal 9" in log.read_text()
     assert job.status == ImportJobStatus.SUCCEEDED, f"job {job.status}: {job.error} {log.read_text()[-3000:]}"

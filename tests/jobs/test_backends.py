@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
 
 from rewards.jobs.backends import BackendError, KubernetesBackend, Launch, LocalBackend, SlurmBackend, script_body
+from tests.waiting import wait_for
 
 
 class Recorder:
@@ -178,6 +178,10 @@ def test_kubernetes_schema_check_catches_a_wrong_manifest(tmp_path: Path, settin
         kubernetes_validate.validate(manifest, version, strict=True)
 
 
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
 def test_local_backend_runs_for_real_and_keeps_stderr(tmp_path: Path) -> None:
     backend = LocalBackend()
     launch = Launch(name="t", work_dir=tmp_path / "w", commands=[
@@ -185,9 +189,8 @@ def test_local_backend_runs_for_real_and_keeps_stderr(tmp_path: Path) -> None:
         [sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"],
         [sys.executable, "-c", "print('never')"]])
     pid = backend.submit(launch)
-    deadline = time.time() + 30
-    while (result := backend.poll(launch, pid)).state == "running" and time.time() < deadline:
-        time.sleep(0.1)
+    result = wait_for(lambda: (polled := backend.poll(launch, pid)).state != "running" and polled, timeout=30,
+                      every=0.1, what="the local job to end")
     assert (result.state, result.exit_code) == ("failed", 3)
     assert (launch.work_dir / "stdout.log").read_text() == "first\n"
     assert (launch.work_dir / "stderr.log").read_text() == "boom\n"
@@ -198,15 +201,19 @@ def test_local_cancel_stops_its_own_group_and_never_a_stranger_with_the_recorded
     backend = LocalBackend()
     stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
-        launch = Launch(name="t", work_dir=tmp_path / "w", commands=[["sleep", "60"]])
+        launch = Launch(name="t", work_dir=tmp_path / "w", commands=[
+            [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]])
         backend.write_script(launch)
         backend.cancel(launch, str(stranger.pid))  # as if the job's recorded pid now belonged to it
-        time.sleep(0.2)
-        assert stranger.poll() is None
         own = backend.submit(launch)
-        time.sleep(0.5)
+        wait_for(lambda: "started" in _read(launch.work_dir / "stdout.log"), timeout=30, every=0.05,
+                 what="the job's command to start")
         backend.cancel(launch, own)
         assert backend.poll(launch, own).state != "running"
+        # What proves the stranger was never signalled: cancel signals synchronously (killpg) before it returns,
+        # and the job's own group, signalled later by the same call, is already gone; a signal sent to the
+        # stranger by the first cancel would have ended it by now.
+        assert stranger.poll() is None
     finally:
         stranger.kill()
         stranger.wait()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tests.jobs.conftest import FAST_HYPER
+from tests.conftest import FAST_HYPER
 
 pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
 

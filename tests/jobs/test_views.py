@@ -9,23 +9,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.jobs.conftest import FAST_HYPER
+from tests.conftest import FAST_HYPER
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def users(make_user, labeled_campaign, campaign_factory):  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role
-
-    made = {name: make_user(name) for name in ("admin", "researcher", "labeler", "outsider", "other")}
-    made["staff"] = make_user("staff", is_staff=True)
-    Membership.objects.create(campaign=labeled_campaign, user=made["admin"], role=Role.ADMIN)
-    Membership.objects.create(campaign=labeled_campaign, user=made["researcher"], role=Role.RESEARCHER)
-    Membership.objects.create(campaign=labeled_campaign, user=made["labeler"], role=Role.LABELER)
-    other = campaign_factory("other-campaign")
-    Membership.objects.create(campaign=other, user=made["other"], role=Role.ADMIN)
-    return made
+def users(personas, graded_campaign):  # type: ignore[no-untyped-def]
+    return personas(graded_campaign)
 
 
 def _job(dataset_version):  # type: ignore[no-untyped-def]
@@ -35,8 +26,8 @@ def _job(dataset_version):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("who, index, job_page, dashboard", [
-    ("staff", 200, 200, 200), ("admin", 200, 200, 200), ("researcher", 200, 200, 200),
-    ("labeler", 403, 404, 403), ("outsider", 403, 404, 403), ("other", 200, 404, 404),
+    ("staff", 200, 200, 200), ("owner", 200, 200, 200), ("researcher", 200, 200, 200),
+    ("labeler", 403, 404, 403), ("outsider", 403, 404, 403), ("other_admin", 200, 404, 404),
 ])
 def test_access_matrix(client, users, dataset_version, who, index, job_page, dashboard) -> None:  # type: ignore[no-untyped-def]
     job = _job(dataset_version)
@@ -55,7 +46,7 @@ def test_anonymous_is_sent_to_login(client, dataset_version) -> None:  # type: i
 
 def test_other_campaigns_jobs_are_not_listed(client, users, dataset_version) -> None:  # type: ignore[no-untyped-def]
     job = _job(dataset_version)
-    client.force_login(users["other"])
+    client.force_login(users["other_admin"])
     assert f'data-job="{job.pk}"' not in client.get("/models/").content.decode()
     client.force_login(users["researcher"])
     assert f'data-job="{job.pk}"' in client.get("/models/").content.decode()
@@ -85,7 +76,7 @@ def test_bad_input_names_the_field(client, users, dataset_version) -> None:  # t
     from rewards.jobs.models import TrainingJob
     from rewards.jobs.services.training import JobInputError, TrainingRequest, start_training_job
 
-    client.force_login(users["admin"])
+    client.force_login(users["owner"])
     response = client.post("/models/jobs/new/", {"dataset_version": dataset_version.pk, "kind": "prm",
                                                  "base_model": "nope", "backend": "local", "max_length": 8})
     assert response.status_code == 400
@@ -202,7 +193,7 @@ def test_dashboard_query_count_is_flat(client, users, scored_pool) -> None:  # t
 def test_figure_downloads(client, users, scored_pool) -> None:  # type: ignore[no-untyped-def]
     pool, _ = scored_pool
     _runs(scored_pool, 1)
-    client.force_login(users["admin"])
+    client.force_login(users["owner"])
     slug = pool.campaign.slug
     page = client.get(f"/models/dashboard/{slug}/").content.decode()
     for name in ("best-of-n", "step-metrics", "data-efficiency", "history"):
@@ -216,5 +207,5 @@ def test_figure_downloads(client, users, scored_pool) -> None:  # type: ignore[n
     steps = client.get(f"/models/dashboard/{slug}/figures/step-metrics.json").json()["rows"]
     assert steps[0]["processbench_f1"] == 0.615
     assert client.get(f"/models/dashboard/{slug}/figures/nope.json").status_code == 404
-    client.force_login(users["other"])
+    client.force_login(users["other_admin"])
     assert client.get(f"/models/dashboard/{slug}/figures/best-of-n.json").status_code == 404

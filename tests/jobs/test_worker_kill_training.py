@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from tests.conftest import kill_pool_process
-from tests.jobs.conftest import FAST_HYPER
+from tests.conftest import FAST_HYPER, kill_pool_process
 
 pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
 LONG_HYPER = {**FAST_HYPER, "max_steps": 5000}  # minutes of CPU training: it is killed long before the end

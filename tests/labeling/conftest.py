@@ -1,43 +1,15 @@
-"""Labeling fixtures: campaigns with real-looking solutions, labelers, and a headless Chromium."""
+"""Labeling fixtures: the first MATH-500 rows, and a headless Chromium.
+
+Solutions with given step texts are ``tests.factories.solution_with_steps``; members are the ``member`` fixture
+of tests/conftest.py.
+"""
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-
-from annotate.models import Campaign, Completion, Membership, Problem, Role, Solution, Step
-
-PASSWORD = "pw-Steplab-1"
-
-
-def add_solution(campaign: Campaign, steps: list[str] | list[list[str]], *, problem_text: str | None = None,
-                 answer: str = "12", **fields: Any) -> Solution:
-    """A solution whose steps are given as texts (stepwise) or lists of candidate texts (conversational)."""
-    text = problem_text or f"Problem {Problem.objects.count() + 1}: what is $3 \\times 4$?"
-    problem = Problem.objects.create(text=text, answer=answer)
-    solution = Solution.objects.create(campaign=campaign, problem=problem, **fields)
-    for index, step_texts in enumerate(steps):
-        step = Step.objects.create(solution=solution, index=index)
-        for position, completion_text in enumerate([step_texts] if isinstance(step_texts, str) else step_texts):
-            Completion.objects.create(step=step, index=position, text=completion_text)
-    return solution
-
-
-@pytest.fixture
-def solution_factory() -> Callable[..., Solution]:
-    return add_solution
-
-
-@pytest.fixture
-def member(make_user):  # type: ignore[no-untyped-def]
-    def make(campaign: Campaign, username: str, role: str = Role.LABELER, **fields: Any):  # type: ignore[no-untyped-def]
-        user = make_user(username, password=PASSWORD)
-        Membership.objects.create(campaign=campaign, user=user, role=role, **fields)
-        return user
-
-    return make
 
 
 @pytest.fixture

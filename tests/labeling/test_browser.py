@@ -9,8 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from annotate.models import Assignment, AssignmentStatus, CampaignMode, Rating, RatingRevision, StepDecision
-
-from .conftest import PASSWORD, add_solution
+from tests.factories import PASSWORD, solution_with_steps
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "labeling"
@@ -44,7 +43,7 @@ def algebra(campaign_factory, member, math500_rows):  # type: ignore[no-untyped-
     campaign = campaign_factory("algebra", name="Algebra", instructions="Rate each step. Math: $a^2+b^2=c^2$.")
     problem = math500_rows[0]
     for sample in range(3):
-        add_solution(campaign, [
+        solution_with_steps(campaign, [
             "We have $r = \\sqrt{0^2 + 3^2} = 3$.",
             "The angle is $\\theta = \\frac{\\pi}{2}$ since the point lies on the positive $y$-axis.",
             "So the polar coordinates are \\(\\left(3, \\frac{\\pi}{2}\\right)\\).",
@@ -64,11 +63,18 @@ def test_keyboard_only_labeling_of_a_whole_solution(page: Page, live_server, alg
     page.keyboard.press("?")
     expect(page.locator("#shortcuts")).to_be_hidden()
     # Typing in a text field never rates.
+    row_posts: list[str] = []
+    page.on("request", lambda request: row_posts.append(request.url)
+            if request.method == "POST" and re.search(r"/(rate|flag|decide|next)$", request.url) else None)
     page.fill("textarea[name=reason_text]", "")
     page.focus("textarea[name=reason_text]")
     page.keyboard.type("3 2 1 j f")
     page.locator("textarea[name=reason_text]").evaluate("el => el.blur()")
-    page.wait_for_timeout(300)
+    # What proves the negative: a handled key sends its POST from inside the keydown handler (htmx sends on the
+    # synthetic click), which has run when keyboard.type returns, and the page's request events reach us before
+    # the answer to a later evaluate does: after this round trip, no row POST means no key was taken.
+    page.evaluate("() => document.readyState")
+    assert row_posts == []
     assert not Rating.objects.exists()
     page.keyboard.press("3")
     expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
@@ -254,7 +260,7 @@ def test_each_math_span_renders_on_its_own_within_bounds(page: Page, live_server
     """A 600 KB formula is shown as text with a note, 2,000 nested braces fail alone, a 10000em rule is capped
     by maxSize: every later span on the page still renders, and the # Answer block renders too."""
     campaign = campaign_factory("hostile-math")
-    add_solution(campaign, [
+    solution_with_steps(campaign, [
         "The total is $20/3$.\n\n# Answer\n\n\\dfrac{20}{3}",
         "Huge: $" + "x+" * 300_000 + "1$ and after it $a+b$.",
         "Deep: $" + "{" * 2000 + "x" + "}" * 2000 + "$ and after it $c^2$.",
@@ -292,7 +298,7 @@ def test_each_math_span_renders_on_its_own_within_bounds(page: Page, live_server
 
 def test_hostile_step_text_runs_no_code(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
     campaign = campaign_factory("xss")
-    add_solution(campaign, [
+    solution_with_steps(campaign, [
         "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned=2\">",
         "Click $\\href{javascript:window.__pwned=3}{\\text{here}}$ or \\(\\url{javascript:window.__pwned=4}\\)",
     ])
@@ -305,13 +311,15 @@ def test_hostile_step_text_runs_no_code(page: Page, live_server, campaign_factor
     expect(row(page, 0)).to_contain_text("<script>window.__pwned = 1</script>")  # shown as text
     assert page.locator("a[href^='javascript']").count() == 0
     row(page, 1).locator(".katex").first.click()
-    page.wait_for_timeout(200)
+    # What proves the negative: nothing made from the step text can run code later — no javascript: link
+    # (above), no <img> or <script> element (here) — and the click's own handlers have run when click() returns.
+    expect(page.locator("#workspace img, #workspace script")).to_have_count(0)
     assert page.evaluate("window.__pwned") is None and dialogs == []
 
 
 def test_conversational_mode_end_to_end(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
     campaign = campaign_factory("chat", mode=CampaignMode.CONVERSATIONAL)
-    add_solution(campaign, [["$2 + 2 = 4$", "$2 + 2 = 5$"], ["So the answer is $4$.", "So the answer is $5$."]],
+    solution_with_steps(campaign, [["$2 + 2 = 4$", "$2 + 2 = 5$"], ["So the answer is $4$.", "So the answer is $5$."]],
                  problem_text="What is $2 + 2$?", answer="4")
     member(campaign, "ann")
     log_in(page, live_server.url, "ann")

@@ -7,11 +7,18 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from annotate.models import (Assignment, AssignmentStatus, CampaignMode, Membership, Rating, RatingRevision, Role,
-                             StepDecision)
+from annotate.models import (
+    Assignment,
+    AssignmentStatus,
+    CampaignMode,
+    Membership,
+    Rating,
+    RatingRevision,
+    Role,
+    StepDecision,
+)
 from annotate.services.labeling import reap_expired_leases
-
-from .conftest import PASSWORD, add_solution
+from tests.factories import PASSWORD, solution_with_steps
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -27,8 +34,8 @@ def login(user) -> Client:  # type: ignore[no-untyped-def]
 def stepwise(campaign_factory):  # type: ignore[no-untyped-def]
     campaign = campaign_factory("algebra", name="Algebra", instructions="Rate **every** step; $x^2$ is math.\n\n"
                                 "<script>alert(1)</script>")
-    add_solution(campaign, ["First, $3 \\times 4 = 12$.", "So the answer is $\\boxed{12}$.", "Done."])
-    add_solution(campaign, ["Second solution step.", "Another."])
+    solution_with_steps(campaign, ["First, $3 \\times 4 = 12$.", "So the answer is $\\boxed{12}$.", "Done."])
+    solution_with_steps(campaign, ["Second solution step.", "Another."])
     return campaign
 
 
@@ -150,7 +157,7 @@ def test_no_work_left_says_so(campaign_factory, member) -> None:  # type: ignore
 
 def test_step_text_is_escaped(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
     campaign = campaign_factory("xss")
-    add_solution(campaign, ["<script>window.pwned=1</script> and <img src=x onerror=alert(1)>"])
+    solution_with_steps(campaign, ["<script>window.pwned=1</script> and <img src=x onerror=alert(1)>"])
     client = login(member(campaign, "ann"))
     assignment = start(client, "xss")
     page = client.get(f"/assignments/{assignment.pk}/").content.decode()
@@ -244,7 +251,7 @@ def test_minus_one_locks_the_later_steps_until_the_labeler_submits(stepwise, mem
 
 def test_an_earlier_minus_one_removes_the_later_ratings_and_says_so(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
     campaign = campaign_factory("four")
-    add_solution(campaign, ["One.", "Two.", "Three.", "Four."])
+    solution_with_steps(campaign, ["One.", "Two.", "Three.", "Four."])
     labeler = member(campaign, "ann")
     client = login(labeler)
     assignment = start(client, "four")
@@ -432,7 +439,7 @@ def test_expired_lease_taken_by_someone_else_cannot_be_resumed(stepwise, member)
 @pytest.fixture
 def conversational(campaign_factory):  # type: ignore[no-untyped-def]
     campaign = campaign_factory("chat", mode=CampaignMode.CONVERSATIONAL)
-    add_solution(campaign, [["$3 \\cdot 4 = 12$", "$3 \\cdot 4 = 13$"], ["So $12$.", "So $13$."]])
+    solution_with_steps(campaign, [["$3 \\cdot 4 = 12$", "$3 \\cdot 4 = 13$"], ["So $12$.", "So $13$."]])
     return campaign
 
 
@@ -493,7 +500,7 @@ def test_a_double_click_sent_at_once_is_one_rating(campaign_factory, member, val
     from django.db import connection
 
     campaign = campaign_factory("race")
-    add_solution(campaign, ["First.", "Second."])
+    solution_with_steps(campaign, ["First.", "Second."])
     labeler = member(campaign, "ann")
     assignment = start(login(labeler), "race")
     barrier = Barrier(2)

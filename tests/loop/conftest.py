@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,6 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-PASSWORD = "pw-Steplab-1"
 TEST_PROBLEMS = 3  # held-out problems under the default export split (seed 0, 10 % test)
 TRAIN_PROBLEMS = 12
 
@@ -46,28 +44,35 @@ def _steps(text: str, answer: str, wrong: bool) -> list[str]:
 def build_campaign(slug: str, labeler: Any, *, graded: bool = True) -> Any:
     """Per problem a correct solution (every step +1, finished "solution") and a wrong one (its second step −1,
     finished "found_error"); ``graded=False`` leaves every grader verdict empty (no outcome rows)."""
-    from django.utils import timezone
+    from annotate.models import FinishReason
+    from tests.factories import (
+        AssignmentFactory,
+        CampaignFactory,
+        CompletionFactory,
+        MembershipFactory,
+        ProblemFactory,
+        RatingFactory,
+        SolutionFactory,
+        StepDecisionFactory,
+        StepFactory,
+    )
 
-    from annotate.models import (Assignment, AssignmentStatus, Campaign, Completion, FinishReason, Membership,
-                                 Problem, Rating, Role, Solution, Step, StepDecision)
-
-    campaign = Campaign.objects.create(slug=slug, name=f"Loop {slug}")
-    Membership.objects.create(campaign=campaign, user=labeler, role=Role.LABELER)
+    campaign = CampaignFactory(slug=slug, name=f"Loop {slug}")
+    MembershipFactory(campaign=campaign, user=labeler)
     for text, answer, _ in _problems(slug):
-        problem = Problem.objects.create(text=text, answer=answer)
+        problem = ProblemFactory(text=text, answer=answer)
         for wrong in (False, True):
-            solution = Solution.objects.create(campaign=campaign, problem=problem, generator="loop-test",
-                                               is_correct=(not wrong) if graded else None)
+            solution = SolutionFactory(campaign=campaign, problem=problem, generator="loop-test",
+                                       is_correct=(not wrong) if graded else None)
             ratings = [1, -1] if wrong else [1, 1, 1]
-            assignment = Assignment.objects.create(
-                solution=solution, labeler=labeler, status=AssignmentStatus.SUBMITTED, finished_at=timezone.now(),
-                finish_reason=FinishReason.FOUND_ERROR if wrong else FinishReason.SOLUTION)
+            assignment = AssignmentFactory(solution=solution, labeler=labeler,
+                                           finish_reason=FinishReason.FOUND_ERROR if wrong else FinishReason.SOLUTION)
             for index, step_text in enumerate(_steps(text, answer, wrong)):
-                step = Step.objects.create(solution=solution, index=index)
-                completion = Completion.objects.create(step=step, index=0, text=step_text)
+                step = StepFactory(solution=solution, index=index)
+                completion = CompletionFactory(step=step, index=0, text=step_text)
                 if index < len(ratings):
-                    Rating.objects.create(assignment=assignment, completion=completion, rating=ratings[index])
-                    StepDecision.objects.create(assignment=assignment, step=step, chosen_completion=0)
+                    RatingFactory(assignment=assignment, completion=completion, rating=ratings[index])
+                    StepDecisionFactory(assignment=assignment, step=step, chosen_completion=0)
     return campaign
 
 
@@ -123,20 +128,6 @@ def storage(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     settings.STEPLAB_EXPORT_TMP_DIR = tmp_path / "export-tmp"
     settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
     return tmp_path
-
-
-@pytest.fixture
-def wait_for() -> Callable[..., Any]:
-    def wait(predicate: Callable[[], Any], timeout: float = 120, every: float = 0.5, what: str = "condition") -> Any:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            value = predicate()
-            if value:
-                return value
-            time.sleep(every)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-    return wait
 
 
 @pytest.fixture(scope="session")

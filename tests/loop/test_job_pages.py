@@ -7,9 +7,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from rewards.jobs.text import clean_log, failure_summary
+from tests.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db
-PASSWORD = "pw-Steplab-1"
 
 TRAINER_FAILURE = """the process exited with status 1
 --- stderr (tail) ---

@@ -11,9 +11,9 @@ from django.urls import reverse
 
 from rewards.jobs.models import CandidatePool, EvaluationRun, ScoringJob, TrainingJob
 from rewards.models import DatasetVersion
+from tests.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db
-PASSWORD = "pw-Steplab-1"
 
 
 def _login(client, user) -> None:  # type: ignore[no-untyped-def]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from annotate.models import ImportJob, ImportJobStatus, Problem, Solution
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,14 +19,9 @@ def jsonl(rows: list[Any]) -> bytes:
     return b"".join((r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n" for r in rows)
 
 
-def wait_for(job_id: int, timeout: float = 60) -> ImportJob:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        job = ImportJob.objects.get(pk=job_id)
-        if job.is_finished:
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"import job {job_id} still {job.status} after {timeout} s")
+def finished_import(job_id: int, timeout: float = 60) -> ImportJob:
+    return wait_for(lambda: (job := ImportJob.objects.get(pk=job_id)).is_finished and job, timeout=timeout,
+                    every=0.2, what=f"import job {job_id} to finish")
 
 
 def upload(client, slug: str, kind: str, content: bytes, **extra: Any) -> ImportJob:  # type: ignore[no-untyped-def]
@@ -41,7 +36,7 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
     campaign = campaign_factory("uploads")
     client.force_login(make_user("boss", is_staff=True))
     rows = [json.loads(line) for _, line in zip(range(30), (shared_data / "math" / "math500.jsonl").open())]
-    job = wait_for(upload(client, "uploads", "problems", jsonl(rows)).pk)
+    job = finished_import(upload(client, "uploads", "problems", jsonl(rows)).pk)
     assert job.status == ImportJobStatus.SUCCEEDED, job.error
     assert (job.lines, job.imported, job.rejected_count, job.progress) == (30, 30, 0, 1.0)
     assert Problem.objects.count() == 30
@@ -50,7 +45,7 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
                {"problem_id": "test/nowhere/1.json", "solution": "x"},
                {"problem_id": rows[1]["unique_id"]},
                b"{not json"]
-    failed = wait_for(upload(client, "uploads", "solutions", jsonl(samples)).pk)
+    failed = finished_import(upload(client, "uploads", "solutions", jsonl(samples)).pk)
     assert failed.status == ImportJobStatus.FAILED and "nothing was imported" in failed.error
     assert Solution.objects.count() == 0
     by_line = {r["line"]: r for r in failed.rejected}
@@ -63,7 +58,7 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
     poll = client.get(reverse("manage:import_progress", args=["uploads", failed.pk]), HTTP_HX_REQUEST="true")
     assert poll["HX-Refresh"] == "true" and 'data-import-status="failed"' in poll.content.decode()
 
-    skipped = wait_for(upload(client, "uploads", "solutions", jsonl(samples), skip_invalid="on").pk)
+    skipped = finished_import(upload(client, "uploads", "solutions", jsonl(samples), skip_invalid="on").pk)
     assert skipped.status == ImportJobStatus.SUCCEEDED and (skipped.imported, skipped.rejected_count) == (1, 3)
     assert Solution.objects.filter(campaign=campaign).count() == 1
 
@@ -73,7 +68,7 @@ def test_prm800k_upload_and_bad_form(client, celery_worker_process, campaign_fac
     campaign_factory("prm")
     client.force_login(make_user("boss", is_staff=True))
     content = (shared_data / "prm800k" / "genuine_rows.jsonl").read_bytes()
-    job = wait_for(upload(client, "prm", "prm800k", content).pk)
+    job = finished_import(upload(client, "prm", "prm800k", content).pk)
     assert job.status == ImportJobStatus.SUCCEEDED, job.error
     assert job.imported == 10 and job.created["solutions"] == 10
     bad = client.post(reverse("manage:imports", args=["prm"]), {"kind": "videos"})

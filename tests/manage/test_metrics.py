@@ -18,7 +18,7 @@ from annotate.services.agreement import (
     krippendorff_alpha_ordinal,
     percentile,
 )
-
+from tests.factories import finished_labeling, numbered_solution
 
 # --- pure functions ------------------------------------------------------------------------------------------
 
@@ -100,18 +100,18 @@ def test_percentiles() -> None:
 # --- from the database ---------------------------------------------------------------------------------------
 
 @pytest.fixture
-def scored_campaign(campaign_factory, member, solution_factory, labeling_factory, last_week):  # type: ignore[no-untyped-def]
+def scored_campaign(campaign_factory, member, last_week):  # type: ignore[no-untyped-def]
     campaign = campaign_factory("quality", overlap=2, quality_threshold=0.6, quality_min_items=3)
     a, b = member(campaign, "ann"), member(campaign, "bob")
-    s1 = solution_factory(campaign, 4, is_quality_control=True, gold_first_error=2)
-    s2 = solution_factory(campaign, 3, is_quality_control=True, gold_first_error=-1)
-    s3 = solution_factory(campaign, 4, is_quality_control=True, gold_first_error=0)
-    labeling_factory(s1, a, [1, 1, -1], finished_at=last_week, total_time_ms=1000, step_time_ms=100)
-    labeling_factory(s2, a, [1, 0, 1], total_time_ms=2000, step_time_ms=200)
-    labeling_factory(s3, a, [1, -1], total_time_ms=3000, step_time_ms=300)
-    labeling_factory(s1, b, [1, -1], total_time_ms=4000)
-    labeling_factory(s2, b, [1, 1, -1])
-    labeling_factory(s3, b, [1], FinishReason.GIVE_UP)
+    s1 = numbered_solution(campaign, 4, is_quality_control=True, gold_first_error=2)
+    s2 = numbered_solution(campaign, 3, is_quality_control=True, gold_first_error=-1)
+    s3 = numbered_solution(campaign, 4, is_quality_control=True, gold_first_error=0)
+    finished_labeling(s1, a, [1, 1, -1], finished_at=last_week, total_time_ms=1000, step_time_ms=100)
+    finished_labeling(s2, a, [1, 0, 1], total_time_ms=2000, step_time_ms=200)
+    finished_labeling(s3, a, [1, -1], total_time_ms=3000, step_time_ms=300)
+    finished_labeling(s1, b, [1, -1], total_time_ms=4000)
+    finished_labeling(s2, b, [1, 1, -1])
+    finished_labeling(s3, b, [1], FinishReason.GIVE_UP)
     return campaign, a, b
 
 

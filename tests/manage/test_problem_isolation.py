@@ -4,7 +4,6 @@ problems. Each assertion failed when problems were shared by every campaign."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from rest_framework.test import APIClient
 
 from annotate.models import Campaign, ImportJob, ImportJobStatus, Membership, Problem, Role, Solution
 from rewards.services.tokens import create_token
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,13 +32,8 @@ def _upload(client, slug: str, kind: str, rows: list[Any]) -> ImportJob:  # type
                            {"kind": kind, "file": SimpleUploadedFile(f"{kind}.jsonl", _jsonl(rows))})
     assert response.status_code == 302, response.content.decode()[:500]
     job_id = ImportJob.objects.latest("id").pk
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        job = ImportJob.objects.get(pk=job_id)
-        if job.is_finished:
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"import job {job_id} did not finish")
+    return wait_for(lambda: (job := ImportJob.objects.get(pk=job_id)).is_finished and job, timeout=60, every=0.2,
+                    what=f"import job {job_id} to finish")
 
 
 def _api(user) -> APIClient:  # type: ignore[no-untyped-def]

@@ -24,23 +24,15 @@ from annotate.models import (
 )
 from annotate.services.importing import insert_rows
 from rewards.exports import ExportOptions, iter_format_rows
-
-PASSWORD = "pw-Steplab-1"
+from tests.factories import finished_labeling, numbered_solution
 
 
 @pytest.fixture
-def world(campaign_factory, member, make_user, solution_factory, labeling_factory):  # type: ignore[no-untyped-def]
+def world(campaign_factory, member, personas):  # type: ignore[no-untyped-def]
     campaign = campaign_factory("alpha", overlap=2)
-    other = campaign_factory("beta")
-    users = {
-        "labeler": member(campaign, "lab"),
-        "researcher": member(campaign, "res", Role.RESEARCHER),
-        "other_admin": member(other, "oadmin", Role.ADMIN),
-        "admin": member(campaign, "adm", Role.ADMIN),
-        "staff": make_user("staffer", password=PASSWORD, is_staff=True),
-    }
-    solution = solution_factory(campaign, 3)
-    labeling_factory(solution, users["labeler"], [1, 1, -1])
+    users = personas(campaign, labeler=member(campaign, "lab"), elsewhere=campaign_factory("beta"))
+    solution = numbered_solution(campaign, 3)
+    finished_labeling(solution, users["labeler"], [1, 1, -1])
     job = ImportJob.objects.create(campaign=campaign, kind="problems", original_name="x.jsonl", file="imports/x.jsonl")
     return campaign, users, solution, job
 
@@ -65,7 +57,7 @@ def urls_for(campaign: Campaign, user_id: int, solution_id: int, job_id: int) ->
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("who,allowed", [
-    ("anonymous", None), ("labeler", False), ("researcher", False), ("other_admin", False), ("admin", True),
+    ("anonymous", None), ("labeler", False), ("researcher", False), ("other_admin", False), ("owner", True),
     ("staff", True),
 ])
 def test_permission_matrix(client, world, who, allowed) -> None:  # type: ignore[no-untyped-def]
@@ -129,7 +121,7 @@ def test_create_edit_archive_campaign(client, make_user) -> None:  # type: ignor
 @pytest.mark.django_db
 def test_members_add_deactivate_and_labeler_page(client, world, make_user) -> None:  # type: ignore[no-untyped-def]
     campaign, users, _, _ = world
-    client.force_login(users["admin"])
+    client.force_login(users["owner"])
     make_user("newbie")
     url = reverse("manage:members", args=[campaign.slug])
     assert client.post(url, {"username": "newbie", "role": "researcher"}).status_code == 302
@@ -192,14 +184,14 @@ def test_dashboard_query_count_is_flat(client, campaign_factory, member, make_us
 
 
 @pytest.mark.django_db
-def test_dashboard_progress_numbers(client, world, solution_factory, labeling_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_progress_numbers(client, world, member) -> None:  # type: ignore[no-untyped-def]
     campaign, users, solution, _ = world
     second = member(campaign, "lab2")
-    labeling_factory(solution, second, [1, 1, 1])           # overlap 2 reached: done
-    half = solution_factory(campaign, 2, generation=1)
-    labeling_factory(half, second, [1, 1])                  # 1 of 2: in progress
-    solution_factory(campaign, 2, generation=1)             # untouched: to do
-    solution_factory(campaign, 2, is_quality_control=True, gold_first_error=-1)
+    finished_labeling(solution, second, [1, 1, 1])           # overlap 2 reached: done
+    half = numbered_solution(campaign, 2, generation=1)
+    finished_labeling(half, second, [1, 1])                  # 1 of 2: in progress
+    numbered_solution(campaign, 2, generation=1)             # untouched: to do
+    numbered_solution(campaign, 2, is_quality_control=True, gold_first_error=-1)
     client.force_login(users["staff"])
     page = client.get(reverse("manage:dashboard", args=[campaign.slug])).content.decode()
     assert "<th data-total>4</th>" in page and "<th data-done>1</th>" in page
@@ -208,11 +200,11 @@ def test_dashboard_progress_numbers(client, world, solution_factory, labeling_fa
 
 
 @pytest.mark.django_db
-def test_adjudication_review_and_resolved_export(client, world, labeling_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_adjudication_review_and_resolved_export(client, world, member) -> None:  # type: ignore[no-untyped-def]
     campaign, users, solution, _ = world
     second = member(campaign, "lab2")
-    labeling_factory(solution, second, [1, 0, 1])  # lab said [1, 1, -1]: steps 2 and 3 disputed
-    client.force_login(users["admin"])
+    finished_labeling(solution, second, [1, 0, 1])  # lab said [1, 1, -1]: steps 2 and 3 disputed
+    client.force_login(users["owner"])
     listing = client.get(reverse("manage:adjudication", args=[campaign.slug])).content.decode()
     assert f'data-disagreement="{solution.pk}"' in listing
     url = reverse("manage:review", args=[campaign.slug, solution.pk])

@@ -18,7 +18,7 @@ from annotate.models import CampaignMetrics, ImportJobStatus, Membership, Proble
 from annotate.templatetags.steplab_format import choice_label, duration, samples_progress
 from rewards.models import DatasetVersion
 from steplab.nav import SESSION_KEY
-from tests.manage.test_imports import upload, wait_for
+from tests.manage.test_imports import finished_import, upload
 
 SAMPLES = Path(settings.BASE_DIR) / "static" / "steplab" / "samples"
 
@@ -77,15 +77,15 @@ def test_import_page_shows_each_format_and_its_sample_imports_as_is(client, cele
         assert b"".join(download.streaming_content if download.streaming else [download.content]) == \
             (SAMPLES / f"{kind}.jsonl").read_bytes()
 
-    problems = wait_for(upload(client, "samples", "problems", (SAMPLES / "problems.jsonl").read_bytes()).pk)
+    problems = finished_import(upload(client, "samples", "problems", (SAMPLES / "problems.jsonl").read_bytes()).pk)
     assert problems.status == ImportJobStatus.SUCCEEDED and problems.imported == 2, problems.error
     done = client.get(reverse("manage:import", args=["samples", problems.pk])).content.decode()
     assert "data-next-steps" in done and "What to do next" in done
     assert reverse("manage:members", args=["samples"]) in done.split("data-next-steps", 1)[1]
 
-    solutions = wait_for(upload(client, "samples", "solutions", (SAMPLES / "solutions.jsonl").read_bytes()).pk)
+    solutions = finished_import(upload(client, "samples", "solutions", (SAMPLES / "solutions.jsonl").read_bytes()).pk)
     assert solutions.status == ImportJobStatus.SUCCEEDED and solutions.imported == 2, solutions.rejected
-    labels = wait_for(upload(client, "samples", "prm800k", (SAMPLES / "prm800k.jsonl").read_bytes()).pk)
+    labels = finished_import(upload(client, "samples", "prm800k", (SAMPLES / "prm800k.jsonl").read_bytes()).pk)
     assert labels.status == ImportJobStatus.SUCCEEDED and labels.imported == 1, labels.rejected
     assert Solution.objects.filter(campaign=campaign).count() == 3
     assert Problem.objects.filter(text__contains="2x + 3 = 11").exists()
