@@ -20,20 +20,44 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
-from annotate.models import (Assignment, AssignmentStatus, Campaign, CampaignMetrics, Completion, Problem, Rating, Role,
-                             Solution, Step, StepDecision)
+from annotate.models import (
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    CampaignMetrics,
+    Completion,
+    Problem,
+    Rating,
+    Solution,
+    Step,
+    StepDecision,
+)
+from annotate.permissions import CanManage, CanResearch, member_campaigns, research_campaigns
 from annotate.services import labeling
 from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport
 from annotate.services.problems import import_solutions
 from rewards.models import DatasetVersion
-from rewards.services.access import can_import, member_campaigns, readable_campaigns, role_in
 from rewards.services.downloads import RangeNotSatisfiable, open_download
 
 from . import serializers as s
 
 FILTERS = [s.ListFilterSerializer]
+DEFAULT_PERMISSIONS = api_settings.DEFAULT_PERMISSION_CLASSES  # an action's own classes replace, not extend, these
+
+
+class CanImportSolutions(CanManage):
+    message = "Only the campaign's admins can import solutions."
+
+
+class CanReadMetrics(CanResearch):
+    message = "Campaign metrics are for the campaign's admins and researchers."
+
+
+class CanReadDatasets(CanResearch):
+    message = "Labelers cannot read or download datasets; ask a campaign admin."
 
 
 def _filters(request: Request) -> dict[str, Any]:
@@ -52,12 +76,11 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request={"multipart/form-data": s.ImportSolutionsInputSerializer},
                    responses={201: s.ImportReportSerializer, 400: s.ImportReportSerializer})
-    @action(detail=True, methods=["post"], url_path="import-solutions")
+    @action(detail=True, methods=["post"], url_path="import-solutions",
+            permission_classes=[*DEFAULT_PERMISSIONS, CanImportSolutions])
     def import_solutions(self, request: Request, pk: str | None = None) -> Response:
         """Import a JSONL file of solutions (same importer as ``manage.py import_solutions``); admins only."""
         campaign = self.get_object()
-        if not can_import(request.user, campaign):
-            raise PermissionDenied("Only the campaign's admins can import solutions.")
         data = s.ImportSolutionsInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         upload = data.validated_data["file"]
@@ -75,12 +98,10 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(_report_body(report, upload.name), status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: s.CampaignMetricsSerializer})
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], permission_classes=[*DEFAULT_PERMISSIONS, CanReadMetrics])
     def metrics(self, request: Request, pk: str | None = None) -> Response:
         """Progress and quality figures of the admin dashboard (admins, researchers and staff)."""
         campaign = self.get_object()
-        if role_in(request.user, campaign) not in (Role.ADMIN, Role.RESEARCHER):
-            raise PermissionDenied("Campaign metrics are for the campaign's admins and researchers.")
         progress, as_of = cached_campaign_progress(campaign)
         snapshot = CampaignMetrics.objects.filter(campaign=campaign).first()
         figures = asdict(progress)
@@ -135,7 +156,7 @@ class ProblemViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[Problem]:
         filters = _filters(self.request)
-        problems = Problem.objects.filter(campaign__in=readable_campaigns(self.request.user))
+        problems = Problem.objects.filter(campaign__in=research_campaigns(self.request.user))
         if "campaign" in filters:
             problems = problems.filter(campaign_id=filters["campaign"])
         if "generation" in filters:
@@ -154,7 +175,7 @@ class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[Solution]:
         filters = _filters(self.request)
-        queryset = _solution_queryset().filter(campaign__in=readable_campaigns(self.request.user))
+        queryset = _solution_queryset().filter(campaign__in=research_campaigns(self.request.user))
         if "campaign" in filters:
             queryset = queryset.filter(campaign_id=filters["campaign"])
         if "generation" in filters:
@@ -173,7 +194,7 @@ class LabelViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Assignment]:
         filters = _filters(self.request)
         queryset = _assignment_queryset().filter(
-            solution__campaign__in=readable_campaigns(self.request.user), status=AssignmentStatus.SUBMITTED,
+            solution__campaign__in=research_campaigns(self.request.user), status=AssignmentStatus.SUBMITTED,
             is_gold=False)
         if "campaign" in filters:
             queryset = queryset.filter(solution__campaign_id=filters["campaign"])
@@ -250,6 +271,7 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
     """Dataset versions of the campaigns you can read; files download with Range support."""
 
     serializer_class = s.DatasetVersionSerializer
+    permission_classes = [*DEFAULT_PERMISSIONS, CanReadDatasets]  # checked on the version: retrieve and download
 
     def get_queryset(self) -> QuerySet[DatasetVersion]:
         queryset = DatasetVersion.objects.select_related("campaign").filter(
@@ -260,19 +282,14 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
             queryset = queryset.filter(campaign_id=query.validated_data["campaign"])
         return queryset.order_by("pk")
 
-    def _check_reader(self, version: DatasetVersion) -> None:
-        if role_in(self.request.user, version.campaign) not in ("researcher", "admin"):
-            raise PermissionDenied("Labelers cannot read or download datasets; ask a campaign admin.")
-
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        readable = readable_campaigns(request.user)
+        readable = research_campaigns(request.user)
         queryset = self.filter_queryset(self.get_queryset()).filter(campaign__in=readable)
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         version = self.get_object()
-        self._check_reader(version)
         return Response(self.get_serializer(version).data)
 
     @extend_schema(
@@ -286,7 +303,6 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
     def download(self, request: Request, pk: str | None = None, fmt: str = "") -> HttpResponse:
         """Stream one file; ``X-Content-SHA256`` carries the file's SHA-256 (hex)."""
         version = self.get_object()
-        self._check_reader(version)
         if fmt not in version.files:
             raise Http404(f"version {version.number} has no {fmt!r} file (has: {', '.join(sorted(version.files))})")
         try:

@@ -28,6 +28,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from annotate.models import Campaign
+from annotate.permissions import can_research, can_research_any, can_start_generation, is_staff, research_campaigns
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from rewards.api.auth import ApiTokenAuthentication, TokenScope
@@ -37,13 +38,12 @@ from rewards.models import DatasetVersion
 
 from .models import (Backend, CandidatePool, ComparisonRun, Generation, JobStatus, Kind, PoolPurpose, RewardModel,
                      SamplingJob, ScoringJob, TrainingJob)
-from .services.access import accessible_campaigns, can_access, has_any_access
 from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, MAX_MAX_STEPS, request_cancel_comparison, snapshot_labels,
                                    start_comparison)
 from .services.evaluation import evaluate_scorings
 from .services.pools import import_uploaded_pool
 from .services.scoring import start_scoring_job
-from .services.generations import MAX_BATCH_SIZE, GenerationNotAllowed, can_start_generation, start_generation
+from .services.generations import MAX_BATCH_SIZE, GenerationNotAllowed, start_generation
 from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
 from .services.training import USER_KEYS, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
@@ -75,7 +75,7 @@ class GenerationOut(serializers.ModelSerializer):
 
 def _campaign(request: Request, slug: str) -> Campaign:
     campaign = Campaign.objects.filter(slug=slug).first()
-    if campaign is None or not can_access(request.user, campaign):
+    if campaign is None or not can_research(request.user, campaign):
         raise NotFound("no such campaign")
     return campaign
 
@@ -157,14 +157,14 @@ class ListJobsInput(serializers.Serializer):
 
 
 def _require_area(request: Request) -> None:
-    if not has_any_access(request.user):
+    if not can_research_any(request.user):
         raise PermissionDenied("reward models are for campaign admins, researchers and staff")
 
 
 def _visible_jobs(request: Request) -> Any:
     _require_area(request)
     jobs = TrainingJob.objects.select_related("campaign", "reward_model")
-    return jobs if request.user.is_staff else jobs.filter(campaign__in=accessible_campaigns(request.user))
+    return jobs if is_staff(request.user) else jobs.filter(campaign__in=research_campaigns(request.user))
 
 
 class TrainingJobsView(APIView):
@@ -191,7 +191,7 @@ class TrainingJobsView(APIView):
         data.is_valid(raise_exception=True)
         values = data.validated_data
         version = DatasetVersion.objects.select_related("campaign").filter(pk=values["dataset_version"]).first()
-        if version is None or not can_access(request.user, version.campaign):
+        if version is None or not can_research(request.user, version.campaign):
             raise ValidationError({"dataset_version": [f"no dataset version {values['dataset_version']} of a "
                                                        "campaign you work on"]})
         if values["base_model"] not in backbones():
@@ -399,7 +399,7 @@ class ScoringJobsView(APIView):
 def _scoring_job(request: Request, pk: int) -> ScoringJob:
     _require_area(request)
     job = ScoringJob.objects.select_related("reward_model__campaign").filter(pk=pk).first()
-    if job is None or not can_access(request.user, job.reward_model.campaign):
+    if job is None or not can_research(request.user, job.reward_model.campaign):
         raise NotFound("no such scoring job")
     return job
 
@@ -503,7 +503,7 @@ class ComparisonsView(APIView):
 def _comparison(request: Request, pk: int) -> ComparisonRun:
     _require_area(request)
     run = ComparisonRun.objects.select_related("campaign", "evaluation").filter(pk=pk).first()
-    if run is None or not can_access(request.user, run.campaign):
+    if run is None or not can_research(request.user, run.campaign):
         raise NotFound("no such comparison")
     return run
 
