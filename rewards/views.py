@@ -42,7 +42,7 @@ def revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     except TokenError as error:
         raise Http404(str(error)) from error
     messages.success(request, f"Token {token.prefix}… revoked.")
-    return redirect("api:tokens")
+    return redirect("pages:tokens")
 
 
 @login_required

@@ -113,9 +113,6 @@ RULES: dict[str, Rule] = {
     "api:schema": Rule(PUBLIC),  # the API's contract is public; every endpoint it describes checks access
     "api:docs": Rule(PUBLIC),
     "api:api-root": Rule(LOGGED_IN),
-    "api:tokens": Rule(LOGGED_IN),
-    "api:token-revoke": Rule("---+--", method="post", kwargs=lambda w: {"token_id": w.token_id}),
-    "api:datasets-page": Rule(LOGGED_IN),
     "api:campaign-list": Rule(LOGGED_IN),
     "api:campaign-detail": Rule(READERS, kwargs=pk(lambda w: w.a.pk)),
     "api:campaign-import-solutions": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.a.pk)),
@@ -139,6 +136,10 @@ RULES: dict[str, Rule] = {
     "api:dataset-list": Rule(LOGGED_IN),
     "api:dataset-detail": Rule(RESEARCH, kwargs=pk(lambda w: w.version.pk)),
     "api:dataset-download": Rule(RESEARCH, kwargs=lambda w: {"pk": w.version.pk, "fmt": "prm800k"}),
+    # researcher pages (HTML, session login)
+    "pages:tokens": Rule(LOGGED_IN),
+    "pages:token-revoke": Rule("---+--", method="post", kwargs=lambda w: {"token_id": w.token_id}),
+    "pages:datasets": Rule(LOGGED_IN),
     # reward models, dashboard, generations
     "jobs:index": Rule(RESEARCH),
     "jobs:job_new": Rule(RESEARCH),
