@@ -8,6 +8,7 @@ from rest_framework.routers import DefaultRouter
 
 from annotate.api.urls import ROUTES as LABELING_ROUTES
 from rewards.api.urls import ROUTES as DATASET_ROUTES
+from rewards.jobs import api as jobs_api
 
 app_name = "api"
 
@@ -18,5 +19,6 @@ for prefix, viewset, basename in (*LABELING_ROUTES, *DATASET_ROUTES):
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    *jobs_api.urls(),
     path("", include(router.urls)),
 ]
