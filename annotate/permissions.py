@@ -14,14 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from rest_framework import permissions
 from rest_framework.request import Request
 
 from .models import Campaign, Membership, Role
-
-User = AbstractBaseUser | AnonymousUser
 
 LABELING_ROLES = (Role.LABELER, Role.ADMIN)
 RESEARCH_ROLES = (Role.ADMIN, Role.RESEARCHER)
@@ -38,61 +35,49 @@ def is_staff(user: Any) -> bool:
 
 # --- the role lookup ---------------------------------------------------------------------------------------------
 
-def membership_of(user: Any, campaign: Campaign) -> Membership | None:
-    """The user's active membership of the campaign (staff has none unless they joined it)."""
-    if not _signed_in(user):
-        return None
-    return Membership.objects.filter(campaign=campaign, user=user, is_active=True).first()
-
-
-def role_in(user: Any, campaign: Campaign) -> str | None:
-    """The role the user acts in for the campaign: staff acts as an admin; others by their active membership."""
-    if not _signed_in(user):
-        return None
-    if is_staff(user):
-        return Role.ADMIN
-    return Membership.objects.filter(user=user, campaign=campaign, is_active=True).values_list(
-        "role", flat=True).first()
-
-
-def labeling_membership(user: Any, campaign: Campaign, *, lock: bool = False) -> Membership | None:
-    """The membership a labeler works under (screening, quality flags), or None when they may not label here.
+def membership_of(user: Any, campaign: Campaign, *, lock: bool = False) -> Membership | None:
+    """The user's active membership of the campaign, in one query (staff has none unless they joined it).
     ``lock`` takes it ``FOR UPDATE`` so that concurrent leases of one labeler queue up."""
     if not _signed_in(user):
         return None
     queryset = Membership.objects.filter(campaign=campaign, user=user, is_active=True)
-    if lock:
-        queryset = queryset.select_for_update()
-    membership = queryset.first()
+    return (queryset.select_for_update() if lock else queryset).first()
+
+
+def member_role(user: Any, campaign: Campaign) -> str | None:
+    membership = membership_of(user, campaign)
+    return membership.role if membership is not None else None
+
+
+def role_in(user: Any, campaign: Campaign) -> str | None:
+    """The role the user acts in for the campaign: staff acts as an admin; others by their active membership."""
+    return Role.ADMIN if is_staff(user) else member_role(user, campaign)
+
+
+def labeling_membership(user: Any, campaign: Campaign, *, lock: bool = False) -> Membership | None:
+    """The membership a labeler works under (screening, quality flags), or None when they may not label here."""
+    membership = membership_of(user, campaign, lock=lock)
     return membership if membership is not None and membership.role in LABELING_ROLES else None
-
-
-def _has_role(user: Any, campaign: Campaign, roles: tuple[str, ...]) -> bool:
-    return Membership.objects.filter(campaign=campaign, user=user, is_active=True, role__in=roles).exists()
 
 
 # --- predicates --------------------------------------------------------------------------------------------------
 
 def can_label(user: Any, campaign: Campaign) -> bool:
     """Labelers and campaign admins with an active membership; staff labels only as a member."""
-    return _signed_in(user) and _has_role(user, campaign, LABELING_ROLES)
+    return member_role(user, campaign) in LABELING_ROLES
 
 
 def can_research(user: Any, campaign: Campaign | None) -> bool:
     """Read labels, datasets and metrics, run reward-model work. Campaign-less work (a dataset given by path) is
     for staff only."""
-    if not _signed_in(user):
-        return False
-    if is_staff(user):
-        return True
-    return campaign is not None and _has_role(user, campaign, RESEARCH_ROLES)
+    if campaign is None:
+        return is_staff(user)
+    return role_in(user, campaign) in RESEARCH_ROLES
 
 
 def can_manage(user: Any, campaign: Campaign) -> bool:
     """Staff, or an active admin member of this campaign."""
-    if not _signed_in(user):
-        return False
-    return is_staff(user) or _has_role(user, campaign, (Role.ADMIN,))
+    return role_in(user, campaign) == Role.ADMIN
 
 
 def can_import(user: Any, campaign: Campaign) -> bool:
