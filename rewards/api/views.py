@@ -5,14 +5,16 @@ a 403 that says why.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -34,7 +36,7 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = s.DatasetVersionSerializer
     # Checked on the version (retrieve and download); an own list replaces, not extends, the defaults.
-    permission_classes = [*api_settings.DEFAULT_PERMISSION_CLASSES, CanReadDatasets]
+    permission_classes = [*cast(list[type[BasePermission]], api_settings.DEFAULT_PERMISSION_CLASSES), CanReadDatasets]
 
     def get_queryset(self) -> QuerySet[DatasetVersion]:
         queryset = DatasetVersion.objects.select_related("campaign").filter(
@@ -63,7 +65,7 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
                    416: OpenApiResponse(description="range not satisfiable")},
     )
     @action(detail=True, methods=["get"], url_path=r"files/(?P<fmt>[A-Za-z0-9_-]+)")
-    def download(self, request: Request, pk: str | None = None, fmt: str = "") -> HttpResponse:
+    def download(self, request: Request, pk: str | None = None, fmt: str = "") -> HttpResponseBase:
         """Stream one file; ``X-Content-SHA256`` carries the file's SHA-256 (hex)."""
         version = self.get_object()
         if fmt not in version.files:
@@ -71,9 +73,9 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
         try:
             download = open_download(version, fmt, request.headers.get("Range"))
         except RangeNotSatisfiable as error:
-            response = HttpResponse(str(error), status=416, content_type="text/plain")
-            response["Content-Range"] = f"bytes */{error.size}"
-            return response
+            refused = HttpResponse(str(error), status=416, content_type="text/plain")
+            refused["Content-Range"] = f"bytes */{error.size}"
+            return refused
         response = StreamingHttpResponse(download.chunks, status=download.status, content_type=download.content_type)
         for header, value in download.headers.items():
             response[header] = value

@@ -22,7 +22,7 @@ their old lengths — left out of the schema.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import QuerySet
 from django.urls import URLPattern, path
@@ -31,6 +31,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -105,7 +106,8 @@ class JobsApiView(APIView):
 
     legacy = False
     schema = JobsSchema()
-    pagination_class = api_settings.DEFAULT_PAGINATION_CLASS  # the schema documents GET lists with it too
+    # The schema documents GET lists with it too; the settings hold the class itself (DRF imports the path).
+    pagination_class = cast(type[BasePagination], api_settings.DEFAULT_PAGINATION_CLASS)
 
     def campaign(self, key: dict[str, Any]) -> Campaign:
         """The campaign named in the path, if the user may work on it (404 otherwise: existence is not revealed)."""
@@ -222,8 +224,9 @@ class ListJobsInput(serializers.Serializer):
     status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
 
 
-class LegacyListJobsInput(ListJobsInput):
+class LegacyListJobsInput(serializers.Serializer):
     campaign = serializers.SlugField(required=False, help_text="campaign slug")
+    status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
 
 
 def _require_area(request: Request) -> None:
