@@ -20,15 +20,15 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from . import forms
-from .models import Assignment, AssignmentStatus, Campaign, CampaignMode, Membership
+from . import forms, permissions
+from .models import Assignment, AssignmentStatus, Campaign, CampaignMode
 from .services import labeling
 from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    campaigns = Campaign.objects.filter(memberships__user=request.user, memberships__is_active=True).order_by("name")
+    campaigns = permissions.joined_campaigns(request.user).order_by("name")
     return render(request, "annotate/home.html", {"campaigns": campaigns})
 
 
@@ -164,23 +164,14 @@ def _rows(ws: Workspace, *, oob: set[int] = frozenset()) -> list[StepRow]:  # ty
                                               rating.rating if rating else None,
                                               bool(rating.flagged) if rating else False))
         decision = ws.decisions.get(step.index)
-        if stepwise:
-            # Every step up to the first one to rate can change; after a −1, only up to the −1 (the rest is
-            # locked until that −1 changes).
-            last = progress.first_error if progress.first_error is not None else progress.first_open
-            state = "open" if is_open and step.index <= last else ("locked" if is_open else "done")
-        else:
-            state = "open" if is_open and step.index == progress.first_open else (
-                "locked" if is_open and step.index > progress.first_open else "done")
+        state = progress.step_state(step.index, stepwise=stepwise, is_open=is_open)
         row = StepRow(index=step.index, completions=completions, state=state,
                       is_current=is_open and step.index == progress.first_open, oob=step.index in oob)
         if decision is not None and not stepwise:
             row.chosen, row.human_text = decision.chosen_completion, decision.human_text
         if not stepwise and state == "open":
-            all_rated = all(c.rating is not None for c in completions)
-            row.can_choose = all_rated
-            row.choosable = {c.index for c in completions if c.rating is not None and c.rating != -1}
-            row.can_write = all_rated and not any(c.rating == 1 for c in completions)
+            allowed = labeling.continuations({c.index: c.rating for c in completions})
+            row.can_choose, row.choosable, row.can_write = allowed.can_choose, set(allowed.choosable), allowed.can_write
         rows.append(row)
     return rows
 
@@ -205,7 +196,7 @@ def _workspace_context(request: HttpRequest, ws: Workspace, **extra: object) -> 
 
 
 def _next_ready(assignment: Assignment, progress: Progress) -> bool:
-    return assignment.status != AssignmentStatus.LEASED or progress.has_error or progress.done == progress.total
+    return assignment.status != AssignmentStatus.LEASED or progress.submittable
 
 
 # --- Responses ------------------------------------------------------------------------------------------------
@@ -264,16 +255,11 @@ def _rows_response(request: HttpRequest, ws: Workspace, step_index: int, announc
 
 # --- Pages ----------------------------------------------------------------------------------------------------
 
-def _member_campaign(request: HttpRequest, slug: str) -> tuple[Campaign, Membership | None]:
-    campaign = get_object_or_404(Campaign, slug=slug)
-    membership = Membership.objects.filter(campaign=campaign, user=request.user, is_active=True).first()
-    return campaign, membership
-
-
 @login_required
 @require_GET
 def campaign_page(request: HttpRequest, slug: str) -> HttpResponse:
-    campaign, membership = _member_campaign(request, slug)
+    campaign = get_object_or_404(Campaign, slug=slug)
+    membership = permissions.membership_of(request.user, campaign)
     if membership is None:
         return _alert(request, "You are not a member of this campaign.", 403)
     open_assignment = Assignment.objects.filter(solution__campaign=campaign, labeler=request.user,

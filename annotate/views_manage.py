@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from steplab.redirects import safe_next
 
 from . import forms_manage as forms
+from . import permissions
 from .models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, ImportJob, Membership, Solution
 from .services import adjudication, campaigns
 from .services.campaigns import CampaignAdminError
@@ -36,7 +37,7 @@ def manager_required(view: View) -> View:
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        if not campaigns.can_manage_any(request.user):
+        if not permissions.can_manage_any(request.user):
             raise PermissionDenied("only staff and campaign admins can manage campaigns")
         return view(request, *args, **kwargs)
     return wrapper
@@ -49,7 +50,7 @@ def campaign_admin_required(view: View) -> View:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
         campaign = get_object_or_404(Campaign, slug=slug)
-        if not campaigns.can_manage(request.user, campaign):
+        if not permissions.can_manage(request.user, campaign):
             raise PermissionDenied(f"you are not an admin of campaign {slug}")
         return view(request, campaign, *args, **kwargs)
     return wrapper
@@ -63,7 +64,7 @@ def _form_errors(form: Any) -> str:
 
 @manager_required
 def index(request: HttpRequest) -> HttpResponse:
-    rows = campaigns.managed_campaigns(request.user).annotate(
+    rows = permissions.managed_campaigns(request.user).annotate(
         n_solutions=Count("solutions", distinct=True),
         n_members=Count("memberships", filter=Q(memberships__is_active=True), distinct=True)).order_by(
         "-is_active", "name")

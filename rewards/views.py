@@ -9,8 +9,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from annotate.permissions import research_campaigns
 from rewards.models import ApiToken, DatasetVersion
-from rewards.services.access import readable_campaigns
 from rewards.services.tokens import TokenError, create_token, revoke_token
 
 
@@ -42,12 +42,12 @@ def revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     except TokenError as error:
         raise Http404(str(error)) from error
     messages.success(request, f"Token {token.prefix}… revoked.")
-    return redirect("api:tokens")
+    return redirect("pages:tokens")
 
 
 @login_required
 def datasets_page(request: HttpRequest) -> HttpResponse:
-    versions = list(DatasetVersion.objects.filter(campaign__in=readable_campaigns(request.user),
+    versions = list(DatasetVersion.objects.filter(campaign__in=research_campaigns(request.user),
                                                   status=DatasetVersion.Status.READY)
                     .select_related("campaign").order_by("campaign__slug", "-number"))
     return render(request, "rewards/datasets.html", {"rows": version_rows(versions)})

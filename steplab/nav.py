@@ -15,10 +15,9 @@ REFRESH_SECONDS = 300
 
 
 def _places(user: Any) -> dict[str, Any]:
-    from annotate.services.campaigns import can_manage_any
-    from rewards.jobs.services.access import has_any_access
+    from annotate.permissions import can_manage_any, can_research_any
 
-    return {"manage": can_manage_any(user), "research": has_any_access(user), "at": time.time()}
+    return {"manage": can_manage_any(user), "research": can_research_any(user), "at": time.time()}
 
 
 def remember_places(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:

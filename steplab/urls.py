@@ -21,7 +21,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
-    path("api/", include("rewards.urls")),
+    path("api/", include("rewards.urls")),  # the researcher pages (namespace pages)
+    path("api/", include("steplab.api_urls")),
     path("manage/", include("annotate.urls_manage")),
     path("models/", include("rewards.jobs.urls")),
     path("", include("annotate.urls")),

@@ -1,4 +1,4 @@
-"""Campaign administration: who may manage what, settings, members, progress, browser imports.
+"""Campaign administration: settings, members, progress, browser imports (who may: ``annotate.permissions``).
 
 The dashboard's figures here run a fixed number of aggregate queries whatever the campaign's size; the
 slow quality metrics live in ``agreement`` and are precomputed by a Celery task.
@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connection, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
@@ -39,30 +39,6 @@ class CampaignAdminError(Exception):
         super().__init__(f"{field}: {message}" if field else message)
         self.field = field
         self.message = message
-
-
-# --- permissions ---------------------------------------------------------------------------------------------
-
-def can_manage(user: AbstractBaseUser | AnonymousUser, campaign: Campaign) -> bool:
-    """Staff, or an active admin member of this campaign."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if user.is_staff:
-        return True
-    return Membership.objects.filter(campaign=campaign, user=user, role=Role.ADMIN, is_active=True).exists()
-
-
-def managed_campaigns(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Campaign]:
-    if not user.is_authenticated:
-        return Campaign.objects.none()
-    if user.is_staff:
-        return Campaign.objects.all()
-    return Campaign.objects.filter(memberships__user=user, memberships__role=Role.ADMIN,
-                                   memberships__is_active=True).distinct()
-
-
-def can_manage_any(user: AbstractBaseUser | AnonymousUser) -> bool:
-    return bool(user.is_authenticated and user.is_active and (user.is_staff or managed_campaigns(user).exists()))
 
 
 # --- campaign settings ---------------------------------------------------------------------------------------

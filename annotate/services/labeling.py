@@ -16,6 +16,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from .. import permissions
 from ..models import (
     Assignment,
     AssignmentStatus,
@@ -56,11 +57,8 @@ class LeaseOutcome:
 def labeler_membership(campaign: Campaign, user: User, *, lock: bool = False) -> Membership:
     if not user.is_authenticated:
         raise NotAllowed("Log in to label.")
-    queryset = Membership.objects.filter(campaign=campaign, user=user, is_active=True)
-    if lock:
-        queryset = queryset.select_for_update()
-    membership = queryset.first()
-    if membership is None or membership.role not in (Role.LABELER, Role.ADMIN):
+    membership = permissions.labeling_membership(user, campaign, lock=lock)
+    if membership is None:
         raise NotAllowed("You are not a labeler in this campaign.")
     return membership
 
@@ -200,7 +198,7 @@ def _locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
     """
     active_member = Membership.objects.filter(
         campaign_id=OuterRef("solution__campaign_id"), user_id=OuterRef("labeler_id"), is_active=True,
-        role__in=(Role.LABELER, Role.ADMIN))
+        role__in=permissions.LABELING_ROLES)
     queryset = (Assignment.objects.select_for_update(of=("self",)).select_related("solution__campaign")
                 .annotate(is_active_member=Exists(active_member)))
     if count_steps:
@@ -421,16 +419,17 @@ def decide_step(assignment_id: int, user: User, *, step_index: int, chosen_compl
             Rating.objects.filter(assignment=assignment, completion__step=step).values_list("completion__index",
                                                                                            "rating")
         )
-        if any(ratings.get(index) is None for _, index in completions):
+        allowed = continuations({index: ratings.get(index) for _, index in completions})
+        if not allowed.all_rated:
             raise LabelingError("Rate every completion of this step first.")
         if chosen_completion is not None:
             if chosen_completion not in {index for _, index in completions}:
                 raise LabelingError(f"Step {step_index} has no completion {chosen_completion}.")
-            if ratings.get(chosen_completion) == -1:
+            if chosen_completion not in allowed.choosable:
                 raise LabelingError("You cannot continue with a completion you rated −1.")
             human = None
         else:
-            if any(value == 1 for value in ratings.values()):
+            if not allowed.can_write:
                 raise LabelingError("A completion is rated +1: continue with it instead of writing your own.")
             human = {"text": human_text.strip(), "rating": None, "source": "human", "flagged": False}
         decision, _ = StepDecision.objects.update_or_create(
@@ -498,7 +497,7 @@ def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
     if reason == FinishReason.SOLUTION and progress.has_error:
         raise LabelingError(f"Step {progress.first_error + 1} is rated −1: this solution ends as “found error”."
                             if progress.first_error is not None else "A step is rated −1.")
-    if not progress.has_error and progress.done < progress.total:
+    if not progress.submittable:
         raise LabelingError(f"Rate every step (or give a −1) first ({progress.done} of {progress.total} rated)."
                             if stepwise else f"Choose or write a continuation at every step first ({progress.done} "
                             f"of {progress.total}).")
@@ -553,6 +552,44 @@ class Progress:
     first_open: int  # index of the first step still to do (== total when none)
     has_error: bool
     first_error: int | None = None  # stepwise: the step rated −1 (every later step is locked)
+
+    @property
+    def submittable(self) -> bool:
+        """The pass can be submitted: every step done, or (stepwise) a −1 that ends it."""
+        return self.has_error or self.done >= self.total
+
+    def step_state(self, index: int, *, stepwise: bool, is_open: bool) -> str:
+        """What the labeler may do with step ``index`` now: ``open`` (rate it), ``locked`` (an earlier step comes
+        first) or ``done`` (read only: the pass is closed). Stepwise, every step up to the first one to rate can
+        change; after a −1, only up to the −1 (the rest stays locked until that −1 changes). Conversational,
+        only the first step without a continuation is open."""
+        if not is_open:
+            return "done"
+        if stepwise:
+            last = self.first_error if self.first_error is not None else self.first_open
+            return "open" if index <= last else "locked"
+        return "open" if index == self.first_open else ("locked" if index > self.first_open else "done")
+
+
+@dataclass(frozen=True)
+class Continuations:
+    """Conversational mode: how a step whose candidates were rated may be continued (``decide_step``'s rule)."""
+
+    all_rated: bool
+    choosable: frozenset[int]  # rated, and not −1
+    can_write: bool  # one's own step, when no candidate is rated +1
+
+    @property
+    def can_choose(self) -> bool:
+        return self.all_rated
+
+
+def continuations(ratings: dict[int, int | None]) -> Continuations:
+    """``ratings``: each candidate's index and rating (None: not rated yet)."""
+    all_rated = all(value is not None for value in ratings.values())
+    return Continuations(all_rated=all_rated,
+                         choosable=frozenset(index for index, value in ratings.items() if value not in (None, -1)),
+                         can_write=all_rated and not any(value == 1 for value in ratings.values()))
 
 
 @dataclass(frozen=True)
@@ -635,8 +672,7 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
                       .filter(pk=assignment_id).first())
         if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
             raise NotAllowed("This is not your assignment.")
-        if not Membership.objects.filter(campaign=assignment.solution.campaign, user_id=assignment.labeler_id,
-                                         is_active=True, role__in=(Role.LABELER, Role.ADMIN)).exists():
+        if not permissions.can_label(user, assignment.solution.campaign):
             raise NotAllowed("You are not an active labeler in this campaign.")
     stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
     steps = _step_contents(assignment, step_indexes)

@@ -1,56 +1,133 @@
-"""REST endpoints of reward-model work, the same services as the pages.
+"""REST endpoints of reward-model work under /api/, the same services as the pages.
 
-* ``GET/POST /models/api/jobs/`` — training jobs: list (``?campaign=SLUG&status=``), start one;
-  ``GET /models/api/jobs/<id>/`` (progress, loss curve, metrics, error, the registered model);
-  ``POST /models/api/jobs/<id>/cancel/``. Reading and starting: staff and the campaign's admins/researchers.
-* The loop (staff and the campaign's admins/researchers): ``POST …/campaigns/<slug>/snapshot/`` (a dataset
-  version), ``GET/POST …/campaigns/<slug>/pools/`` (upload, multipart), ``GET/POST …/campaigns/<slug>/scoring/``,
-  ``GET …/scoring/<id>/`` and ``POST …/scoring/<id>/cancel/``, ``POST …/campaigns/<slug>/evaluations/``,
-  ``GET/POST …/campaigns/<slug>/comparisons/`` (one-click PRM vs ORM), ``GET …/comparisons/<id>/``,
-  ``POST …/comparisons/<id>/cancel/``.
-* ``GET/POST /models/api/campaigns/<slug>/generations/`` — list a campaign's generations, start the next one;
-  ``GET/POST /models/api/campaigns/<slug>/sampling/`` — sampling jobs. Starting: staff and its admins.
+* ``GET/POST /api/jobs/`` — training jobs: list (``?campaign=ID&status=``), start one; ``GET /api/jobs/<id>/``
+  (progress, loss curve, metrics, error, the registered model); ``POST /api/jobs/<id>/cancel/``.
+* The loop: ``POST /api/campaigns/<id>/snapshot/`` (a dataset version), ``GET/POST …/campaigns/<id>/pools/``
+  (upload, multipart), ``GET/POST …/campaigns/<id>/scoring/``, ``GET /api/scoring/<id>/`` and
+  ``POST /api/scoring/<id>/cancel/``, ``POST …/campaigns/<id>/evaluations/``, ``GET/POST …/campaigns/<id>/comparisons/``
+  (one-click PRM vs ORM), ``GET /api/comparisons/<id>/``, ``POST /api/comparisons/<id>/cancel/``.
+* ``GET/POST /api/campaigns/<id>/generations/`` — a campaign's generations, start the next one;
+  ``GET/POST /api/campaigns/<id>/sampling/`` — sampling jobs.
 
-Session or personal API token (a write-scoped token to POST). Everyone else gets 404 for the campaign or
-job (its existence is not revealed) or 403 when they may read but not start.
+Who may: staff and the campaign's admins and researchers read and run the work; starting generations and sampling
+is for staff and its admins (``annotate.permissions``). Everyone else gets 404 for the campaign or job (its
+existence is not revealed), or 403 when they may read but not start. Authentication, scopes and pagination are the
+settings' (as for the rest of /api/). Errors: ``{field: [messages]}`` for the input at fault, ``{"detail": message}``
+otherwise.
+
+``/models/api/…`` (the same paths with the campaign's slug in place of its id) are kept for existing scripts:
+same views with ``legacy=True`` — campaigns by slug in paths, filters and answers, lists unpaginated and cut at
+their old lengths — left out of the schema.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
-from drf_spectacular.utils import extend_schema
+from django.db.models import QuerySet
+from django.urls import URLPattern, path
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.pagination import BasePagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from annotate.models import Campaign
+from annotate.permissions import can_research, can_research_any, can_start_generation, is_staff, research_campaigns
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
-from rewards.api.auth import ApiTokenAuthentication, TokenScope
-
-from . import selectors
 from rewards.models import DatasetVersion
 
-from .models import (Backend, CandidatePool, ComparisonRun, Generation, JobStatus, Kind, PoolPurpose, RewardModel,
-                     SamplingJob, ScoringJob, TrainingJob)
-from .services.access import accessible_campaigns, can_access, has_any_access
-from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, MAX_MAX_STEPS, request_cancel_comparison, snapshot_labels,
-                                   start_comparison)
+from . import selectors
+from .models import (
+    Backend,
+    CandidatePool,
+    ComparisonRun,
+    Generation,
+    JobStatus,
+    Kind,
+    PoolPurpose,
+    RewardModel,
+    SamplingJob,
+    ScoringJob,
+    TrainingJob,
+)
+from .services.comparisons import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_PER_PROBLEM,
+    MAX_MAX_STEPS,
+    request_cancel_comparison,
+    snapshot_labels,
+    start_comparison,
+)
 from .services.evaluation import evaluate_scorings
+from .services.generations import MAX_BATCH_SIZE, GenerationNotAllowed, start_generation
 from .services.pools import import_uploaded_pool
-from .services.scoring import start_scoring_job
-from .services.generations import MAX_BATCH_SIZE, GenerationNotAllowed, can_start_generation, start_generation
 from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
+from .services.scoring import start_scoring_job
 from .services.training import USER_KEYS, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
-AUTHENTICATION = [ApiTokenAuthentication, SessionAuthentication]
-PERMISSIONS = [IsAuthenticated, TokenScope]
 MAX_ID = 2**63 - 1  # primary keys are bigints: a larger id is a 400 naming the field, not a database error
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class CampaignRef(serializers.Field):
+    """The campaign's id; its slug at the /models/api/ aliases (``legacy`` in the serializer's context)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(read_only=True, **kwargs)
+
+    def to_representation(self, campaign: Campaign) -> int | str:
+        return campaign.slug if self.context.get("legacy") else campaign.pk
+
+
+class JobsSchema(AutoSchema):
+    """Only GET lists are paginated: a POST that starts several jobs answers them as a plain list."""
+
+    def _get_paginator(self) -> Any:
+        return super()._get_paginator() if self.method == "GET" else None
+
+
+def _input_error(exc: JobInputError, code: int = status.HTTP_400_BAD_REQUEST) -> Response:
+    return Response({exc.field: [str(exc)]}, status=code)
+
+
+class JobsApiView(APIView):
+    """Campaigns by id and lists paginated with the settings' class; ``legacy`` serves the /models/api/ aliases.
+
+    A plain APIView, not a GenericAPIView: its views have no one serializer, and the browsable API and OPTIONS
+    would ask a GenericAPIView for one."""
+
+    legacy = False
+    schema = JobsSchema()
+    # The schema documents GET lists with it too; the settings hold the class itself (DRF imports the path).
+    pagination_class = cast(type[BasePagination], api_settings.DEFAULT_PAGINATION_CLASS)
+
+    def campaign(self, key: dict[str, Any]) -> Campaign:
+        """The campaign named in the path, if the user may work on it (404 otherwise: existence is not revealed)."""
+        lookup = {"slug": key["slug"]} if self.legacy else {"pk": key["campaign_id"]}
+        campaign = Campaign.objects.filter(**lookup).first()
+        if campaign is None or not can_research(self.request.user, campaign):
+            raise NotFound("no such campaign")
+        return campaign
+
+    def out(self, serializer: type[serializers.BaseSerializer], instance: Any, *, many: bool = False) -> Any:
+        return serializer(instance, many=many, context={"request": self.request, "legacy": self.legacy}).data
+
+    def listing(self, rows: QuerySet[Any], render: Callable[[Iterable[Any]], list[Any]],
+                cut: int | None = None) -> Response:
+        """One page of ``rows`` (``?limit=&offset=``); at the aliases, the first ``cut`` rows as a plain list."""
+        if self.legacy:
+            return Response(render(rows[:cut] if cut is not None else rows))
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(rows, self.request, view=self)
+        return paginator.get_paginated_response(render(page if page is not None else rows))
 
 
 class StartGenerationInput(serializers.Serializer):
@@ -64,7 +141,7 @@ class StartGenerationInput(serializers.Serializer):
 
 
 class GenerationOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign = CampaignRef()
 
     class Meta:
         model = Generation
@@ -73,31 +150,21 @@ class GenerationOut(serializers.ModelSerializer):
                   "finished_at")
 
 
-def _campaign(request: Request, slug: str) -> Campaign:
-    campaign = Campaign.objects.filter(slug=slug).first()
-    if campaign is None or not can_access(request.user, campaign):
-        raise NotFound("no such campaign")
-    return campaign
-
-
-class GenerationsView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class GenerationsView(JobsApiView):
     @extend_schema(responses={200: GenerationOut(many=True)})
-    def get(self, request: Request, slug: str) -> Response:
+    def get(self, request: Request, **key: Any) -> Response:
         """The campaign's generations with their figures (selected, labeled, found-error share, retrained PRM)."""
-        campaign = _campaign(request, slug)
-        rows = {row["id"]: row for row in selectors.generation_rows(campaign)}
-        out = []
-        for generation in Generation.objects.filter(campaign=campaign).select_related("campaign").order_by("number"):
-            out.append({**GenerationOut(generation).data, "figures": rows.get(generation.pk)})
-        return Response(out)
+        campaign = self.campaign(key)
+        figures = {row["id"]: row for row in selectors.generation_rows(campaign)}
+        return self.listing(
+            Generation.objects.filter(campaign=campaign).select_related("campaign").order_by("number", "id"),
+            lambda page: [{**row, "figures": figures.get(row["id"])}
+                          for row in self.out(GenerationOut, page, many=True)])
 
     @extend_schema(request=StartGenerationInput, responses={201: GenerationOut})
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: Request, **key: Any) -> Response:
         """Start the next generation (admins and staff): score the pool with the PRM, then select a batch."""
-        campaign = _campaign(request, slug)
+        campaign = self.campaign(key)
         if not can_start_generation(request.user, campaign):
             raise PermissionDenied("only staff and the campaign's admins start generations")
         data = StartGenerationInput(data=request.data)
@@ -108,20 +175,21 @@ class GenerationsView(APIView):
             pool = CandidatePool.objects.filter(pk=values["pool"], campaign=campaign,
                                                 purpose=PoolPurpose.LABELING).first()
             if pool is None:
-                raise ValidationError({"pool": [f"no labeling pool {values['pool']} in campaign {slug}"]})
+                raise ValidationError({"pool": [f"no labeling pool {values['pool']} in campaign {campaign.slug}"]})
         if "reward_model" in values:
             model = RewardModel.objects.filter(pk=values["reward_model"], campaign=campaign).first()
             if model is None:
-                raise ValidationError({"reward_model": [f"no reward model {values['reward_model']} in campaign {slug}"]})
+                raise ValidationError({"reward_model": [
+                    f"no reward model {values['reward_model']} in campaign {campaign.slug}"]})
         try:
             generation = start_generation(campaign, strategy=values["strategy"], batch_size=values["batch_size"],
                                           config=values["config"], user=request.user, pool=pool, reward_model=model)
         except GenerationNotAllowed as exc:
             raise PermissionDenied(str(exc)) from None
         except JobInputError as exc:
-            code = status.HTTP_409_CONFLICT if exc.field == "campaign" else status.HTTP_400_BAD_REQUEST
-            return Response({exc.field: [str(exc)]}, status=code)
-        return Response(GenerationOut(generation).data, status=status.HTTP_201_CREATED)
+            return _input_error(exc, status.HTTP_409_CONFLICT if exc.field == "campaign" else
+                                status.HTTP_400_BAD_REQUEST)
+        return Response(self.out(GenerationOut, generation), status=status.HTTP_201_CREATED)
 
 
 # --- training jobs ------------------------------------------------------------------------------------
@@ -137,7 +205,7 @@ class StartTrainingInput(serializers.Serializer):
 
 
 class TrainingJobOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign = CampaignRef(allow_null=True)
     reward_model = serializers.SerializerMethodField()
 
     class Meta:
@@ -152,36 +220,40 @@ class TrainingJobOut(serializers.ModelSerializer):
 
 
 class ListJobsInput(serializers.Serializer):
-    campaign = serializers.SlugField(required=False)
+    campaign = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="campaign id")
+    status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
+
+
+class LegacyListJobsInput(serializers.Serializer):
+    campaign = serializers.SlugField(required=False, help_text="campaign slug")
     status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
 
 
 def _require_area(request: Request) -> None:
-    if not has_any_access(request.user):
+    if not can_research_any(request.user):
         raise PermissionDenied("reward models are for campaign admins, researchers and staff")
 
 
 def _visible_jobs(request: Request) -> Any:
     _require_area(request)
     jobs = TrainingJob.objects.select_related("campaign", "reward_model")
-    return jobs if request.user.is_staff else jobs.filter(campaign__in=accessible_campaigns(request.user))
+    return jobs if is_staff(request.user) else jobs.filter(campaign__in=research_campaigns(request.user))
 
 
-class TrainingJobsView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class TrainingJobsView(JobsApiView):
     @extend_schema(parameters=[ListJobsInput], responses={200: TrainingJobOut(many=True)})
     def get(self, request: Request) -> Response:
-        """Training jobs of the campaigns you work on, newest first (at most 200)."""
-        query = ListJobsInput(data=request.query_params)
+        """Training jobs of the campaigns you work on, newest first."""
+        query = (LegacyListJobsInput if self.legacy else ListJobsInput)(data=request.query_params)
         query.is_valid(raise_exception=True)
         jobs = _visible_jobs(request)
         if "campaign" in query.validated_data:
-            jobs = jobs.filter(campaign__slug=query.validated_data["campaign"])
+            campaign = query.validated_data["campaign"]
+            jobs = jobs.filter(**{"campaign__slug" if self.legacy else "campaign_id": campaign})
         if "status" in query.validated_data:
             jobs = jobs.filter(status=query.validated_data["status"])
-        return Response(TrainingJobOut(jobs.order_by("-created_at", "-id")[:200], many=True).data)
+        return self.listing(jobs.order_by("-created_at", "-id"),
+                            lambda page: self.out(TrainingJobOut, page, many=True), cut=200)
 
     @extend_schema(request=StartTrainingInput, responses={201: TrainingJobOut})
     def post(self, request: Request) -> Response:
@@ -191,7 +263,7 @@ class TrainingJobsView(APIView):
         data.is_valid(raise_exception=True)
         values = data.validated_data
         version = DatasetVersion.objects.select_related("campaign").filter(pk=values["dataset_version"]).first()
-        if version is None or not can_access(request.user, version.campaign):
+        if version is None or not can_research(request.user, version.campaign):
             raise ValidationError({"dataset_version": [f"no dataset version {values['dataset_version']} of a "
                                                        "campaign you work on"]})
         if values["base_model"] not in backbones():
@@ -201,8 +273,8 @@ class TrainingJobsView(APIView):
                                                      base_model=values["base_model"], backend=values["backend"],
                                                      hyper=values["hyper"]), user=request.user)
         except JobInputError as exc:
-            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(TrainingJobOut(job).data, status=status.HTTP_201_CREATED)
+            return _input_error(exc)
+        return Response(self.out(TrainingJobOut, job), status=status.HTTP_201_CREATED)
 
 
 def _training_job(request: Request, pk: int) -> TrainingJob:
@@ -212,26 +284,20 @@ def _training_job(request: Request, pk: int) -> TrainingJob:
     return job
 
 
-class TrainingJobView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class TrainingJobView(JobsApiView):
     @extend_schema(responses={200: TrainingJobOut})
     def get(self, request: Request, pk: int) -> Response:
         """One job: status, progress, loss curve, final metrics, error and log tail, the registered model."""
-        return Response(TrainingJobOut(_training_job(request, pk)).data)
+        return Response(self.out(TrainingJobOut, _training_job(request, pk)))
 
 
-class TrainingJobCancelView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class TrainingJobCancelView(JobsApiView):
     @extend_schema(request=None, responses={200: TrainingJobOut})
     def post(self, request: Request, pk: int) -> Response:
         """Cancel: a queued job at once, a running one when its watcher next polls (it stops the process)."""
         job = _training_job(request, pk)
         request_cancel(job)
-        return Response(TrainingJobOut(_training_job(request, pk)).data)
+        return Response(self.out(TrainingJobOut, _training_job(request, pk)))
 
 
 # --- sampling jobs ------------------------------------------------------------------------------------
@@ -243,7 +309,7 @@ class StartSamplingInput(serializers.Serializer):
 
 
 class SamplingJobOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign = CampaignRef()
 
     class Meta:
         model = SamplingJob
@@ -251,21 +317,18 @@ class SamplingJobOut(serializers.ModelSerializer):
                   "error", "created_at", "started_at", "finished_at")
 
 
-class SamplingJobsView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class SamplingJobsView(JobsApiView):
     @extend_schema(responses={200: SamplingJobOut(many=True)})
-    def get(self, request: Request, slug: str) -> Response:
-        """The campaign's sampling jobs, newest first (at most 100)."""
-        campaign = _campaign(request, slug)
-        return Response(SamplingJobOut(SamplingJob.objects.filter(campaign=campaign).select_related("campaign")[:100],
-                                       many=True).data)
+    def get(self, request: Request, **key: Any) -> Response:
+        """The campaign's sampling jobs, newest first."""
+        campaign = self.campaign(key)
+        return self.listing(SamplingJob.objects.filter(campaign=campaign).select_related("campaign"),
+                            lambda page: self.out(SamplingJobOut, page, many=True), cut=100)
 
     @extend_schema(request=StartSamplingInput, responses={201: SamplingJobOut})
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: Request, **key: Any) -> Response:
         """Sample N solutions per campaign problem with a local LM; they become the campaign's candidate pool."""
-        campaign = _campaign(request, slug)
+        campaign = self.campaign(key)
         if not can_start_generation(request.user, campaign):
             raise PermissionDenied("only staff and the campaign's admins start sampling jobs")
         data = StartSamplingInput(data=request.data)
@@ -274,35 +337,32 @@ class SamplingJobsView(APIView):
             job = start_sampling_job(campaign, data.validated_data["config"], backend=data.validated_data["backend"],
                                      user=request.user)
         except JobInputError as exc:
-            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(SamplingJobOut(job).data, status=status.HTTP_201_CREATED)
+            return _input_error(exc)
+        return Response(self.out(SamplingJobOut, job), status=status.HTTP_201_CREATED)
 
 
 # --- the loop: dataset versions, pools, scoring, evaluation, one-click comparison ---------------------
 
 class DatasetVersionOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign = CampaignRef()
 
     class Meta:
         model = DatasetVersion
         fields = ("id", "campaign", "number", "status", "content_sha256", "counts", "files", "created_at")
 
 
-class SnapshotView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class SnapshotView(JobsApiView):
     @extend_schema(request=None, responses={201: DatasetVersionOut, 200: DatasetVersionOut})
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: Request, **key: Any) -> Response:
         """Snapshot the campaign's labels: 201 with the new version, or 200 with the latest one when the labels
         have not changed since (``new`` says which)."""
-        version, new = snapshot_labels(_campaign(request, slug), user=request.user)
-        return Response({**DatasetVersionOut(version).data, "new": new},
+        version, new = snapshot_labels(self.campaign(key), user=request.user)
+        return Response({**self.out(DatasetVersionOut, version), "new": new},
                         status=status.HTTP_201_CREATED if new else status.HTTP_200_OK)
 
 
 class PoolOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign = CampaignRef(allow_null=True)
 
     class Meta:
         model = CandidatePool
@@ -317,22 +377,19 @@ class UploadPoolInput(serializers.Serializer):
     split_rule = serializers.ChoiceField(choices=["auto", "lines", "paragraphs"], default="auto")
 
 
-class PoolsView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class PoolsView(JobsApiView):
     @extend_schema(responses={200: PoolOut(many=True)})
-    def get(self, request: Request, slug: str) -> Response:
+    def get(self, request: Request, **key: Any) -> Response:
         """The campaign's candidate pools, newest first."""
-        campaign = _campaign(request, slug)
-        return Response(PoolOut(CandidatePool.objects.filter(campaign=campaign).select_related("campaign")
-                                .order_by("-created_at", "-id")[:100], many=True).data)
+        campaign = self.campaign(key)
+        return self.listing(CandidatePool.objects.filter(campaign=campaign).select_related("campaign")
+                            .order_by("-created_at", "-id"), lambda page: self.out(PoolOut, page, many=True), cut=100)
 
     @extend_schema(request={"multipart/form-data": UploadPoolInput}, responses={201: PoolOut})
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: Request, **key: Any) -> Response:
         """Upload a pool file (multipart): imported and graded (201 with the counts), or 400 listing every bad
         line (file, line, field) with nothing saved."""
-        campaign = _campaign(request, slug)
+        campaign = self.campaign(key)
         data = UploadPoolInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -346,7 +403,7 @@ class PoolsView(APIView):
             field, _, message = str(exc).partition(": ")
             return Response({field if message else "file": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
         pool.refresh_from_db()
-        return Response({**PoolOut(pool).data, "report": report.as_dict()}, status=status.HTTP_201_CREATED)
+        return Response({**self.out(PoolOut, pool), "report": report.as_dict()}, status=status.HTTP_201_CREATED)
 
 
 class ScoringJobOut(serializers.ModelSerializer):
@@ -363,66 +420,58 @@ class StartScoringInput(serializers.Serializer):
     backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
 
 
-class ScoringJobsView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class ScoringJobsView(JobsApiView):
     @extend_schema(responses={200: ScoringJobOut(many=True)})
-    def get(self, request: Request, slug: str) -> Response:
-        """Scoring jobs of the campaign's models, newest first (at most 100)."""
-        campaign = _campaign(request, slug)
-        return Response(ScoringJobOut(ScoringJob.objects.filter(reward_model__campaign=campaign)
-                                      .order_by("-created_at", "-id")[:100], many=True).data)
+    def get(self, request: Request, **key: Any) -> Response:
+        """Scoring jobs of the campaign's models, newest first."""
+        campaign = self.campaign(key)
+        return self.listing(ScoringJob.objects.filter(reward_model__campaign=campaign).order_by("-created_at", "-id"),
+                            lambda page: self.out(ScoringJobOut, page, many=True), cut=100)
 
     @extend_schema(request=StartScoringInput, responses={201: ScoringJobOut(many=True)})
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: Request, **key: Any) -> Response:
         """Score a pool with the chosen models (queued; a worker runs each job)."""
-        campaign = _campaign(request, slug)
+        campaign = self.campaign(key)
         data = StartScoringInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
         pool = CandidatePool.objects.filter(pk=values["pool"], campaign=campaign).first()
         if pool is None:
-            raise ValidationError({"pool": [f"no candidate pool {values['pool']} in campaign {slug}"]})
+            raise ValidationError({"pool": [f"no candidate pool {values['pool']} in campaign {campaign.slug}"]})
         models = {m.pk: m for m in RewardModel.objects.filter(pk__in=values["reward_models"], campaign=campaign)}
         missing = [pk for pk in values["reward_models"] if pk not in models]
         if missing:
-            raise ValidationError({"reward_models": [f"no reward model {pk} in campaign {slug}" for pk in missing]})
+            raise ValidationError({"reward_models": [f"no reward model {pk} in campaign {campaign.slug}"
+                                                     for pk in missing]})
         try:
             jobs = [start_scoring_job(models[pk], pool, backend=values["backend"], user=request.user)
                     for pk in values["reward_models"]]
         except JobInputError as exc:
-            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(ScoringJobOut(jobs, many=True).data, status=status.HTTP_201_CREATED)
+            return _input_error(exc)
+        return Response(self.out(ScoringJobOut, jobs, many=True), status=status.HTTP_201_CREATED)
 
 
 def _scoring_job(request: Request, pk: int) -> ScoringJob:
     _require_area(request)
     job = ScoringJob.objects.select_related("reward_model__campaign").filter(pk=pk).first()
-    if job is None or not can_access(request.user, job.reward_model.campaign):
+    if job is None or not can_research(request.user, job.reward_model.campaign):
         raise NotFound("no such scoring job")
     return job
 
 
-class ScoringJobView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class ScoringJobView(JobsApiView):
     @extend_schema(responses={200: ScoringJobOut})
     def get(self, request: Request, pk: int) -> Response:
         """One scoring job: status, progress, the PRM's held-out step figures, error."""
-        return Response(ScoringJobOut(_scoring_job(request, pk)).data)
+        return Response(self.out(ScoringJobOut, _scoring_job(request, pk)))
 
 
-class ScoringJobCancelView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class ScoringJobCancelView(JobsApiView):
     @extend_schema(request=None, responses={200: ScoringJobOut})
     def post(self, request: Request, pk: int) -> Response:
         """Cancel a scoring job (a running one when its watcher next polls)."""
         request_cancel(_scoring_job(request, pk))
-        return Response(ScoringJobOut(_scoring_job(request, pk)).data)
+        return Response(self.out(ScoringJobOut, _scoring_job(request, pk)))
 
 
 class EvaluateInput(serializers.Serializer):
@@ -432,27 +481,24 @@ class EvaluateInput(serializers.Serializer):
     trials = serializers.IntegerField(min_value=1, max_value=100_000, default=400)
 
 
-class EvaluationsView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class EvaluationsView(JobsApiView):
     @extend_schema(request=EvaluateInput, responses={201: dict})
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: Request, **key: Any) -> Response:
         """Best-of-N (PRM, ORM, majority vote, pass@N) of a pool from its succeeded scorings, computed now."""
-        campaign = _campaign(request, slug)
+        campaign = self.campaign(key)
         data = EvaluateInput(data=request.data)
         data.is_valid(raise_exception=True)
         try:
             run = evaluate_scorings(campaign, user=request.user, **data.validated_data)
         except JobInputError as exc:
-            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+            return _input_error(exc)
         return Response({"id": run.pk, "pool": run.pool_id, "prm_scoring": run.prm_scoring_id,
                          "orm_scoring": run.orm_scoring_id, "best_of_n": selectors.best_of_n_rows(run),
                          "step_metrics": run.step_metrics}, status=status.HTTP_201_CREATED)
 
 
 class ComparisonOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign = CampaignRef()
     best_of_n = serializers.SerializerMethodField()
 
     class Meta:
@@ -474,22 +520,19 @@ class StartComparisonInput(serializers.Serializer):
                                            help_text="Candidates scored per problem (the first k; 0 = all).")
 
 
-class ComparisonsView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class ComparisonsView(JobsApiView):
     @extend_schema(responses={200: ComparisonOut(many=True)})
-    def get(self, request: Request, slug: str) -> Response:
+    def get(self, request: Request, **key: Any) -> Response:
         """The campaign's comparisons, newest first."""
-        campaign = _campaign(request, slug)
-        runs = ComparisonRun.objects.filter(campaign=campaign).select_related("campaign", "evaluation")[:50]
-        return Response(ComparisonOut(runs, many=True).data)
+        campaign = self.campaign(key)
+        return self.listing(ComparisonRun.objects.filter(campaign=campaign).select_related("campaign", "evaluation"),
+                            lambda page: self.out(ComparisonOut, page, many=True), cut=50)
 
     @extend_schema(request=StartComparisonInput, responses={201: ComparisonOut})
-    def post(self, request: Request, slug: str) -> Response:
+    def post(self, request: Request, **key: Any) -> Response:
         """Compare PRM and ORM: snapshot → train both (same backbone and budget) → score the pool → evaluate.
         409 while another comparison of the campaign runs."""
-        campaign = _campaign(request, slug)
+        campaign = self.campaign(key)
         data = StartComparisonInput(data=request.data)
         data.is_valid(raise_exception=True)
         try:
@@ -497,33 +540,55 @@ class ComparisonsView(APIView):
         except JobInputError as exc:
             code = status.HTTP_409_CONFLICT if exc.field == "campaign" else status.HTTP_400_BAD_REQUEST
             return Response({exc.field: [str(exc)]}, status=code)
-        return Response(ComparisonOut(run).data, status=status.HTTP_201_CREATED)
+        return Response(self.out(ComparisonOut, run), status=status.HTTP_201_CREATED)
 
 
 def _comparison(request: Request, pk: int) -> ComparisonRun:
     _require_area(request)
     run = ComparisonRun.objects.select_related("campaign", "evaluation").filter(pk=pk).first()
-    if run is None or not can_access(request.user, run.campaign):
+    if run is None or not can_research(request.user, run.campaign):
         raise NotFound("no such comparison")
     return run
 
 
-class ComparisonView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class ComparisonView(JobsApiView):
     @extend_schema(responses={200: ComparisonOut})
     def get(self, request: Request, pk: int) -> Response:
         """One comparison: status, stage, the jobs it started, the failure reason, best-of-N once done."""
-        return Response(ComparisonOut(_comparison(request, pk)).data)
+        return Response(self.out(ComparisonOut, _comparison(request, pk)))
 
 
-class ComparisonCancelView(APIView):
-    authentication_classes = AUTHENTICATION
-    permission_classes = PERMISSIONS
-
+class ComparisonCancelView(JobsApiView):
     @extend_schema(request=None, responses={200: ComparisonOut})
     def post(self, request: Request, pk: int) -> Response:
         """Cancel a comparison and the jobs it started."""
         request_cancel_comparison(_comparison(request, pk))
-        return Response(ComparisonOut(_comparison(request, pk)).data)
+        return Response(self.out(ComparisonOut, _comparison(request, pk)))
+
+
+ROUTES: list[tuple[str, type[JobsApiView], str]] = [  # (path, view, name), ``{campaign}`` in the path
+    ("campaigns/{campaign}/generations/", GenerationsView, "generations"),
+    ("campaigns/{campaign}/sampling/", SamplingJobsView, "sampling"),
+    ("campaigns/{campaign}/snapshot/", SnapshotView, "snapshot"),
+    ("campaigns/{campaign}/pools/", PoolsView, "pools"),
+    ("campaigns/{campaign}/scoring/", ScoringJobsView, "scoring"),
+    ("campaigns/{campaign}/evaluations/", EvaluationsView, "evaluations"),
+    ("campaigns/{campaign}/comparisons/", ComparisonsView, "comparisons"),
+    ("scoring/<int:pk>/", ScoringJobView, "scoring_job"),
+    ("scoring/<int:pk>/cancel/", ScoringJobCancelView, "scoring_job_cancel"),
+    ("comparisons/<int:pk>/", ComparisonView, "comparison"),
+    ("comparisons/<int:pk>/cancel/", ComparisonCancelView, "comparison_cancel"),
+    ("jobs/", TrainingJobsView, "jobs"),
+    ("jobs/<int:pk>/", TrainingJobView, "job"),
+    ("jobs/<int:pk>/cancel/", TrainingJobCancelView, "job_cancel"),
+]
+
+
+def urls(*, legacy: bool = False) -> list[URLPattern]:
+    """The routes under /api/ (names like ``scoring-job-cancel``), or, ``legacy``, the /models/api/ aliases
+    under their old names (``api_scoring_job_cancel``): campaigns by slug, out of the schema."""
+    if legacy:
+        return [path("api/" + route.format(campaign="<slug:slug>"), view.as_view(legacy=True, schema=None),
+                     name=f"api_{name}") for route, view, name in ROUTES]
+    return [path(route.format(campaign="<int:campaign_id>"), view.as_view(), name=name.replace("_", "-"))
+            for route, view, name in ROUTES]

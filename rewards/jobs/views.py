@@ -1,6 +1,6 @@
 """Pages of reward-model work: jobs (start, live progress, cancel), models, the PRM-vs-ORM dashboard.
 
-Thin: access rules are in ``services.access``, every other rule in ``services``; pages read through
+Thin: access rules are in ``annotate.permissions``, every other rule in ``services``; pages read through
 ``selectors``. Access: staff, and the active admins/researchers of a campaign; everyone else gets 404
 for a campaign's objects (their existence is not revealed) and 403 for the area as a whole.
 """
@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.models import Campaign
+from annotate.permissions import can_research, can_research_any, can_start_generation, is_staff, research_campaigns
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from steplab import jsonlimits
@@ -27,11 +28,10 @@ from steplab import jsonlimits
 from . import selectors
 from .forms import TrainingJobForm
 from .models import CandidatePool, ComparisonRun, PoolPurpose, RewardModel, SamplingJob, ScoringJob, TrainingJob
-from .services.access import accessible_campaigns, can_access, has_any_access
 from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, request_cancel_comparison,
                                    snapshot_labels, start_comparison)
 from .services.evaluation import AGGREGATIONS, evaluate_scorings
-from .services.generations import can_start_generation, labeling_pool, start_generation
+from .services.generations import labeling_pool, start_generation
 from .services.pools import import_uploaded_pool
 from .services.sampling import start_sampling_job
 from .services.scoring import start_scoring_job
@@ -41,14 +41,14 @@ FIGURES = ("best-of-n", "step-metrics", "data-efficiency", "history", "generatio
 
 
 def _area(request: HttpRequest) -> Any:
-    if not has_any_access(request.user):
+    if not can_research_any(request.user):
         raise PermissionDenied("reward models are for campaign admins, researchers and staff")
-    return accessible_campaigns(request.user)
+    return research_campaigns(request.user)
 
 
 def _job(request: HttpRequest, pk: int) -> TrainingJob:
     job = get_object_or_404(TrainingJob.objects.select_related("dataset_version", "campaign", "started_by"), pk=pk)
-    if not can_access(request.user, job.campaign):
+    if not can_research(request.user, job.campaign):
         raise Http404("no such job")
     return job
 
@@ -56,7 +56,7 @@ def _job(request: HttpRequest, pk: int) -> TrainingJob:
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
     campaigns = _area(request)
-    staff = request.user.is_staff
+    staff = is_staff(request.user)
     return render(request, "jobs/index.html", {
         "jobs": selectors.training_jobs(campaigns, staff=staff)[:100],
         "models": selectors.reward_models(campaigns, staff=staff)[:100],
@@ -108,7 +108,7 @@ def _dashboard_scope(request: HttpRequest, slug: str | None) -> tuple[Any, Campa
     if slug is None:
         return campaigns, None
     campaign = get_object_or_404(Campaign, slug=slug)
-    if not can_access(request.user, campaign):
+    if not can_research(request.user, campaign):
         raise Http404("no such campaign")
     return campaigns, campaign
 
@@ -168,7 +168,7 @@ def compare_start(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _run(request: HttpRequest, pk: int) -> ComparisonRun:
     run = get_object_or_404(ComparisonRun.objects.select_related("campaign"), pk=pk)
-    if not can_access(request.user, run.campaign):
+    if not can_research(request.user, run.campaign):
         raise Http404("no such comparison")
     return selectors.comparison_run(run.pk)
 
@@ -278,7 +278,7 @@ def _work(request: HttpRequest, model: type[Any], pk: int) -> Any:
     related = ("reward_model__campaign", "pool__campaign") if model is ScoringJob else ("campaign", "pool")
     job = get_object_or_404(model.objects.select_related(*related), pk=pk)
     campaign = job.reward_model.campaign if model is ScoringJob else job.campaign
-    if not can_access(request.user, campaign):
+    if not can_research(request.user, campaign):
         raise Http404("no such job")
     return job
 

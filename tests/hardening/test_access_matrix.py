@@ -56,6 +56,10 @@ def slug(w: World) -> dict[str, Any]:
     return {"slug": w.a.slug}
 
 
+def campaign_id(w: World) -> dict[str, Any]:
+    return {"campaign_id": w.a.pk}
+
+
 def assignment(w: World) -> dict[str, Any]:
     return {"assignment_id": w.assignment.pk}
 
@@ -113,9 +117,6 @@ RULES: dict[str, Rule] = {
     "api:schema": Rule(PUBLIC),  # the API's contract is public; every endpoint it describes checks access
     "api:docs": Rule(PUBLIC),
     "api:api-root": Rule(LOGGED_IN),
-    "api:tokens": Rule(LOGGED_IN),
-    "api:token-revoke": Rule("---+--", method="post", kwargs=lambda w: {"token_id": w.token_id}),
-    "api:datasets-page": Rule(LOGGED_IN),
     "api:campaign-list": Rule(LOGGED_IN),
     "api:campaign-detail": Rule(READERS, kwargs=pk(lambda w: w.a.pk)),
     "api:campaign-import-solutions": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.a.pk)),
@@ -139,6 +140,25 @@ RULES: dict[str, Rule] = {
     "api:dataset-list": Rule(LOGGED_IN),
     "api:dataset-detail": Rule(RESEARCH, kwargs=pk(lambda w: w.version.pk)),
     "api:dataset-download": Rule(RESEARCH, kwargs=lambda w: {"pk": w.version.pk, "fmt": "prm800k"}),
+    # the reward-model API under /api/ (campaigns by id); the same views answer at /models/api/ (jobs:api_*)
+    "api:generations": Rule(RESEARCH, kwargs=campaign_id),
+    "api:sampling": Rule(RESEARCH, kwargs=campaign_id),
+    "api:jobs": Rule(RESEARCH),
+    "api:job": Rule(RESEARCH, kwargs=pk(lambda w: w.training_job.pk)),
+    "api:job-cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.training_job.pk)),
+    "api:snapshot": Rule(RESEARCH, method="post", kwargs=campaign_id),
+    "api:pools": Rule(RESEARCH, kwargs=campaign_id),
+    "api:scoring": Rule(RESEARCH, kwargs=campaign_id),
+    "api:evaluations": Rule(RESEARCH, method="post", kwargs=campaign_id),
+    "api:comparisons": Rule(RESEARCH, kwargs=campaign_id),
+    "api:scoring-job": Rule(RESEARCH, kwargs=pk(lambda w: w.scoring_job.pk)),
+    "api:scoring-job-cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.scoring_job.pk)),
+    "api:comparison": Rule(RESEARCH, kwargs=pk(lambda w: w.comparison.pk)),
+    "api:comparison-cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.comparison.pk)),
+    # researcher pages (HTML, session login)
+    "pages:tokens": Rule(LOGGED_IN),
+    "pages:token-revoke": Rule("---+--", method="post", kwargs=lambda w: {"token_id": w.token_id}),
+    "pages:datasets": Rule(LOGGED_IN),
     # reward models, dashboard, generations
     "jobs:index": Rule(RESEARCH),
     "jobs:job_new": Rule(RESEARCH),

@@ -84,3 +84,27 @@ def test_other_campaigns_jobs_are_not_found_and_labelers_are_refused(make_user, 
     api.force_authenticate(labeler)
     assert api.get("/models/api/jobs/").status_code == 403
     assert APIClient().get("/models/api/jobs/").status_code in (401, 403)
+
+
+def test_under_api_campaigns_are_ids_and_lists_are_pages(researcher_api, dataset_version, settings,
+                                                        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The same jobs at /api/ in the API's one style; /models/api/ still answers with slugs and a plain list."""
+    settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
+    campaign = dataset_version.campaign
+    api = researcher_api("write")
+    started = api.post("/api/jobs/", {"kind": "prm", "dataset_version": dataset_version.pk}, format="json")
+    assert started.status_code == 201, started.content
+    assert started.json()["campaign"] == campaign.pk
+    second = api.post("/api/jobs/", {"kind": "orm", "dataset_version": dataset_version.pk}, format="json").json()
+
+    page = api.get(f"/api/jobs/?campaign={campaign.pk}&limit=1").json()
+    assert page["count"] == 2 and [row["id"] for row in page["results"]] == [second["id"]] and page["next"]
+    assert api.get(f"/api/jobs/?campaign={campaign.slug}").status_code == 400, "campaigns are ids here"
+    assert api.get(f"/api/jobs/{second['id']}/").json()["campaign"] == campaign.pk
+    old = api.get(f"/models/api/jobs/?campaign={campaign.slug}").json()
+    assert [row["campaign"] for row in old] == [campaign.slug, campaign.slug]
+
+    comparisons = api.get(f"/api/campaigns/{campaign.pk}/comparisons/").json()
+    assert comparisons == {"count": 0, "next": None, "previous": None, "results": []}
+    assert api.get(f"/api/campaigns/{campaign.slug}/comparisons/").status_code == 404
+    assert api.get(f"/models/api/campaigns/{campaign.slug}/comparisons/").json() == []

@@ -131,7 +131,7 @@ def test_dataset_versions_show_distribution_and_what_changed(client, campaign_fa
             folder=f"d{number}", counts={"problems": 5, "solutions": labelings, "assignments": labelings,
                                          "ratings": dict(zip(("negative", "neutral", "positive"), ratings))})
     client.force_login(researcher)
-    page = client.get(reverse("api:datasets-page")).content.decode()
+    page = client.get(reverse("pages:datasets")).content.decode()
     rows = {m.group(1): m.group(2) for m in re.finditer(
         r'<tr data-dataset-version="\d+" data-campaign="data">.*?<td>v(\d+)</td>(.*?)</tr>', page, re.S)}
     assert "first version" in rows["1"] and "−1 20.0%" in rows["1"] and "+1 50.0%" in rows["1"]

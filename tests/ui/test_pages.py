@@ -48,9 +48,7 @@ def _is_page(name: str) -> bool:
     """API endpoints (DRF and /models/api/) answer JSON; the rest of the GET URLs are pages."""
     if name in NOT_PAGES:
         return False
-    if name.startswith("api:"):
-        return name in {"api:tokens", "api:datasets-page"}
-    return not name.startswith("jobs:api_")
+    return not name.startswith(("api:", "jobs:api_"))
 
 
 PAGES = sorted(name for name, rule in RULES.items() if rule.method == "get" and _is_page(name))
@@ -217,4 +215,4 @@ def test_the_500_page_carries_the_layout_and_hides_the_error(browser: Browser, l
 def test_every_get_url_is_a_page_or_says_why_not() -> None:
     gets = {name for name, rule in RULES.items() if rule.method == "get"}
     assert set(NOT_PAGES) <= gets, "NOT_PAGES names a URL that is gone"
-    assert {"annotate:workspace", "manage:dashboard", "api:datasets-page", "jobs:dashboard"} <= set(PAGES)
+    assert {"annotate:workspace", "manage:dashboard", "pages:datasets", "jobs:dashboard"} <= set(PAGES)

@@ -25,7 +25,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from annotate.models import AssignmentStatus, Campaign, Completion, Membership, Role, Solution, Step
+from annotate.models import AssignmentStatus, Campaign, Completion, Solution, Step
+from annotate.permissions import can_start_generation
 from annotate.prm800k import content_digest
 from annotate.services.importing import bulk_insert
 from rewards.active import Candidate as StrategyCandidate
@@ -41,14 +42,6 @@ DIGEST_CHUNK = 2000
 
 class GenerationNotAllowed(PermissionError):
     """Only staff and the campaign's active admins start generations."""
-
-
-def can_start_generation(user: Any, campaign: Campaign) -> bool:
-    if not getattr(user, "is_authenticated", False):
-        return False
-    if user.is_staff:
-        return True
-    return Membership.objects.filter(campaign=campaign, user=user, is_active=True, role=Role.ADMIN).exists()
 
 
 def _auroc(model: RewardModel) -> float:

@@ -1,0 +1,234 @@
+"""The labeling REST API: thin wrappers over ``annotate.services``; who may do what is ``annotate.permissions``.
+
+Ids are the database primary keys (stable). Lists are ordered by id and paginated with ``?limit=&offset=``.
+Objects of campaigns the user may not read are 404s; an action the user's role does not allow is a 403 that
+says why.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+
+from annotate import selectors
+from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Problem, Solution
+from annotate.permissions import CanManage, CanResearch, member_campaigns, research_campaigns
+from annotate.services import labeling
+from annotate.services.campaigns import cached_campaign_progress
+from annotate.services.importing import ImportFailed, ImportReport
+from annotate.services.problems import import_solutions
+
+from . import serializers as s
+
+FILTERS = [s.ListFilterSerializer]
+DEFAULT_PERMISSIONS = api_settings.DEFAULT_PERMISSION_CLASSES  # an action's own classes replace, not extend, these
+
+
+class CanImportSolutions(CanManage):
+    message = "Only the campaign's admins can import solutions."
+
+
+class CanReadMetrics(CanResearch):
+    message = "Campaign metrics are for the campaign's admins and researchers."
+
+
+def _filters(request: Request) -> dict[str, Any]:
+    serializer = s.ListFilterSerializer(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
+    """Campaigns you are a member of (any role)."""
+
+    serializer_class = s.CampaignSerializer
+
+    def get_queryset(self) -> QuerySet[Campaign]:
+        return member_campaigns(self.request.user).order_by("pk")
+
+    @extend_schema(request={"multipart/form-data": s.ImportSolutionsInputSerializer},
+                   responses={201: s.ImportReportSerializer, 400: s.ImportReportSerializer})
+    @action(detail=True, methods=["post"], url_path="import-solutions",
+            permission_classes=[*DEFAULT_PERMISSIONS, CanImportSolutions])
+    def import_solutions(self, request: Request, pk: str | None = None) -> Response:
+        """Import a JSONL file of solutions (same importer as ``manage.py import_solutions``); admins only."""
+        campaign = self.get_object()
+        data = s.ImportSolutionsInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        upload = data.validated_data["file"]
+        with tempfile.NamedTemporaryFile(suffix=".jsonl") as handle:
+            for chunk in upload.chunks():
+                handle.write(chunk)
+            handle.flush()
+            try:
+                report = import_solutions(Path(handle.name), campaign,
+                                          skip_invalid=data.validated_data["skip_invalid"],
+                                          split_rule=data.validated_data["split_rule"],
+                                          generation=data.validated_data.get("generation"))
+            except ImportFailed as failed:
+                return Response(_report_body(failed.report, upload.name), status=status.HTTP_400_BAD_REQUEST)
+        return Response(_report_body(report, upload.name), status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: s.CampaignMetricsSerializer})
+    @action(detail=True, methods=["get"], permission_classes=[*DEFAULT_PERMISSIONS, CanReadMetrics])
+    def metrics(self, request: Request, pk: str | None = None) -> Response:
+        """Progress and quality figures of the admin dashboard (admins, researchers and staff)."""
+        campaign = self.get_object()
+        progress, as_of = cached_campaign_progress(campaign)
+        snapshot = CampaignMetrics.objects.filter(campaign=campaign).first()
+        figures = asdict(progress)
+        figures["labelings_per_hour"] = [[hour.isoformat(), count] for hour, count in progress.labelings_per_hour]
+        return Response({"campaign": campaign.pk, "progress": figures, "progress_as_of": as_of,
+                         "quality": snapshot.data if snapshot else None,
+                         "quality_computed_at": snapshot.computed_at if snapshot else None})
+
+    @extend_schema(request=None, responses={200: s.LeaseOutSerializer})
+    @action(detail=True, methods=["post"])
+    def lease(self, request: Request, pk: str | None = None) -> Response:
+        """Your open assignment in this campaign, else the next solution to label (the labeling page's rule)."""
+        campaign = self.get_object()
+        try:
+            outcome = labeling.lease_next_solution(campaign, request.user)
+        except labeling.NotAllowed as error:
+            raise PermissionDenied(str(error)) from None
+        assignment = (selectors.assignments_with_ratings().filter(pk=outcome.assignment.pk).first()
+                      if outcome.assignment else None)
+        return Response({"assignment": s.AssignmentSerializer(assignment).data if assignment else None,
+                         "reason": outcome.reason})
+
+
+def _report_body(report: ImportReport, name: str) -> dict[str, Any]:
+    """The report as the uploader knows the file: by its own name, never the server's temporary path."""
+    body = report.as_dict()
+    body["file"] = name
+    for item in body["rejected"]:
+        item["file"] = name
+    return body
+
+
+@extend_schema(parameters=FILTERS)
+class ProblemViewSet(viewsets.ReadOnlyModelViewSet):
+    """The problems of campaigns you can read (problems are owned by one campaign; the staff bank is not here)."""
+
+    serializer_class = s.ProblemSerializer
+
+    def get_queryset(self) -> QuerySet[Problem]:
+        filters = _filters(self.request)
+        problems = Problem.objects.filter(campaign__in=research_campaigns(self.request.user))
+        if "campaign" in filters:
+            problems = problems.filter(campaign_id=filters["campaign"])
+        if "generation" in filters:
+            problems = problems.filter(pk__in=Solution.objects.filter(generation=filters["generation"])
+                                       .values("problem_id"))
+        if "updated_since" in filters:
+            problems = problems.filter(created_at__gte=filters["updated_since"])
+        return problems.order_by("pk")
+
+
+@extend_schema(parameters=FILTERS)
+class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
+    """Solutions with their steps and completions; ``updated_since`` compares the creation time."""
+
+    serializer_class = s.SolutionSerializer
+
+    def get_queryset(self) -> QuerySet[Solution]:
+        filters = _filters(self.request)
+        queryset = selectors.solutions_with_steps().filter(campaign__in=research_campaigns(self.request.user))
+        if "campaign" in filters:
+            queryset = queryset.filter(campaign_id=filters["campaign"])
+        if "generation" in filters:
+            queryset = queryset.filter(generation=filters["generation"])
+        if "updated_since" in filters:
+            queryset = queryset.filter(created_at__gte=filters["updated_since"])
+        return queryset.order_by("pk")
+
+
+@extend_schema(parameters=FILTERS)
+class LabelViewSet(viewsets.ReadOnlyModelViewSet):
+    """Finished labelings (not gold answers) with their ratings and decisions."""
+
+    serializer_class = s.LabelSerializer
+
+    def get_queryset(self) -> QuerySet[Assignment]:
+        filters = _filters(self.request)
+        queryset = selectors.assignments_with_ratings().filter(
+            solution__campaign__in=research_campaigns(self.request.user), status=AssignmentStatus.SUBMITTED,
+            is_gold=False)
+        if "campaign" in filters:
+            queryset = queryset.filter(solution__campaign_id=filters["campaign"])
+        if "generation" in filters:
+            queryset = queryset.filter(solution__generation=filters["generation"])
+        if "updated_since" in filters:
+            queryset = queryset.filter(updated_at__gte=filters["updated_since"])
+        return queryset.order_by("pk")
+
+
+class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Your own assignments: read one, rate, mark Unsure (``flag``), decide (conversational), finish."""
+
+    serializer_class = s.AssignmentSerializer
+
+    def get_queryset(self) -> QuerySet[Assignment]:
+        return selectors.assignments_with_ratings().filter(labeler_id=self.request.user.pk).order_by("pk")
+
+    def _act(self, pk: str | None, call: Any, extra: Any = None) -> Response:
+        try:
+            assignment_id = int(pk or "")
+        except ValueError:
+            raise NotFound("No such assignment.") from None
+        if not Assignment.objects.filter(pk=assignment_id, labeler_id=self.request.user.pk).exists():
+            raise NotFound("No such assignment of yours.")
+        try:
+            result = call(assignment_id)
+        except labeling.NotAllowed as error:
+            raise PermissionDenied(str(error)) from None
+        except labeling.LeaseExpired as error:
+            return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
+        except labeling.LabelingError as error:
+            raise ValidationError({"detail": str(error)}) from None
+        body = s.AssignmentSerializer(self.get_queryset().get(pk=assignment_id)).data
+        return Response({**body, **extra(result)} if extra else body)
+
+    @extend_schema(request=s.RateInputSerializer, responses={200: s.RateOutSerializer})
+    @action(detail=True, methods=["post"])
+    def rate(self, request: Request, pk: str | None = None) -> Response:
+        """Stepwise: a −1 does not finish the pass (``finish`` with ``found_error`` does); a −1 on an earlier
+        step takes the later steps' ratings out of the pass and lists them in ``removed_ratings``."""
+        data = s.RateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return self._act(pk, lambda a: labeling.record_rating(a, request.user, **data.validated_data),
+                         lambda result: {
+                             "removed_ratings": [{"step_index": r.step_index, "completion_index": r.completion_index,
+                                                  "rating": r.rating, "flagged": r.flagged} for r in result.removed],
+                             "notice": result.removed_notice})
+
+    @extend_schema(request=s.FlagInputSerializer, responses={200: s.AssignmentSerializer})
+    @action(detail=True, methods=["post"])
+    def flag(self, request: Request, pk: str | None = None) -> Response:
+        data = s.FlagInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return self._act(pk, lambda a: labeling.flag_step(a, request.user, **data.validated_data))
+
+    @extend_schema(request=s.DecideInputSerializer, responses={200: s.AssignmentSerializer})
+    @action(detail=True, methods=["post"])
+    def decide(self, request: Request, pk: str | None = None) -> Response:
+        data = s.DecideInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return self._act(pk, lambda a: labeling.decide_step(a, request.user, **data.validated_data))
+
+    @extend_schema(request=s.FinishInputSerializer, responses={200: s.AssignmentSerializer})
+    @action(detail=True, methods=["post"])
+    def finish(self, request: Request, pk: str | None = None) -> Response:
+        data = s.FinishInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return self._act(pk, lambda a: labeling.finish_assignment(a, request.user, **data.validated_data))
