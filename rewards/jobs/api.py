@@ -35,7 +35,7 @@ from rewards.api.auth import ApiTokenAuthentication, TokenScope
 from . import selectors
 from rewards.models import DatasetVersion
 
-from .models import (Backend, CandidatePool, ComparisonRun, Generation, JobStatus, Kind, PoolPurpose, RewardModel,
+from .models import (Backend, CandidatePool, ComparisonRun, JobStatus, Kind, LabelingRound, PoolPurpose, RewardModel,
                      SamplingJob, ScoringJob, TrainingJob)
 from .services.access import accessible_campaigns, can_access, has_any_access
 from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, MAX_MAX_STEPS, request_cancel_comparison, snapshot_labels,
@@ -43,7 +43,8 @@ from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, MAX_M
 from .services.evaluation import evaluate_scorings
 from .services.pools import import_uploaded_pool
 from .services.scoring import start_scoring_job
-from .services.generations import MAX_BATCH_SIZE, GenerationNotAllowed, can_start_generation, start_generation
+from .services.labeling_rounds import (MAX_BATCH_SIZE, LabelingRoundNotAllowed, can_start_labeling_round,
+                                       start_labeling_round)
 from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
 from .services.training import USER_KEYS, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
@@ -67,7 +68,7 @@ class GenerationOut(serializers.ModelSerializer):
     campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
-        model = Generation
+        model = LabelingRound
         fields = ("id", "campaign", "number", "status", "strategy", "strategy_config", "batch_size", "selected_count",
                   "pool", "reward_model", "dataset_version", "scoring_job", "auto_started", "error", "created_at",
                   "finished_at")
@@ -88,9 +89,9 @@ class GenerationsView(APIView):
     def get(self, request: Request, slug: str) -> Response:
         """The campaign's generations with their figures (selected, labeled, found-error share, retrained PRM)."""
         campaign = _campaign(request, slug)
-        rows = {row["id"]: row for row in selectors.generation_rows(campaign)}
+        rows = {row["id"]: row for row in selectors.labeling_round_rows(campaign)}
         out = []
-        for generation in Generation.objects.filter(campaign=campaign).select_related("campaign").order_by("number"):
+        for generation in LabelingRound.objects.filter(campaign=campaign).select_related("campaign").order_by("number"):
             out.append({**GenerationOut(generation).data, "figures": rows.get(generation.pk)})
         return Response(out)
 
@@ -98,7 +99,7 @@ class GenerationsView(APIView):
     def post(self, request: Request, slug: str) -> Response:
         """Start the next generation (admins and staff): score the pool with the PRM, then select a batch."""
         campaign = _campaign(request, slug)
-        if not can_start_generation(request.user, campaign):
+        if not can_start_labeling_round(request.user, campaign):
             raise PermissionDenied("only staff and the campaign's admins start generations")
         data = StartGenerationInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -114,9 +115,10 @@ class GenerationsView(APIView):
             if model is None:
                 raise ValidationError({"reward_model": [f"no reward model {values['reward_model']} in campaign {slug}"]})
         try:
-            generation = start_generation(campaign, strategy=values["strategy"], batch_size=values["batch_size"],
-                                          config=values["config"], user=request.user, pool=pool, reward_model=model)
-        except GenerationNotAllowed as exc:
+            generation = start_labeling_round(campaign, strategy=values["strategy"],
+                                              batch_size=values["batch_size"], config=values["config"],
+                                              user=request.user, pool=pool, reward_model=model)
+        except LabelingRoundNotAllowed as exc:
             raise PermissionDenied(str(exc)) from None
         except JobInputError as exc:
             code = status.HTTP_409_CONFLICT if exc.field == "campaign" else status.HTTP_400_BAD_REQUEST
@@ -266,7 +268,7 @@ class SamplingJobsView(APIView):
     def post(self, request: Request, slug: str) -> Response:
         """Sample N solutions per campaign problem with a local LM; they become the campaign's candidate pool."""
         campaign = _campaign(request, slug)
-        if not can_start_generation(request.user, campaign):
+        if not can_start_labeling_round(request.user, campaign):
             raise PermissionDenied("only staff and the campaign's admins start sampling jobs")
         data = StartSamplingInput(data=request.data)
         data.is_valid(raise_exception=True)

@@ -143,7 +143,7 @@ class PoolPurpose(models.TextChoices):
 
 class CandidatePool(models.Model):
     """N sampled solutions per problem, graded against the ground truth: held-out problems for best-of-N,
-    or (``purpose`` labeling) the campaign's candidate pool its generations choose from."""
+    or (``purpose`` labeling) the campaign's candidate pool its labeling rounds choose from."""
 
     name = models.CharField(max_length=200, unique=True)
     purpose = models.CharField(max_length=16, choices=PoolPurpose.choices, default=PoolPurpose.EVALUATION)
@@ -185,7 +185,7 @@ class Candidate(models.Model):
     is_correct = models.BooleanField(default=False)
     provenance = models.JSONField(default=dict, blank=True,
                                   help_text="How it was sampled (model, prompt template, temperature, N, tokens).")
-    # Set when a generation turned this candidate into labeling work: it is never selected again.
+    # Set when a labeling round turned this candidate into labeling work: it is never selected again.
     solution = models.OneToOneField("annotate.Solution", null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="pool_candidate")
 
@@ -263,34 +263,35 @@ class EvaluationRun(models.Model):
         return f"evaluation {self.pk} on {self.pool}"
 
 
-class GenerationStatus(models.TextChoices):
+class LabelingRoundStatus(models.TextChoices):
     SCORING = "scoring", "Scoring the pool"
     COMPLETED = "completed", "Selected: labeling work created"
     FAILED = "failed", "Failed"
 
 
-class Generation(models.Model):
+class LabelingRound(models.Model):
     """One round of active learning: the current PRM scores the unlabeled pool, a strategy picks a batch,
-    the batch becomes the campaign's labeling work of generation ``number``.
+    the batch becomes the campaign's labeling work of generation ``number`` (the ``Solution.generation`` it
+    writes, the PRM800K field).
 
-    At most one generation per campaign is scoring at a time (partial unique constraint), so two
+    At most one round per campaign is scoring at a time (partial unique constraint), so two
     triggers (button, API, periodic task) cannot choose from the same pool at once.
     """
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="generations")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="labeling_rounds")
     number = models.IntegerField(help_text="g: Solution.generation of the work it created.")
-    pool = models.ForeignKey(CandidatePool, on_delete=models.PROTECT, related_name="generations")
+    pool = models.ForeignKey(CandidatePool, on_delete=models.PROTECT, related_name="labeling_rounds")
     strategy = models.CharField(max_length=32)
     strategy_config = models.JSONField(default=dict, blank=True, help_text="Validated options, defaults filled in.")
     reward_model = models.ForeignKey(RewardModel, null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="generations")
+                                     related_name="labeling_rounds")
     dataset_version = models.ForeignKey("rewards.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
                                         related_name="+", help_text="The version the reward model was trained on.")
     scoring_job = models.OneToOneField(ScoringJob, null=True, blank=True, on_delete=models.SET_NULL,
-                                       related_name="generation")
+                                       related_name="labeling_round")
     batch_size = models.PositiveIntegerField()
     selected_count = models.PositiveIntegerField(default=0)
-    status = models.CharField(max_length=16, choices=GenerationStatus.choices, default=GenerationStatus.SCORING)
+    status = models.CharField(max_length=16, choices=LabelingRoundStatus.choices, default=LabelingRoundStatus.SCORING)
     error = models.TextField(blank=True)
     auto_started = models.BooleanField(default=False, help_text="Started by the periodic task.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -301,13 +302,13 @@ class Generation(models.Model):
     class Meta:
         ordering = ["campaign", "-number"]
         constraints = [
-            models.UniqueConstraint(fields=["campaign", "number"], name="generation_unique_number"),
+            models.UniqueConstraint(fields=["campaign", "number"], name="labelinground_unique_number"),
             models.UniqueConstraint(fields=["campaign"], condition=Q(status="scoring"),
-                                    name="generation_one_scoring_per_campaign"),
+                                    name="labelinground_one_scoring_per_campaign"),
         ]
 
     def __str__(self) -> str:
-        return f"generation {self.number} of {self.campaign_id} ({self.status})"
+        return f"labeling round {self.number} of {self.campaign_id} ({self.status})"
 
 
 class ComparisonStage(models.TextChoices):

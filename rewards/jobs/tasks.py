@@ -35,7 +35,7 @@ def run_training_job(job_id: int) -> str | None:
 @shared_task(name=RUN_SCORING, acks_late=True, ignore_result=True)
 def run_scoring_job(job_id: int) -> str | None:
     from .services.comparisons import job_finished
-    from .services.generations import scoring_finished
+    from .services.labeling_rounds import scoring_finished
     from .services.scoring import run_scoring_job as run
 
     status = run(job_id)
@@ -63,7 +63,7 @@ def run_sampling_job(job_id: int) -> str | None:
 @shared_task(name=REAP)
 def reap_stale_jobs() -> dict[str, list[int]]:
     from .services.comparisons import reconcile as reconcile_comparisons
-    from .services.generations import reconcile
+    from .services.labeling_rounds import reconcile
     from .services.sampling import reap_sampling_jobs
     from .services.scoring import reap_scoring_jobs
     from .services.training import reap_training_jobs
@@ -80,8 +80,8 @@ def auto_train() -> list[int]:
 
 
 @shared_task(name=AUTO_GENERATIONS)
-def auto_start_generations() -> list[int]:
-    from .services.generations import auto_start_generations as start
+def auto_start_labeling_rounds() -> list[int]:
+    from .services.labeling_rounds import auto_start_labeling_rounds as start
 
     return [generation.pk for generation in start()]
 

@@ -45,13 +45,13 @@ def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend
 
 def _write_input(job: ScoringJob) -> int:
     """The pool as the scorer's input rows; a PRM skips candidates without steps (they stay unscored), and a
-    generation's scoring skips candidates already turned into labeling work."""
+    labeling round's scoring skips candidates already turned into labeling work."""
     work = Path(job.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     kind = job.reward_model.kind
     rows = 0
     candidates = Candidate.objects.filter(pool_problem__pool=job.pool)
-    if hasattr(job, "generation"):  # a generation's scoring: only what could still be selected
+    if hasattr(job, "labeling_round"):  # a labeling round's scoring: only what could still be selected
         candidates = candidates.filter(solution__isnull=True)
     candidates = candidates.values_list("id", "steps", "pool_problem__problem__text").order_by(
         "pool_problem__index", "index")
