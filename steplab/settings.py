@@ -257,7 +257,7 @@ SPECTACULAR_SETTINGS.update({  # Swagger UI from the sidecar package: /api/docs/
         "AssignmentStatusEnum": "annotate.models.AssignmentStatus",
         "DatasetVersionStatusEnum": "rewards.models.DatasetVersion.Status",
         "FinishReasonEnum": "annotate.models.FinishReason",
-        "JobBackendEnum": "rewards.jobs.models.Backend",
+        "JobBackendEnum": "rewards.jobs.models.BackendKind",
         "JobStatusEnum": "rewards.jobs.models.JobStatus",
         "JobKindEnum": "rewards.jobs.models.Kind",
     },

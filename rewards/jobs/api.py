@@ -35,8 +35,8 @@ from rewards.api.auth import ApiTokenAuthentication, TokenScope
 from . import selectors
 from rewards.models import DatasetVersion
 
-from .models import (Backend, CandidatePool, ComparisonRun, JobStatus, Kind, LabelingRound, PoolPurpose, RewardModel,
-                     SamplingJob, ScoringJob, TrainingJob)
+from .models import (BackendKind, CandidatePool, ComparisonRun, JobStatus, Kind, LabelingRound, PoolPurpose,
+                     RewardModel, SamplingJob, ScoringJob, TrainingJob)
 from .services.access import accessible_campaigns, can_access, has_any_access
 from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, MAX_MAX_STEPS, request_cancel_comparison, snapshot_labels,
                                    start_comparison)
@@ -133,7 +133,7 @@ class StartTrainingInput(serializers.Serializer):
     dataset_version = serializers.IntegerField(max_value=MAX_ID,
                                                help_text="A ready dataset version of a campaign you work on.")
     base_model = serializers.CharField(default="default", help_text="'default' (CPU MiniLM) or a configured backbone.")
-    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
+    backend = serializers.ChoiceField(choices=BackendKind.choices, default=BackendKind.LOCAL)
     hyper = serializers.DictField(required=False, default=dict,
                                   help_text=f"Trainer settings: {', '.join(USER_KEYS)}.")
 
@@ -239,7 +239,7 @@ class TrainingJobCancelView(APIView):
 # --- sampling jobs ------------------------------------------------------------------------------------
 
 class StartSamplingInput(serializers.Serializer):
-    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
+    backend = serializers.ChoiceField(choices=BackendKind.choices, default=BackendKind.LOCAL)
     config = serializers.DictField(required=False, default=dict,
                                    help_text=f"Sampler settings: {', '.join(SAMPLING_KEYS)}.")
 
@@ -362,7 +362,7 @@ class StartScoringInput(serializers.Serializer):
     pool = serializers.IntegerField(help_text="A candidate pool of this campaign.")
     reward_models = serializers.ListField(child=serializers.IntegerField(), min_length=1,
                                           help_text="Reward models of this campaign: one scoring job each.")
-    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
+    backend = serializers.ChoiceField(choices=BackendKind.choices, default=BackendKind.LOCAL)
 
 
 class ScoringJobsView(APIView):

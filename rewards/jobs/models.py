@@ -19,7 +19,7 @@ class Kind(models.TextChoices):
     ORM = "orm", "Outcome reward model (per solution)"
 
 
-class Backend(models.TextChoices):
+class BackendKind(models.TextChoices):
     LOCAL = "local", "Local subprocess (Celery gpu queue)"
     SLURM = "slurm", "Slurm (sbatch)"
     KUBERNETES = "kubernetes", "Kubernetes Job"
@@ -40,7 +40,7 @@ FINAL_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 class JobFields(models.Model):
     """What training and scoring jobs share: where they run, how far they got, how they ended."""
 
-    backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.LOCAL)
+    backend = models.CharField(max_length=16, choices=BackendKind.choices, default=BackendKind.LOCAL)
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     progress = models.FloatField(default=0.0, help_text="0..1")
     work_dir = models.CharField(max_length=500, blank=True, help_text="Folder with the job's script, logs, outputs.")
@@ -210,7 +210,7 @@ class ScoringJob(JobFields):
 
 
 class SamplingJob(JobFields):
-    """A local causal LM samples N solutions per problem of a campaign (``python -m rewards.generation sample``
+    """A local causal LM samples N solutions per problem of a campaign (``python -m rewards.sampling sample``
     through the launch backends); on success the samples become the campaign's candidate pool."""
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="sampling_jobs")

@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import shared_task
 
-from .models import Backend, SamplingJob, ScoringJob, TrainingJob
+from .models import BackendKind, SamplingJob, ScoringJob, TrainingJob
 
 RUN_TRAINING = "jobs.run_training_job"
 RUN_SCORING = "jobs.run_scoring_job"
@@ -92,7 +92,7 @@ def enqueue(job: Any) -> bool:
     from steplab.celery import send_task
 
     task = {TrainingJob: run_training_job, ScoringJob: run_scoring_job, SamplingJob: run_sampling_job}[type(job)]
-    queue = "gpu" if job.backend == Backend.LOCAL else "default"
+    queue = "gpu" if job.backend == BackendKind.LOCAL else "default"
     result = send_task(task, args=[job.pk], queue=queue)
     if result is None:
         return False

