@@ -113,6 +113,9 @@ elif os.environ.get("DB_SERVER_SIDE_BINDING", "1") == "1":
     # the labeling hot path's queries are then parsed and planned once per connection, not once per request.
     # Set DB_SERVER_SIDE_BINDING=0 behind a transaction-mode pooler (PgBouncer) that cannot keep them.
     DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
+# A second connection to the same database (steplab.jobs.PROGRESS_DATABASE): a job whose work runs in one long
+# transaction (an import) writes its progress through it, so pollers see it before that transaction commits.
+DATABASES["job_progress"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -21,6 +21,7 @@ from .models import (
     ScoringJob,
     TrainingJob,
 )
+from .services.labeling_rounds import best_prm_of
 
 METHOD_LABELS = {"prm": "PRM", "orm": "ORM", "majority": "Majority vote", "pass": "pass@N"}
 RUNS_SHOWN = 20
@@ -156,8 +157,6 @@ def labeling_round_rows(campaign: Campaign) -> list[dict[str, Any]]:
     after g completed and before g+1 started, i.e. the version that holds g's labels when g+1 chooses.
     Four queries whatever the number of generations.
     """
-    from .services.labeling_rounds import best_prm_of
-
     generations = list(LabelingRound.objects.filter(campaign=campaign).select_related("reward_model", "created_by")
                        .order_by("number"))
     if not generations:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.files.base import ContentFile
 
-from annotate.models import Assignment, ImportJob, ImportJobStatus, ImportKind, Rating, Solution
+from annotate.models import Assignment, ImportJob, ImportKind, Rating, Solution
+from steplab.jobs import JobStatus
 from tests.conftest import kill_pool_process
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -31,7 +32,7 @@ def test_sigkill_mid_import_commits_nothing_and_the_redelivery_imports_once(
     deadline, killed = time.time() + 120, None
     while time.time() < deadline and killed is None:
         current = ImportJob.objects.get(pk=job.pk)
-        assert current.status != ImportJobStatus.SUCCEEDED, "the import finished before it could be killed"
+        assert current.status != JobStatus.SUCCEEDED, "the import finished before it could be killed"
         if current.phase == "import" and current.progress > 0.6:  # rows are being written in its transaction
             killed = kill_pool_process(process)
         time.sleep(0.01)
@@ -43,7 +44,7 @@ def test_sigkill_mid_import_commits_nothing_and_the_redelivery_imports_once(
         time.sleep(0.2)
     job.refresh_from_db()
     assert "WorkerLostError" in log.read_text() or "signal 9" in log.read_text()
-    assert job.status == ImportJobStatus.SUCCEEDED, f"job {job.status}: {job.error} {log.read_text()[-3000:]}"
+    assert job.status == JobStatus.SUCCEEDED, f"job {job.status}: {job.error} {log.read_text()[-3000:]}"
     per_copy = job.imported // COPIES
     assert job.imported == per_copy * COPIES > 800 * COPIES
     assert Solution.objects.filter(campaign=campaign).count() == job.imported, "imported exactly once"

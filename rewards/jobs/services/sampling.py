@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from annotate.models import Campaign, Problem, Solution
 from annotate.services.importing import ImportFailed
 from rewards.sampling.config import SMOLLM2, SamplingConfigError, parse_config
+from steplab import jobs
 
 from ..backends import STDOUT_FILE, Launch, count_lines, python_command
 from ..models import BackendKind, PoolProblem, PoolPurpose, SamplingJob
@@ -90,9 +90,7 @@ def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = No
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    from ..tasks import enqueue
-
-    transaction.on_commit(lambda: enqueue(job))
+    jobs.dispatch_on_commit(job)
     return job
 
 

@@ -12,10 +12,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
 
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
 from rewards.training.data import TrainingDataError, iter_records
+from steplab import jobs
 
 from ..backends import Launch, count_lines, python_command
 from ..models import BackendKind, Candidate, CandidatePool, CandidateScore, Kind, RewardModel, ScoringJob
@@ -37,9 +37,7 @@ def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend
     job = ScoringJob.objects.create(reward_model=reward_model, pool=pool, backend=backend, started_by=user)
     job.work_dir = str(jobs_root() / f"score-{job.pk}-{uuid.uuid4().hex[:8]}")
     job.save(update_fields=["work_dir"])
-    from ..tasks import enqueue
-
-    transaction.on_commit(lambda: enqueue(job))
+    jobs.dispatch_on_commit(job)
     return job
 
 

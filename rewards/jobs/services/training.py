@@ -21,6 +21,7 @@ from annotate.models import Campaign
 from rewards.models import DatasetVersion
 from rewards.services.datasets import local_file
 from rewards.training.config import TrainingConfigError, parse_config
+from steplab import jobs
 
 from ..backends import Launch, python_command
 from ..models import BackendKind, JobStatus, Kind, RewardModel, TrainingJob
@@ -111,14 +112,8 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
     return path, config
 
 
-def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False,
-                       dispatch: bool = True) -> TrainingJob:
-    """Validate, record and queue a job (the Celery task is sent after commit).
-
-    ``dispatch=False`` records the queued job without sending its task, for a caller that sends
-    ``run_training_job`` to a worker of its own (a fault test that kills that worker mid-run); a job nobody
-    sends is sent to its usual queue by ``reap_stale_jobs`` after 30 s, as after a broker outage.
-    """
+def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False) -> TrainingJob:
+    """Validate, record and queue a job (the Celery task is sent after commit)."""
     path, config = _validate(request)
     version = request.dataset_version
     job = TrainingJob.objects.create(
@@ -131,10 +126,7 @@ def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool
     job.save(update_fields=["work_dir", "output_dir", "config"])
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "job.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    if dispatch:
-        from ..tasks import enqueue
-
-        transaction.on_commit(lambda: enqueue(job))
+    jobs.dispatch_on_commit(job)
     return job
 
 
