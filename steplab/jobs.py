@@ -93,12 +93,12 @@ def dispatch(job: Job) -> bool:
     """Send the job's task unless it was sent already; False when the broker is down (the job stays
     undispatched for the periodic dispatcher)."""
     model = type(job)
-    if model.objects.filter(pk=job.pk, dispatched_at__isnull=False).exists():
+    if model._default_manager.filter(pk=job.pk, dispatched_at__isnull=False).exists():
         return False
     result = send_task(_task(model), args=[job.pk], queue=job.task_queue())
     if result is None:
         return False
-    model.objects.filter(pk=job.pk).update(dispatched_at=timezone.now(), celery_task_id=result.id)
+    model._default_manager.filter(pk=job.pk).update(dispatched_at=timezone.now(), celery_task_id=result.id)
     return True
 
 
@@ -110,7 +110,7 @@ def dispatch_on_commit(job: Job) -> None:
 def undispatched(model: type[J], *, older_than: timedelta) -> QuerySet[J]:
     """Queued jobs whose task never reached the broker, recorded more than ``older_than`` ago (younger ones
     may still be waiting for their own commit)."""
-    return model.objects.filter(status=JobStatus.QUEUED, dispatched_at__isnull=True,  # type: ignore[attr-defined]
+    return model._default_manager.filter(status=JobStatus.QUEUED, dispatched_at__isnull=True,
                                 created_at__lt=timezone.now() - older_than)
 
 
@@ -122,11 +122,11 @@ def dispatch_pending(model: type[Job], *, older_than: timedelta = timedelta(seco
 def claim(model: type[J], job_id: int, *, where: dict[str, Any] | None = None, **updates: Any) -> J | None:
     """queued → running for exactly one caller (``where``: further conditions, ``updates``: further values);
     the claimed job, or None when it is gone, no longer queued, or fails ``where``."""
-    claimed = model.objects.filter(pk=job_id, status=JobStatus.QUEUED, **(where or {})).update(  # type: ignore[attr-defined]
+    claimed = model._default_manager.filter(pk=job_id, status=JobStatus.QUEUED, **(where or {})).update(
         status=JobStatus.RUNNING, started_at=timezone.now(), **updates)
     if not claimed:
         return None
-    return model.objects.get(pk=job_id)  # type: ignore[attr-defined,no-any-return]
+    return model._default_manager.get(pk=job_id)
 
 
 def finish(job: Job, status: str, *, error: str = "", **fields: Any) -> bool:
@@ -134,7 +134,7 @@ def finish(job: Job, status: str, *, error: str = "", **fields: Any) -> bool:
     values written)."""
     values: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error[-ERROR_TAIL_CHARS:],
                               **fields}
-    done = type(job).objects.filter(pk=job.pk, status__in=ACTIVE_STATUSES).update(**values)
+    done = type(job)._default_manager.filter(pk=job.pk, status__in=ACTIVE_STATUSES).update(**values)
     if done:
         for key, value in values.items():
             setattr(job, key, value)
@@ -145,7 +145,7 @@ def write_progress(model: type[Job], job_id: int, **values: Any) -> None:
     """Progress fields written at once through the progress connection, outside the caller's transaction."""
     if connections[PROGRESS_DATABASE].vendor == "sqlite":
         return  # one writer at a time: the second connection would wait for the caller's own lock
-    model.objects.using(PROGRESS_DATABASE).filter(pk=job_id).update(**values)  # type: ignore[attr-defined]
+    model._default_manager.using(PROGRESS_DATABASE).filter(pk=job_id).update(**values)
 
 
 def close_progress_connection() -> None:
