@@ -16,6 +16,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from steplab.jobs import Job
+
 
 class CampaignMode(models.TextChoices):
     STEPWISE = "stepwise", "Stepwise (PRM800K phase 2: pre-generated steps, stop at first error)"
@@ -231,9 +233,6 @@ class FinishReason(models.TextChoices):
     GIVE_UP = "give_up", "Gave up"
 
 
-OPEN_STATUSES = (AssignmentStatus.LEASED,)
-
-
 class Assignment(models.Model):
     """One labeler's pass over one solution: the lease while open, the PRM800K `label` once finished."""
 
@@ -371,15 +370,10 @@ class ImportKind(models.TextChoices):
     PRM800K = "prm800k", "PRM800K labels (JSONL)"
 
 
-class ImportJobStatus(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-
-
-class ImportJob(models.Model):
+class ImportJob(Job):
     """A browser upload run by a Celery worker through the same importer services as the commands."""
+
+    task_name = "annotate.run_import_job"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="import_jobs")
     kind = models.CharField(max_length=20, choices=ImportKind.choices)
@@ -388,7 +382,6 @@ class ImportJob(models.Model):
     skip_invalid = models.BooleanField(default=False)
     split_rule = models.CharField(max_length=20, default="auto")
     generation = models.IntegerField(null=True, blank=True)
-    status = models.CharField(max_length=20, choices=ImportJobStatus.choices, default=ImportJobStatus.QUEUED)
     phase = models.CharField(max_length=20, blank=True)
     progress = models.FloatField(default=0.0, help_text="0–1")
     total_lines = models.PositiveIntegerField(default=0)
@@ -397,13 +390,7 @@ class ImportJob(models.Model):
     rejected_count = models.PositiveIntegerField(default=0)
     rejected = models.JSONField(default=list, blank=True, help_text="[{line, field, message}] (first 1,000)")
     created = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    dispatched_at = models.DateTimeField(null=True, blank=True,
-                                         help_text="When its task reached the broker; null: to be sent again.")
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -417,10 +404,6 @@ class ImportJob(models.Model):
 
     def __str__(self) -> str:
         return f"import {self.pk} ({self.kind}, {self.status})"
-
-    @property
-    def is_finished(self) -> bool:
-        return self.status in (ImportJobStatus.SUCCEEDED, ImportJobStatus.FAILED)
 
     @property
     def percent(self) -> int:

@@ -85,7 +85,7 @@ def can_import(user: Any, campaign: Campaign) -> bool:
     return can_manage(user, campaign)
 
 
-def can_start_generation(user: Any, campaign: Campaign) -> bool:
+def can_start_labeling_round(user: Any, campaign: Campaign) -> bool:
     """A labeling round (and the sampling that feeds it) puts new work in front of labelers: managers only."""
     return can_manage(user, campaign)
 

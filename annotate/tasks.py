@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from .models import Campaign, ImportJob
+from .services.agreement import compute_campaign_metrics
+from .services.campaigns import dispatch_pending_imports, run_import_job, sweep_import_files
 from .services.labeling import reap_expired_leases
 
 
@@ -11,11 +14,9 @@ def reap_expired_leases_task() -> int:
     return reap_expired_leases()
 
 
-@shared_task(name="annotate.run_import_job", ignore_result=True)
+@shared_task(name=ImportJob.task_name, ignore_result=True)
 def run_import_job_task(job_id: int) -> str | None:
-    """A browser upload (issue 4); the service claims the job once, so a redelivery does nothing."""
-    from .services.campaigns import run_import_job
-
+    """A browser upload; the service claims the job once, so a redelivery does nothing."""
     job = run_import_job(job_id)
     return job.status if job else None
 
@@ -23,33 +24,24 @@ def run_import_job_task(job_id: int) -> str | None:
 @shared_task(name="annotate.dispatch_pending_imports")
 def dispatch_pending_imports_task() -> list[int]:
     """Beat: send the imports uploaded while the broker was down."""
-    from .services.campaigns import dispatch_pending_imports
-
     return dispatch_pending_imports()
 
 
 @shared_task(name="annotate.sweep_import_files")
 def sweep_import_files_task() -> int:
     """Beat: delete uploads that outlived their import job."""
-    from .services.campaigns import sweep_import_files
-
     return sweep_import_files()
 
 
 @shared_task(name="annotate.compute_campaign_metrics", ignore_result=True)
 def compute_campaign_metrics_task(campaign_id: int) -> int:
     """Precompute a campaign's quality metrics (too slow for a page view) and flag low-quality labelers."""
-    from .models import Campaign
-    from .services.agreement import compute_campaign_metrics
-
     return compute_campaign_metrics(Campaign.objects.get(pk=campaign_id)).duration_ms
 
 
 @shared_task(name="annotate.compute_all_campaign_metrics")
 def compute_all_campaign_metrics_task() -> int:
     """Beat: refresh the metrics of every active campaign, one task each."""
-    from .models import Campaign
-
     ids = list(Campaign.objects.filter(is_active=True).values_list("pk", flat=True))
     for campaign_id in ids:
         compute_campaign_metrics_task.delay(campaign_id)

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rewards.active import Candidate, make_strategy  # noqa: E402
+from rewards.active import ScoredCandidate, make_strategy  # noqa: E402
 from rewards.training import load_reward_model, parse_config, run_training  # noqa: E402
 
 SHARED = Path(os.environ.get("STEPLAB_SHARED", Path(__file__).resolve().parents[2] / "shared"))
@@ -190,10 +190,10 @@ def main(argv: list[str] | None = None) -> int:
           f"with a wrong step), held-out {len(test)}; seed set {args.seed_size}, batch {args.batch}, "
           f"{args.generations} generations, {args.max_steps} steps x {args.batch_size} per retraining", flush=True)
 
-    def candidates(labeled: set[str], scores: dict[str, float] | None) -> list[Candidate]:
-        return [Candidate(id=i.id, problem_id=_problem_key(i.problem),
-                          score=None if scores is None else scores[i.id], is_correct=i.answer_correct,
-                          already_labeled=i.id in labeled) for i in pool]
+    def candidates(labeled: set[str], scores: dict[str, float] | None) -> list[ScoredCandidate]:
+        return [ScoredCandidate(id=i.id, problem_id=_problem_key(i.problem),
+                                score=None if scores is None else scores[i.id], is_correct=i.answer_correct,
+                                already_labeled=i.id in labeled) for i in pool]
 
     def report(strategy: str, generation: int, labeled: set[str], selected: list[Item], model_dir: Path,
                train_s: float) -> dict[str, Any]:

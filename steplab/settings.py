@@ -127,6 +127,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": _database()}
+# A second connection to the same database (steplab.jobs.PROGRESS_DATABASE): a job whose work runs in one long
+# transaction (an import) writes its progress through it, so pollers see it before that transaction commits.
+DATABASES["job_progress"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -249,7 +252,7 @@ SPECTACULAR_SETTINGS = {
         "AssignmentStatusEnum": "annotate.models.AssignmentStatus",
         "DatasetVersionStatusEnum": "rewards.models.DatasetVersion.Status",
         "FinishReasonEnum": "annotate.models.FinishReason",
-        "JobBackendEnum": "rewards.jobs.models.Backend",
+        "JobBackendEnum": "rewards.jobs.models.BackendKind",
         "JobStatusEnum": "rewards.jobs.models.JobStatus",
         "JobKindEnum": "rewards.jobs.models.Kind",
     },

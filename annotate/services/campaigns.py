@@ -18,13 +18,15 @@ from django.db.models import Count, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
+from steplab import jobs
+from steplab.jobs import JobStatus
+
 from ..models import (
     Assignment,
     AssignmentStatus,
     Campaign,
     FinishReason,
     ImportJob,
-    ImportJobStatus,
     ImportKind,
     Membership,
     Role,
@@ -243,42 +245,20 @@ def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, us
                     skip_invalid=skip_invalid, split_rule=split_rule, generation=generation, created_by=user)
     job.file.save(Path(upload.name or "upload.jsonl").name, upload, save=False)
     job.save()
-    transaction.on_commit(lambda: dispatch_import_job(job.pk))
+    jobs.dispatch_on_commit(job)
     return job
-
-
-def dispatch_import_job(job_id: int) -> bool:
-    """Send a queued import's task; when the broker is down it stays queued for ``dispatch_pending_imports``."""
-    from steplab.celery import send_task
-
-    from ..tasks import run_import_job_task
-
-    if send_task(run_import_job_task, args=[job_id]) is None:
-        return False
-    ImportJob.objects.filter(pk=job_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
-    return True
 
 
 def dispatch_pending_imports(*, older_than: timedelta = timedelta(seconds=30)) -> list[int]:
     """Send the imports whose task never reached the broker (it was down when they were uploaded)."""
-    cutoff = timezone.now() - older_than
-    pending = ImportJob.objects.filter(status=ImportJobStatus.QUEUED, dispatched_at__isnull=True,
-                                       created_at__lt=cutoff).values_list("pk", flat=True)
-    return [job_id for job_id in pending if dispatch_import_job(job_id)]
+    return jobs.dispatch_pending(ImportJob, older_than=older_than)
 
 
 IMPORT_JOB_LOCK_CLASS = 0x5374_4A42  # "StJB": the advisory-lock namespace of import jobs
 
 
-def _mark_running(job_id: int) -> None:
-    """Queued → running with one conditional UPDATE, committed at once (pollers see it; the import's own
-    transaction must not hold the row's lock, or its progress writes would wait on it)."""
-    ImportJob.objects.filter(pk=job_id, status=ImportJobStatus.QUEUED).update(
-        status=ImportJobStatus.RUNNING, started_at=timezone.now())
-
-
 def _claim_job(job_id: int) -> ImportJob | None:
-    """Take a job for this execution, inside the transaction that will hold its import (after `_mark_running`).
+    """Take a job for this execution, inside the transaction that will hold its import (after ``jobs.claim``).
 
     A job already running is taken again only when no live execution holds its advisory lock: its worker died
     mid-import (SIGKILL, OOM), its transaction was rolled back with the connection, and Celery redelivered the
@@ -291,12 +271,14 @@ def _claim_job(job_id: int) -> ImportJob | None:
             if not cursor.fetchone()[0]:
                 return None  # another execution of the same job is alive
     job = ImportJob.objects.select_related("campaign").get(pk=job_id)
-    return job if job.status == ImportJobStatus.RUNNING else None
+    return job if job.status == JobStatus.RUNNING else None
 
 
 def run_import_job(job_id: int) -> ImportJob | None:
     """Run an uploaded import through the same services (and validation) as the management commands."""
-    _mark_running(job_id)
+    # Queued → running committed at once (pollers see it; the import's own transaction must not hold the
+    # row's lock, or its progress writes would wait on it). A redelivered job is already running: see below.
+    jobs.claim(ImportJob, job_id)
     try:
         # One transaction holds the import, the job's final status and the job's lock: "running" in the table
         # always means that nothing of the job is committed yet.
@@ -306,7 +288,7 @@ def run_import_job(job_id: int) -> ImportJob | None:
                 return None
             _run_claimed_job(job)
     finally:
-        _close_progress_connection()
+        jobs.close_progress_connection()
     job.refresh_from_db()
     # Only now that the job's end is committed: a worker killed before this point gets the task redelivered,
     # and the redelivery needs the file.
@@ -331,7 +313,7 @@ def sweep_import_files(*, older_than: timedelta = timedelta(hours=6)) -> int:
     commit and the deletion) and files no job names (its request failed after the file was stored, or its
     campaign was deleted) once they are older than ``older_than`` (an upload being stored is younger)."""
     deleted = 0
-    finished = ImportJob.objects.filter(status__in=(ImportJobStatus.SUCCEEDED, ImportJobStatus.FAILED)).exclude(file="")
+    finished = ImportJob.objects.filter(status__in=jobs.FINAL_STATUSES).exclude(file="")
     for job in finished.iterator():
         delete_import_file(job)
         deleted += 1
@@ -372,7 +354,7 @@ def _run_claimed_job(job: ImportJob) -> None:
             _write_progress(job.pk, phase, value)
 
     report: ImportReport
-    status, error = ImportJobStatus.SUCCEEDED, ""
+    status, error = JobStatus.SUCCEEDED, ""
     try:
         with transaction.atomic():  # a savepoint: a database error leaves the job's transaction usable
             if job.kind == ImportKind.PROBLEMS:
@@ -383,42 +365,19 @@ def _run_claimed_job(job: ImportJob) -> None:
             else:
                 report = import_prm800k(path, job.campaign, skip_invalid=job.skip_invalid, progress=progress)
     except ImportFailed as failed:
-        report, status = failed.report, ImportJobStatus.FAILED
+        report, status = failed.report, JobStatus.FAILED
         error = (f"{report.rejected_count} invalid line(s); nothing was imported "
                  "(tick “skip invalid lines” to import the valid ones)")
     except Exception as exc:  # noqa: BLE001 — the job must record any failure, the worker keeps running
-        report, status, error = ImportReport(file=job.original_name), ImportJobStatus.FAILED, f"{type(exc).__name__}: {exc}"
-    ImportJob.objects.filter(pk=job.pk).update(
-        status=status, error=error, progress=1.0, phase="done", total_lines=total, lines=report.lines,
-        imported=report.imported, rejected_count=report.rejected_count, created=report.created,
-        finished_at=timezone.now(),
-        rejected=[{"line": r.line, "field": r.field, "message": r.message} for r in report.rejected],
-    )
-
-
-PROGRESS_ALIAS = "import_progress"
-
-
-def _close_progress_connection() -> None:
-    from django.db import connections
-
-    if PROGRESS_ALIAS in connections.settings:
-        connections[PROGRESS_ALIAS].close()
+        report, status, error = ImportReport(file=job.original_name), JobStatus.FAILED, f"{type(exc).__name__}: {exc}"
+    jobs.finish(job, status, error=error, progress=1.0, phase="done", total_lines=total, lines=report.lines,
+                imported=report.imported, rejected_count=report.rejected_count, created=report.created,
+                rejected=[{"line": r.line, "field": r.field, "message": r.message} for r in report.rejected])
 
 
 def _write_progress(job_id: int, phase: str, value: float, *, total_lines: int | None = None) -> None:
-    """Progress goes through a second database connection so pollers see it while the import's
-    transaction is still open."""
-    from django.db import connections
-
-    if connection.vendor == "sqlite":
-        return  # one writer at a time: a second connection would wait for the import's own lock
-    alias = PROGRESS_ALIAS
-    if alias not in connections.settings:
-        connections.settings[alias] = {**connections.settings["default"]}
-    with connections[alias].cursor() as cursor:
-        if total_lines is not None:
-            cursor.execute(f"UPDATE {ImportJob._meta.db_table} SET total_lines = %s WHERE id = %s",
-                           [total_lines, job_id])
-        cursor.execute(f"UPDATE {ImportJob._meta.db_table} SET progress = %s, phase = %s WHERE id = %s",
-                       [value, phase, job_id])
+    """Through the progress connection: pollers see it while the import's transaction is still open."""
+    values: dict[str, Any] = {"progress": value, "phase": phase}
+    if total_lines is not None:
+        values["total_lines"] = total_lines
+    jobs.write_progress(ImportJob, job_id, **values)

@@ -6,13 +6,14 @@ from typing import Any
 from django import template
 from django.db.models import TextChoices
 
-from annotate.models import AssignmentStatus, FinishReason, ImportJobStatus, ImportKind, Role
+from annotate.models import AssignmentStatus, FinishReason, ImportKind, Role
+from steplab.jobs import JobStatus
 
 register = template.Library()
 
 CHOICES: dict[str, type[TextChoices]] = {
     "finish_reason": FinishReason, "assignment_status": AssignmentStatus, "import_kind": ImportKind,
-    "import_status": ImportJobStatus, "role": Role,
+    "import_status": JobStatus, "role": Role,
 }
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from .strategies import (
     STRATEGIES,
-    Candidate,
     ConvincingWrongStrategy,
     MixedStrategy,
     RandomStrategy,
+    ScoredCandidate,
     Selection,
     SelectionError,
     Strategy,
@@ -20,6 +20,6 @@ from .strategies import (
 )
 
 __all__ = [
-    "STRATEGIES", "Candidate", "ConvincingWrongStrategy", "MixedStrategy", "RandomStrategy", "Selection",
+    "STRATEGIES", "ScoredCandidate", "ConvincingWrongStrategy", "MixedStrategy", "RandomStrategy", "Selection",
     "SelectionError", "Strategy", "StrategyConfigError", "UncertainStrategy", "make_strategy",
 ]

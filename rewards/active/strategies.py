@@ -27,7 +27,7 @@ class SelectionError(ValueError):
 
 
 @dataclass(frozen=True)
-class Candidate:
+class ScoredCandidate:
     """One unlabeled-or-labeled solution in the pool.
 
     ``score`` is the current PRM's solution score (P(all steps correct)); ``is_correct`` the graded final
@@ -45,7 +45,7 @@ class Candidate:
 class Selection:
     """A chosen candidate, its position in the batch and why it was chosen (a bucket name)."""
 
-    candidate: Candidate
+    candidate: ScoredCandidate
     rank: int
     reason: str
 
@@ -78,7 +78,7 @@ def _fraction(key: str, value: Any) -> float:
     return float(value)
 
 
-def _validate_score(candidate: Candidate) -> float:
+def _validate_score(candidate: ScoredCandidate) -> float:
     score = candidate.score
     if score is None:
         raise SelectionError(f"candidate {candidate.id!r} has no PRM score (score the pool first)")
@@ -123,7 +123,7 @@ class Strategy(ABC):
         """What each selected solution stores about how it was chosen."""
         return {"strategy": self.name, "strategy_config": dict(self.config)}
 
-    def select(self, pool: Sequence[Candidate], batch_size: int) -> list[Selection]:
+    def select(self, pool: Sequence[ScoredCandidate], batch_size: int) -> list[Selection]:
         """The next batch: at most ``batch_size`` unlabeled candidates, best first."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise SelectionError(f"batch_size must be an integer >= 1, got {batch_size!r}")
@@ -140,14 +140,14 @@ class Strategy(ABC):
         return [Selection(candidate=c, rank=i, reason=reason) for i, (c, reason) in enumerate(chosen)]
 
     @abstractmethod
-    def _rank(self, eligible: list[Candidate], batch_size: int) -> list[tuple[Candidate, str]]:
+    def _rank(self, eligible: list[ScoredCandidate], batch_size: int) -> list[tuple[ScoredCandidate, str]]:
         """At most ``batch_size`` of ``eligible`` (sorted by id, never labeled), in batch order."""
 
-    def _capped(self, ordered: Iterable[Candidate], limit: int, taken: dict[str, int],
-                chosen_ids: set[str]) -> list[Candidate]:
+    def _capped(self, ordered: Iterable[ScoredCandidate], limit: int, taken: dict[str, int],
+                chosen_ids: set[str]) -> list[ScoredCandidate]:
         """Take from ``ordered`` up to ``limit``, skipping chosen ones and problems at ``max_per_problem``."""
         cap: int | None = self.config.get("max_per_problem")
-        out: list[Candidate] = []
+        out: list[ScoredCandidate] = []
         for candidate in ordered:
             if len(out) >= limit:
                 break
@@ -161,12 +161,12 @@ class Strategy(ABC):
         return out
 
 
-def _by_score_desc(candidates: Iterable[Candidate]) -> list[Candidate]:
+def _by_score_desc(candidates: Iterable[ScoredCandidate]) -> list[ScoredCandidate]:
     # Stable sort of id-sorted input: equal scores keep id order.
     return sorted(candidates, key=lambda c: -float(c.score or 0.0))
 
 
-def _shuffled(candidates: Sequence[Candidate], seed: int) -> list[Candidate]:
+def _shuffled(candidates: Sequence[ScoredCandidate], seed: int) -> list[ScoredCandidate]:
     order = list(candidates)
     random.Random(seed).shuffle(order)
     return order
@@ -191,7 +191,7 @@ class ConvincingWrongStrategy(Strategy):
     name = "convincing_wrong"
     options = {"max_per_problem": _Option(2, _integer(1), "at most this many solutions of one problem")}
 
-    def _rank(self, eligible: list[Candidate], batch_size: int) -> list[tuple[Candidate, str]]:
+    def _rank(self, eligible: list[ScoredCandidate], batch_size: int) -> list[tuple[ScoredCandidate, str]]:
         wrong = _by_score_desc(c for c in eligible if c.is_correct is False)
         return [(c, self.name) for c in self._capped(wrong, batch_size, {}, set())]
 
@@ -230,7 +230,7 @@ class MixedStrategy(Strategy):
             counts[bucket] += 1
         return counts
 
-    def _rank(self, eligible: list[Candidate], batch_size: int) -> list[tuple[Candidate, str]]:
+    def _rank(self, eligible: list[ScoredCandidate], batch_size: int) -> list[tuple[ScoredCandidate, str]]:
         quotas = self.quotas(batch_size)
         orders = {
             "convincing_wrong": _by_score_desc(c for c in eligible if c.is_correct is False),
@@ -239,7 +239,7 @@ class MixedStrategy(Strategy):
         }
         taken: dict[str, int] = {}
         chosen_ids: set[str] = set()
-        out: list[tuple[Candidate, str]] = []
+        out: list[tuple[ScoredCandidate, str]] = []
         carry = 0
         for bucket in self.BUCKETS:
             want = quotas[bucket] + carry
@@ -259,7 +259,7 @@ class UncertainStrategy(Strategy):
         "max_per_problem": _Option(None, _integer(1, optional=True), "cap per problem; null: none"),
     }
 
-    def _rank(self, eligible: list[Candidate], batch_size: int) -> list[tuple[Candidate, str]]:
+    def _rank(self, eligible: list[ScoredCandidate], batch_size: int) -> list[tuple[ScoredCandidate, str]]:
         target = self.config["target"]
         ordered = sorted(eligible, key=lambda c: abs(float(c.score or 0.0) - target))
         return [(c, self.name) for c in self._capped(ordered, batch_size, {}, set())]
@@ -276,7 +276,7 @@ class RandomStrategy(Strategy):
         "max_per_problem": _Option(None, _integer(1, optional=True), "cap per problem; null: none"),
     }
 
-    def _rank(self, eligible: list[Candidate], batch_size: int) -> list[tuple[Candidate, str]]:
+    def _rank(self, eligible: list[ScoredCandidate], batch_size: int) -> list[tuple[ScoredCandidate, str]]:
         ordered = _shuffled(eligible, self.config["seed"])
         return [(c, self.name) for c in self._capped(ordered, batch_size, {}, set())]
 

@@ -1,10 +1,2 @@
-"""Candidate generation without Django: N PRM800K-format samples per problem from a local causal LM.
-
-``python -m rewards.generation sample --config job.json`` writes a JSONL for ``manage.py import_solutions``.
-Importing this package loads neither torch nor transformers (the web side can validate job configs).
-"""
-from __future__ import annotations
-
-from .config import ConfigError, SampleConfig, load_config, parse_config
-
-__all__ = ["ConfigError", "SampleConfig", "load_config", "parse_config"]
+"""The sampler's former home: ``python -m rewards.generation`` still runs ``rewards.sampling`` (job folders and
+scripts written before the move call it by this name)."""

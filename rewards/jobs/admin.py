@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import (CandidatePool, ComparisonRun, EvaluationRun, Generation, RewardModel, SamplingJob, ScoringJob,
+from .models import (CandidatePool, ComparisonRun, EvaluationRun, LabelingRound, RewardModel, SamplingJob, ScoringJob,
                      TrainingJob)
 
 
@@ -27,8 +27,8 @@ admin.site.register(CandidatePool)
 admin.site.register(EvaluationRun)
 
 
-@admin.register(Generation)
-class GenerationAdmin(admin.ModelAdmin):
+@admin.register(LabelingRound)
+class LabelingRoundAdmin(admin.ModelAdmin):
     list_display = ("id", "campaign", "number", "strategy", "status", "batch_size", "selected_count", "created_at")
     list_filter = ("status", "strategy")
     raw_id_fields = ("campaign", "pool", "reward_model", "dataset_version", "scoring_job", "created_by")

@@ -38,17 +38,17 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from annotate.models import Campaign
-from annotate.permissions import can_research, can_research_any, can_start_generation, is_staff, research_campaigns
+from annotate.permissions import can_research, can_research_any, can_start_labeling_round, is_staff, research_campaigns
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from rewards.models import DatasetVersion
 
 from . import selectors
 from .models import (
-    Backend,
+    BackendKind,
     CandidatePool,
     ComparisonRun,
-    Generation,
+    LabelingRound,
     JobStatus,
     Kind,
     PoolPurpose,
@@ -66,7 +66,7 @@ from .services.comparisons import (
     start_comparison,
 )
 from .services.evaluation import evaluate_scorings
-from .services.generations import MAX_BATCH_SIZE, GenerationNotAllowed, start_generation
+from .services.labeling_rounds import MAX_BATCH_SIZE, LabelingRoundNotAllowed, start_labeling_round
 from .services.pools import import_uploaded_pool
 from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
@@ -144,7 +144,7 @@ class GenerationOut(serializers.ModelSerializer):
     campaign = CampaignRef()
 
     class Meta:
-        model = Generation
+        model = LabelingRound
         fields = ("id", "campaign", "number", "status", "strategy", "strategy_config", "batch_size", "selected_count",
                   "pool", "reward_model", "dataset_version", "scoring_job", "auto_started", "error", "created_at",
                   "finished_at")
@@ -155,9 +155,9 @@ class GenerationsView(JobsApiView):
     def get(self, request: Request, **key: Any) -> Response:
         """The campaign's generations with their figures (selected, labeled, found-error share, retrained PRM)."""
         campaign = self.campaign(key)
-        figures = {row["id"]: row for row in selectors.generation_rows(campaign)}
+        figures = {row["id"]: row for row in selectors.labeling_round_rows(campaign)}
         return self.listing(
-            Generation.objects.filter(campaign=campaign).select_related("campaign").order_by("number", "id"),
+            LabelingRound.objects.filter(campaign=campaign).select_related("campaign").order_by("number", "id"),
             lambda page: [{**row, "figures": figures.get(row["id"])}
                           for row in self.out(GenerationOut, page, many=True)])
 
@@ -165,7 +165,7 @@ class GenerationsView(JobsApiView):
     def post(self, request: Request, **key: Any) -> Response:
         """Start the next generation (admins and staff): score the pool with the PRM, then select a batch."""
         campaign = self.campaign(key)
-        if not can_start_generation(request.user, campaign):
+        if not can_start_labeling_round(request.user, campaign):
             raise PermissionDenied("only staff and the campaign's admins start generations")
         data = StartGenerationInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -182,9 +182,10 @@ class GenerationsView(JobsApiView):
                 raise ValidationError({"reward_model": [
                     f"no reward model {values['reward_model']} in campaign {campaign.slug}"]})
         try:
-            generation = start_generation(campaign, strategy=values["strategy"], batch_size=values["batch_size"],
-                                          config=values["config"], user=request.user, pool=pool, reward_model=model)
-        except GenerationNotAllowed as exc:
+            generation = start_labeling_round(campaign, strategy=values["strategy"],
+                                              batch_size=values["batch_size"], config=values["config"],
+                                              user=request.user, pool=pool, reward_model=model)
+        except LabelingRoundNotAllowed as exc:
             raise PermissionDenied(str(exc)) from None
         except JobInputError as exc:
             return _input_error(exc, status.HTTP_409_CONFLICT if exc.field == "campaign" else
@@ -199,7 +200,7 @@ class StartTrainingInput(serializers.Serializer):
     dataset_version = serializers.IntegerField(max_value=MAX_ID,
                                                help_text="A ready dataset version of a campaign you work on.")
     base_model = serializers.CharField(default="default", help_text="'default' (CPU MiniLM) or a configured backbone.")
-    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
+    backend = serializers.ChoiceField(choices=BackendKind.choices, default=BackendKind.LOCAL)
     hyper = serializers.DictField(required=False, default=dict,
                                   help_text=f"Trainer settings: {', '.join(USER_KEYS)}.")
 
@@ -303,7 +304,7 @@ class TrainingJobCancelView(JobsApiView):
 # --- sampling jobs ------------------------------------------------------------------------------------
 
 class StartSamplingInput(serializers.Serializer):
-    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
+    backend = serializers.ChoiceField(choices=BackendKind.choices, default=BackendKind.LOCAL)
     config = serializers.DictField(required=False, default=dict,
                                    help_text=f"Sampler settings: {', '.join(SAMPLING_KEYS)}.")
 
@@ -329,7 +330,7 @@ class SamplingJobsView(JobsApiView):
     def post(self, request: Request, **key: Any) -> Response:
         """Sample N solutions per campaign problem with a local LM; they become the campaign's candidate pool."""
         campaign = self.campaign(key)
-        if not can_start_generation(request.user, campaign):
+        if not can_start_labeling_round(request.user, campaign):
             raise PermissionDenied("only staff and the campaign's admins start sampling jobs")
         data = StartSamplingInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -417,7 +418,7 @@ class StartScoringInput(serializers.Serializer):
     pool = serializers.IntegerField(help_text="A candidate pool of this campaign.")
     reward_models = serializers.ListField(child=serializers.IntegerField(), min_length=1,
                                           help_text="Reward models of this campaign: one scoring job each.")
-    backend = serializers.ChoiceField(choices=Backend.choices, default=Backend.LOCAL)
+    backend = serializers.ChoiceField(choices=BackendKind.choices, default=BackendKind.LOCAL)
 
 
 class ScoringJobsView(JobsApiView):

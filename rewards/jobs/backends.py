@@ -1,6 +1,6 @@
 """Where a job's commands run: a local subprocess, a Slurm batch job, or a Kubernetes Job.
 
-One small interface (``submit``, ``poll``, ``cancel``, ``fetch``) over one artefact: a bash script in the
+One small interface (``submit``, ``poll``, ``cancel``) over one artefact: a bash script in the
 job's work folder that runs the commands, sends their stdout/stderr to ``stdout.log`` / ``stderr.log`` and
 writes the exit status to ``exit_code`` last. The watcher reads progress files from the same folder, so
 Slurm and Kubernetes assume the work root is a shared filesystem (NFS / a ReadWriteMany volume mounted at
@@ -142,7 +142,9 @@ def _finished(work_dir: Path) -> PollResult | None:
     return PollResult("succeeded" if code == 0 else "failed", code)
 
 
-class Backend(Protocol):
+class Launcher(Protocol):
+    """Where a job of one ``BackendKind`` runs: the watcher submits its script, polls it, cancels it."""
+
     name: str
     outlives_watcher: bool  # the job goes on (and its end stays known) after its watcher dies: a scheduler's
 
@@ -151,8 +153,6 @@ class Backend(Protocol):
     def poll(self, launch: Launch, external_id: str) -> PollResult: ...
 
     def cancel(self, launch: Launch, external_id: str) -> None: ...
-
-    def fetch(self, launch: Launch, external_id: str) -> Path: ...
 
 
 def _group_runs(pgid: int, script: Path) -> bool:
@@ -245,9 +245,6 @@ class LocalBackend:
             pass
         if child is not None:
             child.wait(timeout=10)
-
-    def fetch(self, launch: Launch, external_id: str) -> Path:
-        return launch.work_dir
 
 
 # --- Slurm ------------------------------------------------------------------------------------------
@@ -457,9 +454,6 @@ class SlurmBackend:
     def cancel(self, launch: Launch, external_id: str) -> None:
         self._run(["scancel", external_id])
 
-    def fetch(self, launch: Launch, external_id: str) -> Path:
-        return launch.work_dir
-
 
 # --- Kubernetes -------------------------------------------------------------------------------------
 
@@ -551,11 +545,8 @@ class KubernetesBackend:
         self._run(["kubectl", "delete", "job", external_id, "-n", self.namespace, "--wait=false",
                    "--cascade=foreground"])
 
-    def fetch(self, launch: Launch, external_id: str) -> Path:
-        return launch.work_dir
 
-
-def get_backend(name: str) -> Backend:
+def get_backend(name: str) -> Launcher:
     if name == "local":
         return LocalBackend()
     if name == "slurm":

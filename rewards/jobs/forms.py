@@ -5,14 +5,14 @@ from typing import Any
 
 from django import forms
 
-from .models import Backend, Kind
+from .models import BackendKind, Kind
 
 
 class TrainingJobForm(forms.Form):
     dataset_version = forms.ModelChoiceField(queryset=None, empty_label=None)  # type: ignore[arg-type]
     kind = forms.ChoiceField(choices=Kind.choices)
     base_model = forms.ChoiceField(choices=())
-    backend = forms.ChoiceField(choices=Backend.choices, initial=Backend.LOCAL)
+    backend = forms.ChoiceField(choices=BackendKind.choices, initial=BackendKind.LOCAL)
     max_steps = forms.IntegerField(min_value=1, required=False, help_text="Overrides epochs.")
     epochs = forms.FloatField(min_value=0.01, required=False, initial=1.0)
     learning_rate = forms.FloatField(min_value=1e-8, max_value=1.0, required=False, initial=5e-5)

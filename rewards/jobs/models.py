@@ -3,7 +3,7 @@
 A job row is the single source of truth for a run that happens elsewhere (a subprocess, a Slurm job, a
 Kubernetes Job): the Celery watcher copies progress, log tail and heartbeats into it, so the web side
 never reads a worker's disk. Status moves only forward (queued → running → succeeded/failed/cancelled)
-through conditional UPDATEs in ``rewards.jobs.services``.
+through the conditional UPDATEs of ``steplab.jobs``.
 """
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ from django.db import models
 from django.db.models import Q
 
 from annotate.models import Campaign, Problem
+from steplab.jobs import ACTIVE_STATUSES as ACTIVE_STATUSES  # re-exported: job code finds the job layer's
+from steplab.jobs import FINAL_STATUSES as FINAL_STATUSES  # names next to the job models
+from steplab.jobs import Job
+from steplab.jobs import JobStatus as JobStatus
+
+from .text import clean_log, failure_summary
 
 
 class Kind(models.TextChoices):
@@ -19,40 +25,23 @@ class Kind(models.TextChoices):
     ORM = "orm", "Outcome reward model (per solution)"
 
 
-class Backend(models.TextChoices):
+class BackendKind(models.TextChoices):
     LOCAL = "local", "Local subprocess (Celery gpu queue)"
     SLURM = "slurm", "Slurm (sbatch)"
     KUBERNETES = "kubernetes", "Kubernetes Job"
 
 
-class JobStatus(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
+class LaunchedJob(Job):
+    """A job whose commands run elsewhere (a subprocess, Slurm, Kubernetes) under a watcher task: where it
+    runs, how far it got, its heartbeats (``rewards.jobs.services.runner``)."""
 
-
-ACTIVE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
-FINAL_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
-
-
-class JobFields(models.Model):
-    """What training and scoring jobs share: where they run, how far they got, how they ended."""
-
-    backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.LOCAL)
-    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    backend = models.CharField(max_length=16, choices=BackendKind.choices, default=BackendKind.LOCAL)
     progress = models.FloatField(default=0.0, help_text="0..1")
     work_dir = models.CharField(max_length=500, blank=True, help_text="Folder with the job's script, logs, outputs.")
     external_id = models.CharField(max_length=200, blank=True, help_text="pid / Slurm job id / Kubernetes Job name.")
-    celery_task_id = models.CharField(max_length=100, blank=True)
     log_tail = models.TextField(blank=True, help_text="Last lines of the process output.")
-    error = models.TextField(blank=True, help_text="Why it failed (stderr tail, lost worker, …).")
     cancel_requested = models.BooleanField(default=False)
     attempts = models.PositiveSmallIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
@@ -60,33 +49,23 @@ class JobFields(models.Model):
     class Meta:
         abstract = True
 
-    @property
-    def is_active(self) -> bool:
-        return self.status in ACTIVE_STATUSES
-
-    @property
-    def duration_s(self) -> float | None:
-        if self.started_at is None:
-            return None
-        from django.utils import timezone
-
-        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+    def task_queue(self) -> str:
+        """A local job's watcher starts the subprocess on a ``gpu`` worker; a scheduler's only polls."""
+        return "gpu" if self.backend == BackendKind.LOCAL else "default"
 
     @property
     def error_summary(self) -> str:
-        from .text import failure_summary
-
         return failure_summary(self.error)
 
     @property
     def readable_log(self) -> str:
-        from .text import clean_log
-
         return clean_log(self.log_tail)
 
 
-class TrainingJob(JobFields):
+class TrainingJob(LaunchedJob):
     """One PRM or ORM fine-tuning run of ``python -m rewards.training train``."""
+
+    task_name = "jobs.run_training_job"
 
     kind = models.CharField(max_length=8, choices=Kind.choices)
     campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
@@ -143,7 +122,7 @@ class PoolPurpose(models.TextChoices):
 
 class CandidatePool(models.Model):
     """N sampled solutions per problem, graded against the ground truth: held-out problems for best-of-N,
-    or (``purpose`` labeling) the campaign's candidate pool its generations choose from."""
+    or (``purpose`` labeling) the campaign's candidate pool its labeling rounds choose from."""
 
     name = models.CharField(max_length=200, unique=True)
     purpose = models.CharField(max_length=16, choices=PoolPurpose.choices, default=PoolPurpose.EVALUATION)
@@ -185,7 +164,7 @@ class Candidate(models.Model):
     is_correct = models.BooleanField(default=False)
     provenance = models.JSONField(default=dict, blank=True,
                                   help_text="How it was sampled (model, prompt template, temperature, N, tokens).")
-    # Set when a generation turned this candidate into labeling work: it is never selected again.
+    # Set when a labeling round turned this candidate into labeling work: it is never selected again.
     solution = models.OneToOneField("annotate.Solution", null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="pool_candidate")
 
@@ -194,8 +173,10 @@ class Candidate(models.Model):
         constraints = [models.UniqueConstraint(fields=["pool_problem", "index"], name="candidate_unique_index")]
 
 
-class ScoringJob(JobFields):
+class ScoringJob(LaunchedJob):
     """A registered model scores every candidate of a pool (and, for a PRM, the held-out labeled steps)."""
+
+    task_name = "jobs.run_scoring_job"
 
     reward_model = models.ForeignKey(RewardModel, on_delete=models.CASCADE, related_name="scoring_jobs")
     pool = models.ForeignKey(CandidatePool, on_delete=models.CASCADE, related_name="scoring_jobs")
@@ -209,9 +190,11 @@ class ScoringJob(JobFields):
         return f"scoring job {self.pk} ({self.status})"
 
 
-class SamplingJob(JobFields):
-    """A local causal LM samples N solutions per problem of a campaign (``python -m rewards.generation sample``
+class SamplingJob(LaunchedJob):
+    """A local causal LM samples N solutions per problem of a campaign (``python -m rewards.sampling sample``
     through the launch backends); on success the samples become the campaign's candidate pool."""
+
+    task_name = "jobs.run_sampling_job"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="sampling_jobs")
     config = models.JSONField(default=dict, help_text="Sampling keys as given (model, n, temperature, …).")
@@ -263,34 +246,35 @@ class EvaluationRun(models.Model):
         return f"evaluation {self.pk} on {self.pool}"
 
 
-class GenerationStatus(models.TextChoices):
+class LabelingRoundStatus(models.TextChoices):
     SCORING = "scoring", "Scoring the pool"
     COMPLETED = "completed", "Selected: labeling work created"
     FAILED = "failed", "Failed"
 
 
-class Generation(models.Model):
+class LabelingRound(models.Model):
     """One round of active learning: the current PRM scores the unlabeled pool, a strategy picks a batch,
-    the batch becomes the campaign's labeling work of generation ``number``.
+    the batch becomes the campaign's labeling work of generation ``number`` (the ``Solution.generation`` it
+    writes, the PRM800K field).
 
-    At most one generation per campaign is scoring at a time (partial unique constraint), so two
+    At most one round per campaign is scoring at a time (partial unique constraint), so two
     triggers (button, API, periodic task) cannot choose from the same pool at once.
     """
 
-    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="generations")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="labeling_rounds")
     number = models.IntegerField(help_text="g: Solution.generation of the work it created.")
-    pool = models.ForeignKey(CandidatePool, on_delete=models.PROTECT, related_name="generations")
+    pool = models.ForeignKey(CandidatePool, on_delete=models.PROTECT, related_name="labeling_rounds")
     strategy = models.CharField(max_length=32)
     strategy_config = models.JSONField(default=dict, blank=True, help_text="Validated options, defaults filled in.")
     reward_model = models.ForeignKey(RewardModel, null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="generations")
+                                     related_name="labeling_rounds")
     dataset_version = models.ForeignKey("rewards.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
                                         related_name="+", help_text="The version the reward model was trained on.")
     scoring_job = models.OneToOneField(ScoringJob, null=True, blank=True, on_delete=models.SET_NULL,
-                                       related_name="generation")
+                                       related_name="labeling_round")
     batch_size = models.PositiveIntegerField()
     selected_count = models.PositiveIntegerField(default=0)
-    status = models.CharField(max_length=16, choices=GenerationStatus.choices, default=GenerationStatus.SCORING)
+    status = models.CharField(max_length=16, choices=LabelingRoundStatus.choices, default=LabelingRoundStatus.SCORING)
     error = models.TextField(blank=True)
     auto_started = models.BooleanField(default=False, help_text="Started by the periodic task.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -301,13 +285,13 @@ class Generation(models.Model):
     class Meta:
         ordering = ["campaign", "-number"]
         constraints = [
-            models.UniqueConstraint(fields=["campaign", "number"], name="generation_unique_number"),
+            models.UniqueConstraint(fields=["campaign", "number"], name="labelinground_unique_number"),
             models.UniqueConstraint(fields=["campaign"], condition=Q(status="scoring"),
-                                    name="generation_one_scoring_per_campaign"),
+                                    name="labelinground_one_scoring_per_campaign"),
         ]
 
     def __str__(self) -> str:
-        return f"generation {self.number} of {self.campaign_id} ({self.status})"
+        return f"labeling round {self.number} of {self.campaign_id} ({self.status})"
 
 
 class ComparisonStage(models.TextChoices):
@@ -318,13 +302,15 @@ class ComparisonStage(models.TextChoices):
     DONE = "done", "Done"
 
 
-class ComparisonRun(models.Model):
+class ComparisonRun(Job):
     """One click of "Compare PRM and ORM": snapshot → train PRM + ORM (same backbone, same budget) → score the
     campaign's pool with both → evaluate. The jobs it starts are ordinary training/scoring jobs with their own
-    pages; this row only records the chain, where it stands (``stage``) and, on failure, the stage at fault."""
+    pages; this row only records the chain, where it stands (``stage``) and, on failure, the stage at fault
+    (``error``, in one sentence)."""
+
+    task_name = "jobs.advance_comparison"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="comparison_runs")
-    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     stage = models.CharField(max_length=16, choices=ComparisonStage.choices, default=ComparisonStage.SNAPSHOT)
     max_steps = models.PositiveIntegerField(help_text="Optimizer steps per model (the budget).")
     per_problem = models.PositiveIntegerField(default=0, help_text="Candidates scored per problem: the first k "
@@ -343,13 +329,7 @@ class ComparisonRun(models.Model):
     orm_scoring = models.ForeignKey(ScoringJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     evaluation = models.ForeignKey(EvaluationRun, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
-    error = models.TextField(blank=True, help_text="Why it failed, in one sentence, naming the stage.")
     cancel_requested = models.BooleanField(default=False)
-    celery_task_id = models.CharField(max_length=100, blank=True, help_text="Empty: its first task never "
-                                                                            "reached the broker.")
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
 
@@ -361,17 +341,8 @@ class ComparisonRun(models.Model):
                                     name="comparisonrun_one_active_per_campaign"),
         ]
 
+    def task_queue(self) -> str:
+        return "default"
+
     def __str__(self) -> str:
         return f"comparison {self.pk} of {self.campaign_id} ({self.status}, {self.stage})"
-
-    @property
-    def is_active(self) -> bool:
-        return self.status in ACTIVE_STATUSES
-
-    @property
-    def duration_s(self) -> float | None:
-        if self.started_at is None:
-            return None
-        from django.utils import timezone
-
-        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()

@@ -8,8 +8,20 @@ from django.db.models import Count, Q, QuerySet
 from annotate.models import AssignmentStatus, Campaign, FinishReason, Solution
 from rewards.models import DatasetVersion
 
-from .models import (CandidatePool, ComparisonRun, EvaluationRun, Generation, JobStatus, Kind, PoolPurpose, RewardModel,
-                     SamplingJob, ScoringJob, TrainingJob)
+from .models import (
+    CandidatePool,
+    ComparisonRun,
+    EvaluationRun,
+    JobStatus,
+    Kind,
+    LabelingRound,
+    PoolPurpose,
+    RewardModel,
+    SamplingJob,
+    ScoringJob,
+    TrainingJob,
+)
+from .services.labeling_rounds import best_prm_of
 
 METHOD_LABELS = {"prm": "PRM", "orm": "ORM", "majority": "Majority vote", "pass": "pass@N"}
 RUNS_SHOWN = 20
@@ -115,7 +127,7 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
             "data-efficiency": [{"kind": kind, **point} for kind, points in
                                 (latest.data_efficiency.items() if latest else []) for point in points],
             "history": history_rows(runs),
-            "generations": generation_rows(campaign) if campaign is not None else [],
+            "generations": labeling_round_rows(campaign) if campaign is not None else [],
         },
     }
 
@@ -137,17 +149,15 @@ def sampling_jobs(campaign: Campaign, limit: int = 10) -> list[SamplingJob]:
     return list(SamplingJob.objects.filter(campaign=campaign).select_related("pool")[:limit])
 
 
-def generation_rows(campaign: Campaign) -> list[dict[str, Any]]:
+def labeling_round_rows(campaign: Campaign) -> list[dict[str, Any]]:
     """Per generation: selected, labeled, the share of labeled convincing-wrong selections where a labeler
     found an error, and the PRM retrained after it.
 
-    "Retrained after g": the best PRM (``services.generations`` rule) on the newest ready dataset version cut
+    "Retrained after g": the best PRM (``services.labeling_rounds`` rule) on the newest ready dataset version cut
     after g completed and before g+1 started, i.e. the version that holds g's labels when g+1 chooses.
     Four queries whatever the number of generations.
     """
-    from .services.generations import best_prm_of
-
-    generations = list(Generation.objects.filter(campaign=campaign).select_related("reward_model", "created_by")
+    generations = list(LabelingRound.objects.filter(campaign=campaign).select_related("reward_model", "created_by")
                        .order_by("number"))
     if not generations:
         return []

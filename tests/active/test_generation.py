@@ -16,9 +16,9 @@ import pytest
 from django.core.management import call_command
 
 from annotate.steps import split_solution
-from rewards.generation import ConfigError, load_config, parse_config
-from rewards.generation.config import DEFAULT_PROMPT_TEMPLATE, smollm2_location
-from rewards.generation.sampling import ProblemsError, RawSample, read_problems, run_sampling, to_prm800k
+from rewards.sampling import SamplingConfigError, load_config, parse_config
+from rewards.sampling.config import DEFAULT_PROMPT_TEMPLATE, smollm2_location
+from rewards.sampling.sampler import ProblemsError, RawSample, read_problems, run_sampling, to_prm800k
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,17 +82,17 @@ def test_config_defaults_and_provenance(math_problems: tuple[Path, list], tmp_pa
 ])
 def test_config_errors_name_the_key(math_problems: tuple[Path, list], tmp_path: Path, extra: dict[str, Any],
                                     message: str) -> None:
-    with pytest.raises(ConfigError) as error:
+    with pytest.raises(SamplingConfigError) as error:
         parse_config(_job(tmp_path, math_problems[0], **extra), base_dir=tmp_path)
     assert message in str(error.value)
 
 
 def test_config_required_keys_and_bad_json(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="config key 'problems' is required"):
+    with pytest.raises(SamplingConfigError, match="config key 'problems' is required"):
         parse_config({"output": "x.jsonl"})
     bad = tmp_path / "job.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ConfigError, match="is not valid JSON"):
+    with pytest.raises(SamplingConfigError, match="is not valid JSON"):
         load_config(bad)
 
 

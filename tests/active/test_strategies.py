@@ -8,8 +8,8 @@ import pytest
 
 from rewards.active import (
     STRATEGIES,
-    Candidate,
     MixedStrategy,
+    ScoredCandidate,
     SelectionError,
     StrategyConfigError,
     make_strategy,
@@ -17,16 +17,16 @@ from rewards.active import (
 
 # id, problem, PRM score, final answer correct, already labeled
 POOL = [
-    Candidate("c01", "p1", 0.95, False),
-    Candidate("c02", "p1", 0.90, False),
-    Candidate("c03", "p1", 0.85, False),
-    Candidate("c04", "p2", 0.80, True),
-    Candidate("c05", "p2", 0.70, False),
-    Candidate("c06", "p3", 0.99, False, already_labeled=True),  # the most convincing wrong one, but labeled
-    Candidate("c07", "p3", 0.52, True),
-    Candidate("c08", "p4", 0.45, False),
-    Candidate("c09", "p4", 0.60, None),  # ungraded
-    Candidate("c10", "p5", 0.10, False),
+    ScoredCandidate("c01", "p1", 0.95, False),
+    ScoredCandidate("c02", "p1", 0.90, False),
+    ScoredCandidate("c03", "p1", 0.85, False),
+    ScoredCandidate("c04", "p2", 0.80, True),
+    ScoredCandidate("c05", "p2", 0.70, False),
+    ScoredCandidate("c06", "p3", 0.99, False, already_labeled=True),  # the most convincing wrong one, but labeled
+    ScoredCandidate("c07", "p3", 0.52, True),
+    ScoredCandidate("c08", "p4", 0.45, False),
+    ScoredCandidate("c09", "p4", 0.60, None),  # ungraded
+    ScoredCandidate("c10", "p5", 0.10, False),
 ]
 UNLABELED = {c.id for c in POOL if not c.already_labeled}
 
@@ -106,7 +106,7 @@ def test_random_is_seeded_order_free_and_never_labeled() -> None:
 
 
 def test_random_is_roughly_uniform_and_needs_no_scores() -> None:
-    pool = [Candidate(f"s{i}", f"p{i}", None, None) for i in range(10)]
+    pool = [ScoredCandidate(f"s{i}", f"p{i}", None, None) for i in range(10)]
     picks = Counter(ids(make_strategy("random", {"seed": seed}).select(pool, 1))[0] for seed in range(400))
     assert set(picks) == {c.id for c in pool}
     assert max(picks.values()) < 80  # expected 40 each
@@ -114,7 +114,7 @@ def test_random_is_roughly_uniform_and_needs_no_scores() -> None:
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
 def test_no_strategy_selects_a_labeled_candidate(name: str) -> None:
-    pool = [Candidate(f"x{i}", f"p{i % 3}", i / 20, i % 2 == 0, already_labeled=i % 3 == 0) for i in range(20)]
+    pool = [ScoredCandidate(f"x{i}", f"p{i % 3}", i / 20, i % 2 == 0, already_labeled=i % 3 == 0) for i in range(20)]
     chosen = make_strategy(name, {"max_per_problem": 20}).select(pool, 20)
     assert chosen, name
     assert not any(s.candidate.already_labeled for s in chosen)
@@ -152,17 +152,17 @@ def test_config_must_be_an_object() -> None:
 
 @pytest.mark.parametrize(("pool", "batch", "message"), [
     (POOL, 0, "batch_size must be an integer >= 1, got 0"),
-    (POOL + [Candidate("c01", "p9", 0.5, False)], 3, "candidate 'c01' appears twice"),
-    ([Candidate("a", "p", None, False)], 1, "candidate 'a' has no PRM score"),
-    ([Candidate("a", "p", 1.5, False)], 1, "candidate 'a' has score 1.5; expected a probability in [0, 1]"),
-    ([Candidate("a", "p", float("nan"), False)], 1, "candidate 'a' has score nan"),
+    (POOL + [ScoredCandidate("c01", "p9", 0.5, False)], 3, "candidate 'c01' appears twice"),
+    ([ScoredCandidate("a", "p", None, False)], 1, "candidate 'a' has no PRM score"),
+    ([ScoredCandidate("a", "p", 1.5, False)], 1, "candidate 'a' has score 1.5; expected a probability in [0, 1]"),
+    ([ScoredCandidate("a", "p", float("nan"), False)], 1, "candidate 'a' has score nan"),
 ])
-def test_selection_errors(pool: list[Candidate], batch: int, message: str) -> None:
+def test_selection_errors(pool: list[ScoredCandidate], batch: int, message: str) -> None:
     with pytest.raises(SelectionError) as error:
         make_strategy("convincing_wrong").select(pool, batch)
     assert message in str(error.value)
 
 
 def test_a_labeled_candidate_without_a_score_is_ignored() -> None:
-    pool = [Candidate("a", "p", None, False, already_labeled=True), Candidate("b", "p", 0.3, False)]
+    pool = [ScoredCandidate("a", "p", None, False, already_labeled=True), ScoredCandidate("b", "p", 0.3, False)]
     assert ids(make_strategy("convincing_wrong").select(pool, 2)) == ["b"]

@@ -40,10 +40,10 @@ class HandPool:
         with steps only), end the scoring job as the watcher does, and call the completion hook."""
         from rewards.jobs.models import CandidateScore, JobStatus
         from rewards.jobs.services import runner
-        from rewards.jobs.services.generations import scoring_finished, start_generation
+        from rewards.jobs.services.labeling_rounds import scoring_finished, start_labeling_round
 
-        generation = start_generation(self.campaign, strategy=strategy, batch_size=batch_size, config=config,
-                                      **kwargs)
+        generation = start_labeling_round(self.campaign, strategy=strategy, batch_size=batch_size, config=config,
+                                          **kwargs)
         job = generation.scoring_job
         assert job is not None and job.status == JobStatus.QUEUED
         CandidateScore.objects.bulk_create(

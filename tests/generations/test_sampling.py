@@ -64,7 +64,7 @@ def test_start_writes_the_problems_and_the_job_file(hand_pool: HandPool, jobs_ro
 
 
 def _sampler_output(job, problems) -> None:  # type: ignore[no-untyped-def]
-    """What `python -m rewards.generation sample` leaves in the job folder: samples and its summary line."""
+    """What `python -m rewards.sampling sample` leaves in the job folder: samples and its summary line."""
     work = Path(job.work_dir)
     rows = []
     for problem in problems:
@@ -83,7 +83,7 @@ def test_samples_become_the_labeling_pool_and_provenance_reaches_the_solutions(
         hand_pool: HandPool, jobs_root: Path, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
     from annotate.models import Solution
     from rewards.jobs.models import Candidate, RewardModel
-    from rewards.jobs.services.generations import labeling_pool, start_generation
+    from rewards.jobs.services.labeling_rounds import labeling_pool, start_labeling_round
     from rewards.jobs.services.sampling import register_pool, start_sampling_job
 
     with django_capture_on_commit_callbacks(execute=False):
@@ -99,7 +99,7 @@ def test_samples_become_the_labeling_pool_and_provenance_reaches_the_solutions(
     assert all(c.provenance["sampling"]["temperature"] == 0.7 for c in candidates)
 
     RewardModel.objects.all().delete()  # no PRM yet: a random generation completes at once
-    generation = start_generation(hand_pool.campaign, strategy="random", batch_size=4, config={"seed": 1})
+    generation = start_labeling_round(hand_pool.campaign, strategy="random", batch_size=4, config={"seed": 1})
     assert generation.status == "completed" and generation.pool == job.pool
     chosen = Solution.objects.filter(campaign=hand_pool.campaign, generation=generation.number)
     assert chosen.count() == 4

@@ -54,13 +54,13 @@ def test_random_is_the_seeded_shuffle_of_the_open_candidates(hand_pool) -> None:
 def test_random_without_any_prm_completes_at_once(hand_pool) -> None:  # type: ignore[no-untyped-def]
     from annotate.models import Solution
     from rewards.jobs.models import RewardModel
-    from rewards.jobs.services.generations import start_generation
+    from rewards.jobs.services.labeling_rounds import start_labeling_round
     from rewards.jobs.services.training import JobInputError
 
     RewardModel.objects.all().delete()
     with pytest.raises(JobInputError, match="^reward_model: .* has no trained PRM yet"):
-        start_generation(hand_pool.campaign, strategy="convincing_wrong", batch_size=2)
-    generation = start_generation(hand_pool.campaign, strategy="random", batch_size=2)
+        start_labeling_round(hand_pool.campaign, strategy="convincing_wrong", batch_size=2)
+    generation = start_labeling_round(hand_pool.campaign, strategy="random", batch_size=2)
     assert generation.status == "completed" and generation.scoring_job is None and generation.selected_count == 2
     assert list(Solution.objects.filter(generation=generation.number).values_list("verifier_score", flat=True)) == [None] * 2
 
@@ -102,16 +102,16 @@ def test_a_generation_never_reselects(hand_pool, tmp_path: Path) -> None:  # typ
     third = hand_pool.run("convincing_wrong", 2)
     assert third.number == 3 and _picked(hand_pool, third) == ["g", "j"]
     # what the next scoring job would send to the scorer: only candidates still open
-    from rewards.jobs.services.generations import start_generation
+    from rewards.jobs.services.labeling_rounds import start_labeling_round
 
-    fourth = start_generation(hand_pool.campaign, strategy="uncertain", batch_size=1)
+    fourth = start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=1)
     assert _write_input(fourth.scoring_job) == 4  # 11 - 6 selected - k (no steps)
     sent = [json.loads(line)["id"] for line in (Path(fourth.scoring_job.work_dir) / "input.jsonl").read_text().splitlines()]
     assert sorted(hand_pool.name_of(i) for i in sent) == ["d", "e", "h", "i"]
 
 def test_one_scoring_generation_at_a_time_and_bad_input_names_the_field(hand_pool) -> None:  # type: ignore[no-untyped-def]
-    from rewards.jobs.models import Generation
-    from rewards.jobs.services.generations import start_generation
+    from rewards.jobs.models import LabelingRound
+    from rewards.jobs.services.labeling_rounds import start_labeling_round
     from rewards.jobs.services.training import JobInputError
 
     cases = [({"strategy": "convincing_rong", "batch_size": 2}, "^strategy: .*did you mean 'convincing_wrong'"),
@@ -121,15 +121,15 @@ def test_one_scoring_generation_at_a_time_and_bad_input_names_the_field(hand_poo
              ({"strategy": "random", "batch_size": 2, "config": []}, "^config: must be an object")]
     for kwargs, message in cases:
         with pytest.raises(JobInputError, match=message):
-            start_generation(hand_pool.campaign, **kwargs)
-    start_generation(hand_pool.campaign, strategy="uncertain", batch_size=2)
+            start_labeling_round(hand_pool.campaign, **kwargs)
+    start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=2)
     with pytest.raises(JobInputError, match="^campaign: a generation of .* is still scoring"):
-        start_generation(hand_pool.campaign, strategy="uncertain", batch_size=2)
-    assert Generation.objects.count() == 1
+        start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=2)
+    assert LabelingRound.objects.count() == 1
 
 
 def test_best_prm_is_newest_version_then_most_accurate(hand_pool) -> None:  # type: ignore[no-untyped-def]
-    from rewards.jobs.services.generations import best_prm
+    from rewards.jobs.services.labeling_rounds import best_prm
     from rewards.models import DatasetVersion
     from tests.generations.conftest import make_prm
 

@@ -18,15 +18,15 @@ def users(personas, hand_pool):  # type: ignore[no-untyped-def]
     ("labeler", 403, 404, 404), ("outsider", 403, 404, 404), ("other_admin", 404, 404, 404),
 ])
 def test_only_admins_and_staff_start_generations(client, users, hand_pool, who, button, api_post, api_get) -> None:  # type: ignore[no-untyped-def]
-    from rewards.jobs.models import Generation
+    from rewards.jobs.models import LabelingRound
 
     slug = hand_pool.campaign.slug
     client.force_login(users[who])
     response = client.post(f"/models/dashboard/{slug}/generations/start/",
                            {"strategy": "convincing_wrong", "batch_size": "2", "config": '{"max_per_problem": 1}'})
     assert response.status_code == button
-    assert Generation.objects.count() == (1 if button == 302 else 0)
-    Generation.objects.all().delete()
+    assert LabelingRound.objects.count() == (1 if button == 302 else 0)
+    LabelingRound.objects.all().delete()
     response = client.post(f"/models/api/campaigns/{slug}/generations/",
                            {"strategy": "uncertain", "batch_size": 3}, content_type="application/json")
     assert response.status_code == api_post, response.content
@@ -34,7 +34,7 @@ def test_only_admins_and_staff_start_generations(client, users, hand_pool, who, 
         body = response.json()
         assert (body["number"], body["status"], body["strategy"], body["strategy_config"]) == (
             1, "scoring", "uncertain", {"target": 0.5, "max_per_problem": None})
-        assert Generation.objects.get().created_by == users[who]
+        assert LabelingRound.objects.get().created_by == users[who]
     assert client.get(f"/models/api/campaigns/{slug}/generations/").status_code == api_get
     page = client.get(f"/models/dashboard/{slug}/")
     if page.status_code == 200:
@@ -129,21 +129,21 @@ def test_dashboard_shows_each_generation_with_flat_queries(client, users, hand_p
 
 def test_periodic_task_starts_the_next_generation_once_mostly_labeled(hand_pool, make_user, settings) -> None:  # type: ignore[no-untyped-def]
     from annotate.models import Membership, Role
-    from rewards.jobs.models import Generation
-    from rewards.jobs.services.generations import auto_start_generations
+    from rewards.jobs.models import LabelingRound
+    from rewards.jobs.services.labeling_rounds import auto_start_labeling_rounds
 
     settings.STEPLAB_GENERATION_AUTO_LABELED_SHARE = 0.6
     campaign = hand_pool.campaign
-    assert auto_start_generations() == []  # no first generation: an admin starts it
+    assert auto_start_labeling_rounds() == []  # no first generation: an admin starts it
     first = hand_pool.run("convincing_wrong", 3, {"max_per_problem": 1})
     labeler = make_user("auto-labeler")
     Membership.objects.create(campaign=campaign, user=labeler, role=Role.LABELER)
     _label(campaign, labeler, errors=1, accepts=0)
-    assert auto_start_generations() == []  # 1 of 3 labeled < 0.6
+    assert auto_start_labeling_rounds() == []  # 1 of 3 labeled < 0.6
     _label(campaign, labeler, errors=0, accepts=1)
-    started = auto_start_generations()
+    started = auto_start_labeling_rounds()
     assert [g.number for g in started] == [2]
-    second = Generation.objects.get(number=2, campaign=campaign)
+    second = LabelingRound.objects.get(number=2, campaign=campaign)
     assert (second.auto_started, second.strategy, second.strategy_config, second.batch_size, second.status) == (
         True, "convincing_wrong", first.strategy_config, 3, "scoring")
-    assert auto_start_generations() == []  # still scoring: nothing new
+    assert auto_start_labeling_rounds() == []  # still scoring: nothing new

@@ -20,7 +20,7 @@ def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process,
 
     from annotate.models import Membership, Role, Solution
     from rewards.jobs.models import Candidate, CandidateScore, RewardModel
-    from rewards.jobs.services.generations import start_generation
+    from rewards.jobs.services.labeling_rounds import start_labeling_round
     from rewards.jobs.services.pools import import_pool
     from rewards.jobs.services.training import TrainingRequest, start_training_job
 
@@ -34,7 +34,7 @@ def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process,
     Membership.objects.create(campaign=campaign, user=admin, role=Role.ADMIN)
     before = Solution.objects.filter(campaign=campaign).aggregate(g=Max("generation"))["g"]
 
-    first = start_generation(campaign, strategy="convincing_wrong", batch_size=4, config={"max_per_problem": 2},
+    first = start_labeling_round(campaign, strategy="convincing_wrong", batch_size=4, config={"max_per_problem": 2},
                              user=admin)
     assert first.number == before + 1 and first.reward_model == prm and first.dataset_version == dataset_version
     wait_for(lambda: _refresh(first).status != "scoring", timeout=300, what="generation 1 to complete")
@@ -58,7 +58,7 @@ def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process,
         assert solution.provenance["dataset_version_id"] == dataset_version.pk
         assert solution.steps.count() == len(solution.pre_generated_steps) > 0
 
-    second = start_generation(campaign, strategy="uncertain", batch_size=3, user=admin)
+    second = start_labeling_round(campaign, strategy="uncertain", batch_size=3, user=admin)
     wait_for(lambda: _refresh(second).status != "scoring", timeout=300, what="generation 2 to complete")
     assert second.status == "completed", second.error
     assert CandidateScore.objects.filter(scoring_job=second.scoring_job).count() == 20  # the 4 chosen are not rescored
@@ -74,7 +74,7 @@ def test_sampling_job_runs_smollm2_on_the_worker_and_fills_the_pool(celery_worke
 
     from annotate.models import Problem, Solution
     from rewards.jobs.models import Candidate
-    from rewards.jobs.services.generations import labeling_pool
+    from rewards.jobs.services.labeling_rounds import labeling_pool
     from rewards.jobs.services.sampling import start_sampling_job
 
     with (shared_data / "math" / "math500.jsonl").open(encoding="utf-8") as handle:

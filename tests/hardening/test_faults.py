@@ -121,7 +121,8 @@ def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery
     from annotate.models import ImportJob
     from annotate.services.campaigns import dispatch_pending_imports
     from rewards.jobs.models import TrainingJob
-    from rewards.jobs.tasks import enqueue, enqueue_undispatched
+    from rewards.jobs.services.runner import dispatch_undispatched
+    from steplab import jobs
 
     campaign_factory("outage")
     client.force_login(make_user("boss", is_staff=True))
@@ -136,7 +137,7 @@ def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery
         assert (job.status, job.dispatched_at) == ("queued", None)
         training = TrainingJob.objects.create(kind="prm", dataset_path=str(tmp_path / "missing.jsonl"),
                                               work_dir=str(tmp_path / "train"), output_dir=str(tmp_path / "out"))
-        enqueue(training)
+        jobs.dispatch(training)
         training.refresh_from_db()
         assert training.celery_task_id == "" and training.status == "queued"
         assert dispatch_pending_imports(older_than=timedelta(0)) == [], "nothing can be sent yet"
@@ -147,7 +148,7 @@ def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery
             subprocess.run(REDIS_START, check=True)
         _wait(_redis_up)
     assert dispatch_pending_imports(older_than=timedelta(0)) == [job.pk]
-    assert enqueue_undispatched(older_than_s=0) == {"TrainingJob": [training.pk]}
+    assert dispatch_undispatched(older_than=timedelta(0)) == {"TrainingJob": [training.pk]}
     wait_for(lambda: ImportJob.objects.get(pk=job.pk).is_finished, timeout=120, what="the dispatched import")
     job.refresh_from_db()
     assert job.status == "succeeded" and job.imported == 5, (job.status, job.error)

@@ -11,8 +11,9 @@ from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from annotate.models import ImportJob, ImportJobStatus, ImportKind
+from annotate.models import ImportJob, ImportKind
 from annotate.services.campaigns import sweep_import_files
+from steplab.jobs import JobStatus
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,7 +58,7 @@ def test_the_upload_is_deleted_when_the_job_succeeds_or_fails(celery_worker_proc
     bad = _upload(client, campaign.slug, b'{"problem": "Fine"}\n' + b"[" * DEEP + b"]" * DEEP + b"\n{\n")
     stored = [Path(settings.MEDIA_ROOT) / job.file.name for job in (good, bad)]
     assert all(path.is_file() for path in stored)
-    assert [_wait(good).status, _wait(bad).status] == [ImportJobStatus.SUCCEEDED, ImportJobStatus.FAILED]
+    assert [_wait(good).status, _wait(bad).status] == [JobStatus.SUCCEEDED, JobStatus.FAILED]
     assert not any(path.exists() for path in stored), "no upload outlives its job"
     # The failed job's report keeps its line-numbered errors: the nested line is named, not a RecursionError.
     assert [(row["line"], row["message"]) for row in bad.rejected] == [
@@ -81,7 +82,7 @@ def test_the_sweep_deletes_leftovers_and_keeps_live_uploads(media: Path, campaig
     campaign = campaign_factory("sweep")
     queued = _job(campaign, b"{}\n")  # waiting for a worker: kept
     finished = _job(campaign, b"{}\n")  # its worker was lost between the commit and the deletion
-    ImportJob.objects.filter(pk=finished.pk).update(status=ImportJobStatus.FAILED)
+    ImportJob.objects.filter(pk=finished.pk).update(status=JobStatus.FAILED)
     orphan_old, orphan_new = media / "imports" / "2020" / "01" / "old.jsonl", media / "imports" / "new.jsonl"
     for orphan in (orphan_old, orphan_new):
         orphan.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from rewards.generation.config import ConfigError, parse_config
+from rewards.sampling.config import SamplingConfigError, parse_config
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ def test_a_model_folder_in_the_models_directory_is_accepted(sample_job: dict[str
 def test_a_model_outside_the_models_directory_is_refused_without_a_path(sample_job: dict[str, Any], models: Path,
                                                                         tmp_path: Path, model: str) -> None:
     model = model.replace("{tmp}", str(tmp_path))
-    with pytest.raises(ConfigError, match=r"config key 'model' must be 'smollm2'") as error:
+    with pytest.raises(SamplingConfigError, match=r"config key 'model' must be 'smollm2'") as error:
         parse_config({**sample_job, "model": model}, base_dir=tmp_path, models_dir=models)
     message = str(error.value)
     assert str(models.resolve()) not in message and str((tmp_path / "elsewhere").resolve()) not in message.replace(
@@ -66,7 +66,7 @@ def test_a_model_outside_the_models_directory_is_refused_without_a_path(sample_j
 def test_prompt_templates_hold_only_the_problem(sample_job: dict[str, Any], tmp_path: Path, template: str,
                                                 message: str) -> None:
     started = time.perf_counter()
-    with pytest.raises(ConfigError, match=r"config key 'prompt_template'") as error:
+    with pytest.raises(SamplingConfigError, match=r"config key 'prompt_template'") as error:
         parse_config({**sample_job, "prompt_template": template}, base_dir=tmp_path)
     assert message in str(error.value)
     assert time.perf_counter() - started < 1, "nothing was rendered"
@@ -83,7 +83,7 @@ def test_prompt_templates_hold_only_the_problem(sample_job: dict[str, Any], tmp_
 ])
 def test_every_sampling_number_is_bounded(sample_job: dict[str, Any], tmp_path: Path, key: str, value: Any,
                                           message: str) -> None:
-    with pytest.raises(ConfigError) as error:
+    with pytest.raises(SamplingConfigError) as error:
         parse_config({**sample_job, key: value}, base_dir=tmp_path)
     assert message in str(error.value)
 
@@ -147,7 +147,7 @@ def test_sampling_api_accepts_a_model_of_the_models_directory(web: dict[str, Any
     job_file = json.loads((Path(response.json()["id"] and _work_dir(response.json()["id"])) / "job.json").read_text())
     assert job_file["model"] == "tiny-lm" and job_file["models_dir"] == str(web["tmp"] / "models")
     # The job file alone confines the sampler wherever it runs.
-    from rewards.generation.config import load_config
+    from rewards.sampling.config import load_config
 
     assert load_config(Path(_work_dir(response.json()["id"])) / "job.json").model_path == (
         web["tmp"] / "models" / "tiny-lm").resolve()

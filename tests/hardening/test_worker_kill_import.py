@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.core.files.base import ContentFile
 
-from annotate.models import Assignment, ImportJob, ImportJobStatus, ImportKind, Rating, Solution
+from annotate.models import Assignment, ImportJob, ImportKind, Rating, Solution
+from steplab.jobs import JobStatus
 from tests.conftest import kill_pool_process
 from tests.waiting import wait_for
 
@@ -30,7 +31,7 @@ def test_sigkill_mid_import_commits_nothing_and_the_redelivery_imports_once(
     run_import_job_task.apply_async(args=[job.pk], queue=queue)
     def writing() -> bool:
         current = ImportJob.objects.get(pk=job.pk)
-        assert current.status != ImportJobStatus.SUCCEEDED, "the import finished before it could be killed"
+        assert current.status != JobStatus.SUCCEEDED, "the import finished before it could be killed"
         return current.phase == "import" and current.progress > 0.6  # rows are being written in its transaction
 
     wait_for(writing, timeout=120, every=0.01, what=lambda: f"the import's write phase: {log.read_text()[-3000:]}")
@@ -41,7 +42,7 @@ def test_sigkill_mid_import_commits_nothing_and_the_redelivery_imports_once(
              what=lambda: f"the redelivered import: {log.read_text()[-3000:]}")
     job.refresh_from_db()
     assert "WorkerLostError" in log.read_text() or "signal 9" in log.read_text()
-    assert job.status == ImportJobStatus.SUCCEEDED, f"job {job.status}: {job.error} {log.read_text()[-3000:]}"
+    assert job.status == JobStatus.SUCCEEDED, f"job {job.status}: {job.error} {log.read_text()[-3000:]}"
     per_copy = job.imported // COPIES
     assert job.imported == per_copy * COPIES > 800 * COPIES
     assert Solution.objects.filter(campaign=campaign).count() == job.imported, "imported exactly once"

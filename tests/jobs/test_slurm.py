@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from rewards.jobs.backends import BackendError, Launch, SlurmBackend, parse_scontrol_job
@@ -207,8 +208,10 @@ def test_a_killed_node_process_is_failed_by_the_reaper_with_the_queue_reason(slu
     from rewards.jobs.services import runner
     from rewards.jobs.services.training import TrainingRequest, reap_training_jobs, start_training_job, training_hooks
 
-    job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, backend="slurm",
-                                             hyper=BUSY_HYPER), dispatch=False)
+    with transaction.atomic():  # recorded as sent: no watcher task, this test plays the watcher
+        job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, backend="slurm",
+                                                 hyper=BUSY_HYPER))
+        TrainingJob.objects.filter(pk=job.pk).update(dispatched_at=timezone.now())
     job = runner.claim(TrainingJob, job.pk)  # what the watcher did before its worker died
     external_id = slurm.submit(training_hooks(job).launch)
     TrainingJob.objects.filter(pk=job.pk).update(external_id=external_id)

@@ -9,7 +9,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from annotate.models import ImportJob, ImportJobStatus, Problem, Solution
+from annotate.models import ImportJob, Problem, Solution
+from steplab.jobs import JobStatus
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,7 +38,7 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
     client.force_login(make_user("boss", is_staff=True))
     rows = [json.loads(line) for _, line in zip(range(30), (shared_data / "math" / "math500.jsonl").open())]
     job = finished_import(upload(client, "uploads", "problems", jsonl(rows)).pk)
-    assert job.status == ImportJobStatus.SUCCEEDED, job.error
+    assert job.status == JobStatus.SUCCEEDED, job.error
     assert (job.lines, job.imported, job.rejected_count, job.progress) == (30, 30, 0, 1.0)
     assert Problem.objects.count() == 30
 
@@ -46,7 +47,7 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
                {"problem_id": rows[1]["unique_id"]},
                b"{not json"]
     failed = finished_import(upload(client, "uploads", "solutions", jsonl(samples)).pk)
-    assert failed.status == ImportJobStatus.FAILED and "nothing was imported" in failed.error
+    assert failed.status == JobStatus.FAILED and "nothing was imported" in failed.error
     assert Solution.objects.count() == 0
     by_line = {r["line"]: r for r in failed.rejected}
     assert sorted(by_line) == [2, 3, 4]
@@ -59,7 +60,7 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
     assert poll["HX-Refresh"] == "true" and 'data-import-status="failed"' in poll.content.decode()
 
     skipped = finished_import(upload(client, "uploads", "solutions", jsonl(samples), skip_invalid="on").pk)
-    assert skipped.status == ImportJobStatus.SUCCEEDED and (skipped.imported, skipped.rejected_count) == (1, 3)
+    assert skipped.status == JobStatus.SUCCEEDED and (skipped.imported, skipped.rejected_count) == (1, 3)
     assert Solution.objects.filter(campaign=campaign).count() == 1
 
 
@@ -69,7 +70,7 @@ def test_prm800k_upload_and_bad_form(client, celery_worker_process, campaign_fac
     client.force_login(make_user("boss", is_staff=True))
     content = (shared_data / "prm800k" / "genuine_rows.jsonl").read_bytes()
     job = finished_import(upload(client, "prm", "prm800k", content).pk)
-    assert job.status == ImportJobStatus.SUCCEEDED, job.error
+    assert job.status == JobStatus.SUCCEEDED, job.error
     assert job.imported == 10 and job.created["solutions"] == 10
     bad = client.post(reverse("manage:imports", args=["prm"]), {"kind": "videos"})
     text = bad.content.decode()

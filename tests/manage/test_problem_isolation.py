@@ -12,8 +12,9 @@ from django.core.management import call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotate.models import Campaign, ImportJob, ImportJobStatus, Membership, Problem, Role, Solution
+from annotate.models import Campaign, ImportJob, Membership, Problem, Role, Solution
 from rewards.services.tokens import create_token
+from steplab.jobs import JobStatus
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -69,14 +70,14 @@ def test_b_admin_uploads_never_touch_a_problems(client, celery_worker_process, t
     a, b, admins = two_campaigns
     client.force_login(admins["a"])
     job = _upload(client, "a", "problems", [SECRET, PUBLIC])
-    assert job.status == ImportJobStatus.SUCCEEDED, job.error
+    assert job.status == JobStatus.SUCCEEDED, job.error
     a_secret = Problem.objects.get(campaign=a, source_id=SECRET["unique_id"])
 
     # B's admin sends A's unique_id and A's text with other answers: B gets its own rows, A's stay as they were.
     client.force_login(admins["b"])
     hostile = [{**SECRET, "answer": "0", "solution": "overwritten"}, {**PUBLIC, "unique_id": "", "answer": "5"}]
     job = _upload(client, "b", "problems", hostile)
-    assert job.status == ImportJobStatus.SUCCEEDED, job.error
+    assert job.status == JobStatus.SUCCEEDED, job.error
     assert job.created["problems"] == 2 and job.created["updated"] == 0
     a_secret.refresh_from_db()
     assert (a_secret.answer, a_secret.solution) == ("4242", "A's worked solution.")
@@ -87,7 +88,7 @@ def test_b_admin_uploads_never_touch_a_problems(client, celery_worker_process, t
     Problem.objects.filter(campaign=b, source_id=SECRET["unique_id"]).delete()
     job = _upload(client, "b", "solutions", [{"problem_id": SECRET["unique_id"], "solution": "x"},
                                              {"problem_id": "a/nowhere.json", "solution": "x"}])
-    assert job.status == ImportJobStatus.FAILED
+    assert job.status == JobStatus.FAILED
     messages = [r["message"].replace(SECRET["unique_id"], "ID").replace("a/nowhere.json", "ID") for r in job.rejected]
     assert len(messages) == 2 and messages[0] == messages[1] and "not a known problem" in messages[0]
     assert not Solution.objects.filter(campaign=b).exists()

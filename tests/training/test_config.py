@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rewards.training.config import ConfigError, LoraSettings, default_model_path, load_config, parse_config
+from rewards.training.config import LoraSettings, TrainingConfigError, default_model_path, load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +35,8 @@ def test_defaults_resolve(job: dict[str, Any]) -> None:
 
 
 def test_unknown_key_is_named_with_a_suggestion(job: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError, match=r"config key 'lerning_rate' is unknown; did you mean 'learning_rate'\?"):
+    with pytest.raises(TrainingConfigError,
+                       match=r"config key 'lerning_rate' is unknown; did you mean 'learning_rate'\?"):
         parse_config({**job, "lerning_rate": 1e-4})
 
 
@@ -64,7 +65,7 @@ def test_unknown_key_is_named_with_a_suggestion(job: dict[str, Any]) -> None:
     ("dataset", "data.csv", r"config key 'dataset' must name a .jsonl or .parquet file"),
 ])
 def test_bad_values_name_the_key(job: dict[str, Any], key: str, value: Any, message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(TrainingConfigError, match=message):
         parse_config({**job, key: value})
 
 
@@ -84,7 +85,7 @@ def test_bad_values_name_the_key(job: dict[str, Any], key: str, value: Any, mess
     ("lora", {"alpha": 1e9}, r"config key 'lora.alpha' must be in \(0, 10000\]"),
 ])
 def test_every_number_has_an_upper_bound(job: dict[str, Any], key: str, value: Any, message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(TrainingConfigError, match=message):
         parse_config({**job, key: value})
 
 
@@ -96,14 +97,14 @@ def test_the_bounds_themselves_are_accepted(job: dict[str, Any]) -> None:
 
 def test_a_bad_base_model_is_named_as_given_not_as_resolved(job: dict[str, Any], tmp_path: Path) -> None:
     """The error must not reveal where a relative name resolves on the server."""
-    with pytest.raises(ConfigError, match=r"config key 'base_model'") as error:
+    with pytest.raises(TrainingConfigError, match=r"config key 'base_model'") as error:
         parse_config({**job, "base_model": "../../somewhere"}, base_dir=tmp_path)
     assert str(tmp_path.parent) not in str(error.value) and "'../../somewhere' is not" in str(error.value)
 
 
 def test_missing_required_key(job: dict[str, Any]) -> None:
     del job["output_dir"]
-    with pytest.raises(ConfigError, match=r"config key 'output_dir' is required"):
+    with pytest.raises(TrainingConfigError, match=r"config key 'output_dir' is required"):
         parse_config(job)
 
 

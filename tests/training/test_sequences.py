@@ -9,8 +9,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rewards.training.data import (IGNORE_INDEX, DatasetError, PrmRow, RewardCollator, encode_orm, encode_prm,
-                                   read_dataset, split_rows, step_labels, tokenize_texts)
+from rewards.training.data import (
+    IGNORE_INDEX,
+    PrmRow,
+    RewardCollator,
+    TrainingDataError,
+    encode_orm,
+    encode_prm,
+    read_dataset,
+    split_rows,
+    step_labels,
+    tokenize_texts,
+)
 from rewards.training.modeling import choose_separator, sequence_layout
 from rewards.training.train import dedupe_step_labels, encode_prm_rows
 
@@ -150,7 +160,7 @@ def test_labels_are_recomputed_from_ratings(tmp_path: Path) -> None:
 ])
 def test_bad_prm_rows_name_file_line_and_field(tmp_path: Path, bad: Any, message: str) -> None:
     path = _write(tmp_path / "bad.jsonl", [ROW, bad])
-    with pytest.raises(DatasetError, match=f"{tmp_path}/bad.jsonl {message}"):
+    with pytest.raises(TrainingDataError, match=f"{tmp_path}/bad.jsonl {message}"):
         read_dataset(path, "prm")
 
 
@@ -160,7 +170,7 @@ def test_parquet_rows_and_orm_errors(tmp_path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(rows[:1]), tmp_path / "ok.parquet")
     assert read_dataset(tmp_path / "ok.parquet", "orm")[0].label == 1
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "bad.parquet")
-    with pytest.raises(DatasetError, match=r"bad.parquet row 2: field 'label' is missing"):
+    with pytest.raises(TrainingDataError, match=r"bad.parquet row 2: field 'label' is missing"):
         read_dataset(tmp_path / "bad.parquet", "orm")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rewards.training import load_reward_model, parse_config, run_training
-from rewards.training.data import DatasetError
+from rewards.training.data import TrainingDataError
 
 REPO = Path(__file__).resolve().parents[2]
 PRM800K_TRAIN = Path("/work/shared/data/prm800k/phase1_train_reconstructed.jsonl")
@@ -159,7 +159,7 @@ def test_bad_dataset_row_fails_with_file_line_and_field(stepwise_file: Path, tmp
     assert f"{data} line 3: field 'labels'" in done.stderr and "Traceback" in done.stderr
     errors = [e for e in _events(tmp_path / "run") if e["event"] == "error"]
     assert len(errors) == 1 and f"{data} line 3: field 'labels'" in errors[0]["message"]
-    with pytest.raises(DatasetError, match="line 3: field 'labels'"):
+    with pytest.raises(TrainingDataError, match="line 3: field 'labels'"):
         run_training(parse_config({**FAST, "kind": "prm", "dataset": str(data), "output_dir": str(tmp_path / "again")}))
 
 

@@ -14,9 +14,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate.models import CampaignMetrics, ImportJobStatus, Membership, Problem, Role, Solution
+from annotate.models import CampaignMetrics, Membership, Problem, Role, Solution
 from annotate.templatetags.steplab_format import choice_label, duration, samples_progress
 from rewards.models import DatasetVersion
+from steplab.jobs import JobStatus
 from steplab.nav import SESSION_KEY
 from tests.manage.test_imports import finished_import, upload
 
@@ -78,15 +79,15 @@ def test_import_page_shows_each_format_and_its_sample_imports_as_is(client, cele
             (SAMPLES / f"{kind}.jsonl").read_bytes()
 
     problems = finished_import(upload(client, "samples", "problems", (SAMPLES / "problems.jsonl").read_bytes()).pk)
-    assert problems.status == ImportJobStatus.SUCCEEDED and problems.imported == 2, problems.error
+    assert problems.status == JobStatus.SUCCEEDED and problems.imported == 2, problems.error
     done = client.get(reverse("manage:import", args=["samples", problems.pk])).content.decode()
     assert "data-next-steps" in done and "What to do next" in done
     assert reverse("manage:members", args=["samples"]) in done.split("data-next-steps", 1)[1]
 
     solutions = finished_import(upload(client, "samples", "solutions", (SAMPLES / "solutions.jsonl").read_bytes()).pk)
-    assert solutions.status == ImportJobStatus.SUCCEEDED and solutions.imported == 2, solutions.rejected
+    assert solutions.status == JobStatus.SUCCEEDED and solutions.imported == 2, solutions.rejected
     labels = finished_import(upload(client, "samples", "prm800k", (SAMPLES / "prm800k.jsonl").read_bytes()).pk)
-    assert labels.status == ImportJobStatus.SUCCEEDED and labels.imported == 1, labels.rejected
+    assert labels.status == JobStatus.SUCCEEDED and labels.imported == 1, labels.rejected
     assert Solution.objects.filter(campaign=campaign).count() == 3
     assert Problem.objects.filter(text__contains="2x + 3 = 11").exists()
 

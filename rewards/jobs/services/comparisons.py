@@ -23,13 +23,24 @@ from django.utils import timezone
 from annotate.models import Campaign
 from rewards.models import DatasetVersion
 from rewards.services.datasets import create_dataset_version
+from steplab import jobs
 
-from ..models import (ACTIVE_STATUSES, Candidate, CandidatePool, ComparisonRun, ComparisonStage, JobStatus, Kind,
-                      PoolProblem, PoolPurpose, ScoringJob, TrainingJob)
+from ..models import (
+    ACTIVE_STATUSES,
+    Candidate,
+    CandidatePool,
+    ComparisonRun,
+    ComparisonStage,
+    JobStatus,
+    Kind,
+    PoolProblem,
+    PoolPurpose,
+    ScoringJob,
+    TrainingJob,
+)
 from .evaluation import evaluate_pool
 from .scoring import start_scoring_job
-from .training import (EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel,
-                       start_training_job)
+from .training import EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
 log = logging.getLogger(__name__)
 
@@ -111,28 +122,15 @@ def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, 
                                                started_by=user)
     except IntegrityError:
         raise JobInputError("campaign", f"a comparison of {campaign.slug} is already running") from None
-    transaction.on_commit(lambda: enqueue_advance(run.pk))
+    jobs.dispatch_on_commit(run)  # the broker down: ``reconcile`` sends it once it is back
     return run
 
 
-def enqueue_advance(run_id: int) -> bool:
-    from steplab.celery import send_task
-
-    from ..tasks import advance_comparison
-
-    result = send_task(advance_comparison, args=[run_id], queue="default")
-    if result is None:
-        return False  # the broker is down: ``reconcile`` sends it once it is back
-    ComparisonRun.objects.filter(pk=run_id).update(celery_task_id=result.id)
-    return True
-
-
 def _fail(run: ComparisonRun, message: str) -> bool:
-    done = ComparisonRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
-        status=JobStatus.FAILED, error=message, finished_at=timezone.now())
+    done = jobs.finish(run, JobStatus.FAILED, error=message)
     if done:
         _stop_jobs(run)
-    return bool(done)
+    return done
 
 
 def _stop_jobs(run: ComparisonRun) -> None:
@@ -190,11 +188,11 @@ def _snapshot(run: ComparisonRun) -> None:
     try:
         with transaction.atomic():
             pool = first_per_problem(run.source_pool, run.per_problem)
-            jobs = {kind: start_training_job(TrainingRequest(kind=kind, dataset_version=version,
-                                                             base_model=run.base_model, hyper=hyper),
-                                             user=run.started_by) for kind in (Kind.PRM, Kind.ORM)}
+            trainings = {kind: start_training_job(TrainingRequest(kind=kind, dataset_version=version,
+                                                                  base_model=run.base_model, hyper=hyper),
+                                                  user=run.started_by) for kind in (Kind.PRM, Kind.ORM)}
             _move(run, ComparisonStage.SNAPSHOT, stage=ComparisonStage.TRAIN, dataset_version=version,
-                  new_version=new, pool=pool, prm_job=jobs[Kind.PRM], orm_job=jobs[Kind.ORM])
+                  new_version=new, pool=pool, prm_job=trainings[Kind.PRM], orm_job=trainings[Kind.ORM])
     except JobInputError as exc:
         _fail(run, f"training could not start: {exc}")
 
@@ -248,9 +246,7 @@ STAGES = {ComparisonStage.SNAPSHOT: _snapshot, ComparisonStage.TRAIN: _train, Co
 
 def advance(run_id: int) -> str | None:
     """Move the run on as far as its jobs allow; returns its status (None when there is no such run)."""
-    now = timezone.now()
-    ComparisonRun.objects.filter(pk=run_id, status=JobStatus.QUEUED, cancel_requested=False).update(
-        status=JobStatus.RUNNING, started_at=now)
+    jobs.claim(ComparisonRun, run_id, where={"cancel_requested": False})  # its first call starts it
     run = (ComparisonRun.objects.select_related("campaign", "pool", "source_pool", "started_by", "prm_job", "orm_job",
                                                 "prm_scoring", "orm_scoring").filter(pk=run_id).first())
     if run is None:
@@ -280,8 +276,7 @@ def job_finished(job: TrainingJob | ScoringJob) -> None:
 def request_cancel_comparison(run: ComparisonRun) -> ComparisonRun:
     """Cancelled at once; the jobs it started are cancelled too (a running job when its watcher next polls)."""
     ComparisonRun.objects.filter(pk=run.pk).update(cancel_requested=True)
-    if ComparisonRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
-            status=JobStatus.CANCELLED, error="cancelled on request", finished_at=timezone.now()):
+    if jobs.finish(run, JobStatus.CANCELLED, error="cancelled on request"):
         run.refresh_from_db()
         _stop_jobs(run)
     run.refresh_from_db()
@@ -291,16 +286,12 @@ def request_cancel_comparison(run: ComparisonRun) -> ComparisonRun:
 def reconcile(older_than_s: float = 30.0) -> list[int]:
     """For the periodic task: advance runs whose stage's jobs have all ended (their watcher's call was lost),
     and send runs that never reached the broker."""
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    moved: list[int] = []
-    for run in ComparisonRun.objects.filter(status=JobStatus.QUEUED, celery_task_id="", created_at__lt=cutoff):
-        if enqueue_advance(run.pk):
-            moved.append(run.pk)
+    moved = jobs.dispatch_pending(ComparisonRun, older_than=timedelta(seconds=older_than_s))
     for run in ComparisonRun.objects.filter(status=JobStatus.RUNNING, stage__in=(ComparisonStage.TRAIN,
                                                                                 ComparisonStage.SCORE)):
-        jobs = ((run.prm_job_id, run.orm_job_id, TrainingJob) if run.stage == ComparisonStage.TRAIN
-                else (run.prm_scoring_id, run.orm_scoring_id, ScoringJob))
-        if not jobs[2].objects.filter(pk__in=jobs[:2], status__in=ACTIVE_STATUSES).exists():
+        stage_jobs = ((run.prm_job_id, run.orm_job_id, TrainingJob) if run.stage == ComparisonStage.TRAIN
+                      else (run.prm_scoring_id, run.orm_scoring_id, ScoringJob))
+        if not stage_jobs[2].objects.filter(pk__in=stage_jobs[:2], status__in=ACTIVE_STATUSES).exists():
             advance(run.pk)
             moved.append(run.pk)
     return moved

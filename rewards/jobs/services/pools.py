@@ -9,7 +9,7 @@ Two JSONL layouts are accepted (one object per line):
 * one candidate per line: ``problem`` (text) or ``problem_id`` (a known problem's ``source_id``),
   ``solution`` (text) or ``steps`` (list of step texts), optional ``answer`` (extracted final answer),
   optional ``ground_truth`` (else the problem's stored answer), optional ``provenance`` (an object: how the
-  sample was made; ``python -m rewards.generation sample`` writes this layout).
+  sample was made; ``python -m rewards.sampling sample`` writes this layout).
 
 Every candidate is split with ``annotate.steps`` and graded with ``annotate.grading`` (math-verify);
 a candidate's own extracted answer wins over the one found in its text. All or nothing: one bad line
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from annotate.services.importing import ImportFailed, ImportReport, RowError, it
 from annotate.steps import SPLIT_RULES, answer_from_steps, split_solution
 
 from ..models import Candidate, CandidatePool, PoolProblem, PoolPurpose
+from .training import jobs_root
 
 BATCH = 2000
 
@@ -227,10 +229,6 @@ def import_uploaded_pool(uploaded: Any, *, campaign: Campaign, name: str = "", p
                          split_rule: str = "auto", user: Any = None) -> tuple[CandidatePool, ImportReport]:
     """A pool file sent from the browser or the API: kept under its own name (errors name it), then imported
     with ``import_pool``. Raises ImportFailed (every bad line listed) or ValueError (a bad option)."""
-    import tempfile
-
-    from .training import jobs_root
-
     filename = Path(getattr(uploaded, "name", "") or "pool.jsonl").name
     name = name.strip() or f"{campaign.slug}-{Path(filename).stem}"
     folder = jobs_root() / "uploads"

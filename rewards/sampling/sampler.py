@@ -199,6 +199,7 @@ def sample_rows(config: SampleConfig, problems: list[ProblemIn], sampler: Sample
             row.update(
                 steps=formatted.steps, solution=formatted.solution, generator=config.generator_name,
                 sample_index=index,
+                # "rewards.generation": the name every stored sample carries, kept so old and new ones compare
                 provenance={"source": "rewards.generation", "sampling": provenance, "raw_output": raw.text,
                             "finish_reason": raw.finish_reason, "prompt_tokens": raw.prompt_tokens,
                             "completion_tokens": raw.completion_tokens},

@@ -1,0 +1,152 @@
+"""The job layer every kind of background work shares: imports, training, scoring, sampling and comparisons.
+
+A job row is the record of work a Celery task does elsewhere; the task only carries its id. Its life:
+
+* **queued** — recorded; ``dispatch`` sends its task after commit and stamps ``dispatched_at`` and
+  ``celery_task_id``. Null ``dispatched_at`` means "its task never reached the broker" (it was down):
+  ``undispatched`` finds such jobs for the periodic dispatchers, which send them again.
+* **running** — ``claim`` moves it there for exactly one caller (a conditional UPDATE), so a redelivered or
+  duplicated task does nothing.
+* **succeeded / failed / cancelled** — ``finish`` ends it once: whoever moves it out of queued/running first
+  wins (a watcher, the reaper, a cancel).
+
+Progress of a job whose work runs inside one long transaction (an import) is written through the declared
+``PROGRESS_DATABASE`` connection, so pollers see it before that transaction commits.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from importlib import import_module
+from typing import Any, ClassVar, TypeVar
+
+from django.db import connections, models, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from steplab.celery import app as celery_app
+from steplab.celery import send_task
+
+#: the settings' DATABASES alias of the second connection (same database as "default")
+PROGRESS_DATABASE = "job_progress"
+ERROR_TAIL_CHARS = 6000
+
+J = TypeVar("J", bound="Job")
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
+FINAL_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class Job(models.Model):
+    """What every job records: where it stands, whether its task was sent, how and when it ended."""
+
+    #: the Celery task (by name) that runs a job of this kind with the job's id
+    task_name: ClassVar[str]
+
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    error = models.TextField(blank=True, help_text="Why it failed.")
+    dispatched_at = models.DateTimeField(null=True, blank=True,
+                                         help_text="When its task reached the broker; null: to be sent again.")
+    celery_task_id = models.CharField(max_length=100, blank=True, help_text="Id of the task last sent.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    def task_queue(self) -> str | None:
+        """The Celery queue its task goes to; None: the task's own routing."""
+        return None
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+
+
+def _task(model: type[Job]) -> Any:
+    """The registered task of a job model (its app's ``tasks`` module, imported on first use by the web side)."""
+    if model.task_name not in celery_app.tasks:
+        import_module(f"{model._meta.app_config.name}.tasks")
+    return celery_app.tasks[model.task_name]
+
+
+def dispatch(job: Job) -> bool:
+    """Send the job's task unless it was sent already; False when the broker is down (the job stays
+    undispatched for the periodic dispatcher)."""
+    model = type(job)
+    if model._default_manager.filter(pk=job.pk, dispatched_at__isnull=False).exists():
+        return False
+    result = send_task(_task(model), args=[job.pk], queue=job.task_queue())
+    if result is None:
+        return False
+    model._default_manager.filter(pk=job.pk).update(dispatched_at=timezone.now(), celery_task_id=result.id)
+    return True
+
+
+def dispatch_on_commit(job: Job) -> None:
+    """Send the job's task once the transaction that recorded it commits (a worker must find the row)."""
+    transaction.on_commit(lambda: dispatch(job))
+
+
+def undispatched(model: type[J], *, older_than: timedelta) -> QuerySet[J]:
+    """Queued jobs whose task never reached the broker, recorded more than ``older_than`` ago (younger ones
+    may still be waiting for their own commit)."""
+    return model._default_manager.filter(status=JobStatus.QUEUED, dispatched_at__isnull=True,
+                                created_at__lt=timezone.now() - older_than)
+
+
+def dispatch_pending(model: type[Job], *, older_than: timedelta = timedelta(seconds=30)) -> list[int]:
+    """Send every undispatched job of a kind; returns the ids sent."""
+    return [job.pk for job in undispatched(model, older_than=older_than) if dispatch(job)]
+
+
+def claim(model: type[J], job_id: int, *, where: dict[str, Any] | None = None, **updates: Any) -> J | None:
+    """queued → running for exactly one caller (``where``: further conditions, ``updates``: further values);
+    the claimed job, or None when it is gone, no longer queued, or fails ``where``."""
+    claimed = model._default_manager.filter(pk=job_id, status=JobStatus.QUEUED, **(where or {})).update(
+        status=JobStatus.RUNNING, started_at=timezone.now(), **updates)
+    if not claimed:
+        return None
+    return model._default_manager.get(pk=job_id)
+
+
+def finish(job: Job, status: str, *, error: str = "", **fields: Any) -> bool:
+    """queued or running → a final status, once; returns whether this call did it (``job`` then holds the
+    values written)."""
+    values: dict[str, Any] = {"status": status, "finished_at": timezone.now(), "error": error[-ERROR_TAIL_CHARS:],
+                              **fields}
+    done = type(job)._default_manager.filter(pk=job.pk, status__in=ACTIVE_STATUSES).update(**values)
+    if done:
+        for key, value in values.items():
+            setattr(job, key, value)
+    return bool(done)
+
+
+def write_progress(model: type[Job], job_id: int, **values: Any) -> None:
+    """Progress fields written at once through the progress connection, outside the caller's transaction."""
+    if connections[PROGRESS_DATABASE].vendor == "sqlite":
+        return  # one writer at a time: the second connection would wait for the caller's own lock
+    model._default_manager.using(PROGRESS_DATABASE).filter(pk=job_id).update(**values)
+
+
+def close_progress_connection() -> None:
+    connections[PROGRESS_DATABASE].close()
