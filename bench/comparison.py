@@ -28,7 +28,6 @@ def main() -> int:
     django.setup()
     from annotate.models import Campaign
     from rewards.jobs import selectors
-    from rewards.jobs.models import ComparisonRun
     from rewards.jobs.services.comparisons import DEFAULT_MAX_STEPS, start_comparison
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

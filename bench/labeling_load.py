@@ -26,8 +26,8 @@ import argparse
 import json
 import os
 import random
-import resource
 import re
+import resource
 import socket
 import subprocess
 import sys

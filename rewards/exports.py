@@ -35,8 +35,17 @@ from typing import IO, Any
 import orjson
 from django.db.models import QuerySet
 
-from annotate.models import (Assignment, AssignmentStatus, Campaign, CampaignMode, Completion, FinishReason, Rating,
-                             Step, StepDecision)
+from annotate.models import (
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    CampaignMode,
+    Completion,
+    FinishReason,
+    Rating,
+    Step,
+    StepDecision,
+)
 from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids

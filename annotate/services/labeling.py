@@ -81,7 +81,7 @@ def _seen_by(user: User) -> Q:
     return Q(pk__in=Assignment.objects.filter(labeler=user).values("solution_id"))
 
 
-def _claim(candidates: "models.QuerySet[Solution]", campaign: Campaign, user: User,
+def _claim(candidates: models.QuerySet[Solution], campaign: Campaign, user: User,
            now: datetime) -> Assignment | None:
     """Lock one candidate row (skipping rows other transactions hold), then assign it."""
     open_candidates = candidates.filter(label_count__lt=campaign.overlap).exclude(_seen_by(user)).order_by("pk")
@@ -141,7 +141,7 @@ def lease_next_solution(campaign: Campaign, user: User, *, now: datetime | None 
         return LeaseOutcome(assignment)
 
 
-def _claim_gold(candidates: "models.QuerySet[Solution]", user: User, now: datetime,
+def _claim_gold(candidates: models.QuerySet[Solution], user: User, now: datetime,
                 campaign: Campaign) -> Assignment | None:
     """QC and screening solutions go to every labeler (no overlap cap), each once."""
     solution = candidates.exclude(_seen_by(user)).order_by("pk").first()
@@ -154,12 +154,12 @@ def _claim_gold(candidates: "models.QuerySet[Solution]", user: User, now: dateti
     )
 
 
-def _claim_screening(solutions: "models.QuerySet[Solution]", campaign: Campaign, user: User,
+def _claim_screening(solutions: models.QuerySet[Solution], campaign: Campaign, user: User,
                      now: datetime) -> Assignment | None:
     return _claim_gold(solutions.filter(is_screening=True), user, now, campaign)
 
 
-def _claim_qc(solutions: "models.QuerySet[Solution]", campaign: Campaign, user: User,
+def _claim_qc(solutions: models.QuerySet[Solution], campaign: Campaign, user: User,
               now: datetime) -> Assignment | None:
     return _claim_gold(solutions.filter(is_quality_control=True), user, now, campaign)
 

@@ -15,8 +15,17 @@ from ..models import Campaign, Completion, Problem, Solution, Step, problem_key
 from ..prm800k import content_digest
 from ..steps import SPLIT_RULES, answer_from_steps, split_solution
 from .campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
-from .importing import (ImportFailed, ImportReport, ProgressCallback, RowError, bulk_insert, import_transaction,
-                        refresh_planner_statistics, valid_rows, validate_file)
+from .importing import (
+    ImportFailed,
+    ImportReport,
+    ProgressCallback,
+    RowError,
+    bulk_insert,
+    import_transaction,
+    refresh_planner_statistics,
+    valid_rows,
+    validate_file,
+)
 
 # "Level ?" is in the MATH train split (two problems whose level is unknown): accepted as no level.
 LEVEL = re.compile(r"^(?:Level\s*)?(\d+|\?)$", re.IGNORECASE)

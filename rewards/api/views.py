@@ -21,8 +21,19 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotate.models import (Assignment, AssignmentStatus, Campaign, CampaignMetrics, Completion, Problem, Rating, Role,
-                             Solution, Step, StepDecision)
+from annotate.models import (
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    CampaignMetrics,
+    Completion,
+    Problem,
+    Rating,
+    Role,
+    Solution,
+    Step,
+    StepDecision,
+)
 from annotate.services import labeling
 from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport

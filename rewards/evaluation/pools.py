@@ -50,7 +50,7 @@ class Pool:
         prm_score: Sequence[float | None] | np.ndarray | None = None,
         orm_score: Sequence[float | None] | np.ndarray | None = None,
         problem: str | None = None,
-    ) -> "Pool":
+    ) -> Pool:
         answers_t = tuple(None if a is None else str(a) for a in answers)
         n = len(answers_t)
         correct = np.asarray(is_correct, dtype=bool).reshape(-1)

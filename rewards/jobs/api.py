@@ -31,21 +31,37 @@ from annotate.models import Campaign
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from rewards.api.auth import ApiTokenAuthentication, TokenScope
-
-from . import selectors
 from rewards.models import DatasetVersion
 
-from .models import (Backend, CandidatePool, ComparisonRun, Generation, JobStatus, Kind, PoolPurpose, RewardModel,
-                     SamplingJob, ScoringJob, TrainingJob)
+from . import selectors
+from .models import (
+    Backend,
+    CandidatePool,
+    ComparisonRun,
+    Generation,
+    JobStatus,
+    Kind,
+    PoolPurpose,
+    RewardModel,
+    SamplingJob,
+    ScoringJob,
+    TrainingJob,
+)
 from .services.access import accessible_campaigns, can_access, has_any_access
-from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, MAX_MAX_STEPS, request_cancel_comparison, snapshot_labels,
-                                   start_comparison)
+from .services.comparisons import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_PER_PROBLEM,
+    MAX_MAX_STEPS,
+    request_cancel_comparison,
+    snapshot_labels,
+    start_comparison,
+)
 from .services.evaluation import evaluate_scorings
-from .services.pools import import_uploaded_pool
-from .services.scoring import start_scoring_job
 from .services.generations import MAX_BATCH_SIZE, GenerationNotAllowed, can_start_generation, start_generation
+from .services.pools import import_uploaded_pool
 from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
+from .services.scoring import start_scoring_job
 from .services.training import USER_KEYS, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
 AUTHENTICATION = [ApiTokenAuthentication, SessionAuthentication]

@@ -8,8 +8,19 @@ from django.db.models import Count, Q, QuerySet
 from annotate.models import AssignmentStatus, Campaign, FinishReason, Solution
 from rewards.models import DatasetVersion
 
-from .models import (CandidatePool, ComparisonRun, EvaluationRun, Generation, JobStatus, Kind, PoolPurpose, RewardModel,
-                     SamplingJob, ScoringJob, TrainingJob)
+from .models import (
+    CandidatePool,
+    ComparisonRun,
+    EvaluationRun,
+    Generation,
+    JobStatus,
+    Kind,
+    PoolPurpose,
+    RewardModel,
+    SamplingJob,
+    ScoringJob,
+    TrainingJob,
+)
 
 METHOD_LABELS = {"prm": "PRM", "orm": "ORM", "majority": "Majority vote", "pass": "pass@N"}
 RUNS_SHOWN = 20

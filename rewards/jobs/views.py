@@ -28,10 +28,15 @@ from . import selectors
 from .forms import TrainingJobForm
 from .models import CandidatePool, ComparisonRun, PoolPurpose, RewardModel, SamplingJob, ScoringJob, TrainingJob
 from .services.access import accessible_campaigns, can_access, has_any_access
-from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, request_cancel_comparison,
-                                   snapshot_labels, start_comparison)
+from .services.comparisons import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_PER_PROBLEM,
+    request_cancel_comparison,
+    snapshot_labels,
+    start_comparison,
+)
 from .services.evaluation import AGGREGATIONS, evaluate_scorings
-from .services.generations import can_start_generation, labeling_pool, start_generation
+from .services.generations import can_start_generation, start_generation
 from .services.pools import import_uploaded_pool
 from .services.sampling import start_sampling_job
 from .services.scoring import start_scoring_job

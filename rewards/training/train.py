@@ -18,10 +18,28 @@ from typing import Any
 import numpy as np
 
 from .config import ConfigError, TrainConfig
-from .data import (IGNORE_INDEX, OrmRow, PrmRow, RewardCollator, SequenceLayout, encode_orm, encode_prm,
-                   read_dataset, split_rows, tokenize_texts)
-from .modeling import (POSITIVE_CLASS, ModelSpec, build_model, choose_separator, load_tokenizer, max_positions,
-                       save_reward_model, sequence_layout)
+from .data import (
+    IGNORE_INDEX,
+    OrmRow,
+    PrmRow,
+    RewardCollator,
+    SequenceLayout,
+    encode_orm,
+    encode_prm,
+    read_dataset,
+    split_rows,
+    tokenize_texts,
+)
+from .modeling import (
+    POSITIVE_CLASS,
+    ModelSpec,
+    build_model,
+    choose_separator,
+    load_tokenizer,
+    max_positions,
+    save_reward_model,
+    sequence_layout,
+)
 from .scoring import aggregate
 
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 import schemathesis
-from schemathesis.checks import content_type_conformance, response_schema_conformance
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from rest_framework.test import APIClient
+from schemathesis.checks import content_type_conformance, response_schema_conformance
 
 from .conftest import token_client
 

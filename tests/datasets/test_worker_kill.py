@@ -11,7 +11,6 @@ import pytest
 from annotate.prm800k import import_prm800k
 from rewards.exports import export_campaign
 from rewards.models import DatasetVersion
-
 from tests.conftest import kill_pool_process
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -31,7 +31,6 @@ def _gone(pid: int) -> bool:
 
 def test_train_score_evaluate_prm_and_orm(celery_worker_process, dataset_version, aime_pool_file, wait_for,
                                           tmp_path: Path) -> None:
-    from rewards.evaluation import best_of_n
     from rewards.jobs.models import CandidateScore, JobStatus, RewardModel
     from rewards.jobs.services.evaluation import evaluate_pool, scored_sample_rows
     from rewards.jobs.services.pools import import_pool

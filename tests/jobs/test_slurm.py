@@ -205,8 +205,7 @@ def test_a_killed_node_process_is_failed_by_the_reaper_with_the_queue_reason(slu
     which still knows how the job ended, instead of only saying that the heartbeats stopped."""
     from rewards.jobs.models import JobStatus, TrainingJob
     from rewards.jobs.services import runner
-    from rewards.jobs.services.training import (TrainingRequest, reap_training_jobs, start_training_job,
-                                                training_hooks)
+    from rewards.jobs.services.training import TrainingRequest, reap_training_jobs, start_training_job, training_hooks
 
     job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, backend="slurm",
                                              hyper=BUSY_HYPER), dispatch=False)

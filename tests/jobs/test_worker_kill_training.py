@@ -3,7 +3,6 @@ with its watcher (before any reaper could reach it), the job stays "running" onl
 heartbeats stop, then fails (or is requeued while attempts remain), and no model is registered."""
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any

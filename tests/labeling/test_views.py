@@ -7,8 +7,16 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from annotate.models import (Assignment, AssignmentStatus, CampaignMode, Membership, Rating, RatingRevision, Role,
-                             StepDecision)
+from annotate.models import (
+    Assignment,
+    AssignmentStatus,
+    CampaignMode,
+    Membership,
+    Rating,
+    RatingRevision,
+    Role,
+    StepDecision,
+)
 from annotate.services.labeling import reap_expired_leases
 
 from .conftest import PASSWORD, add_solution

@@ -48,8 +48,20 @@ def build_campaign(slug: str, labeler: Any, *, graded: bool = True) -> Any:
     finished "found_error"); ``graded=False`` leaves every grader verdict empty (no outcome rows)."""
     from django.utils import timezone
 
-    from annotate.models import (Assignment, AssignmentStatus, Campaign, Completion, FinishReason, Membership,
-                                 Problem, Rating, Role, Solution, Step, StepDecision)
+    from annotate.models import (
+        Assignment,
+        AssignmentStatus,
+        Campaign,
+        Completion,
+        FinishReason,
+        Membership,
+        Problem,
+        Rating,
+        Role,
+        Solution,
+        Step,
+        StepDecision,
+    )
 
     campaign = Campaign.objects.create(slug=slug, name=f"Loop {slug}")
     Membership.objects.create(campaign=campaign, user=labeler, role=Role.LABELER)

@@ -1,8 +1,9 @@
 """Campaign-admin fixtures: campaigns with solutions and finished labelings built row by row."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from django.utils import timezone

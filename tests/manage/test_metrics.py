@@ -19,7 +19,6 @@ from annotate.services.agreement import (
     percentile,
 )
 
-
 # --- pure functions ------------------------------------------------------------------------------------------
 
 def test_cohen_kappa_hand_case_and_sklearn() -> None:

@@ -9,8 +9,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rewards.training.data import (IGNORE_INDEX, DatasetError, PrmRow, RewardCollator, encode_orm, encode_prm,
-                                   read_dataset, split_rows, step_labels, tokenize_texts)
+from rewards.training.data import (
+    IGNORE_INDEX,
+    DatasetError,
+    PrmRow,
+    RewardCollator,
+    encode_orm,
+    encode_prm,
+    read_dataset,
+    split_rows,
+    step_labels,
+    tokenize_texts,
+)
 from rewards.training.modeling import choose_separator, sequence_layout
 from rewards.training.train import dedupe_step_labels, encode_prm_rows
 

@@ -24,12 +24,22 @@ from annotate.models import Campaign
 from rewards.models import DatasetVersion
 from rewards.services.datasets import create_dataset_version
 
-from ..models import (ACTIVE_STATUSES, Candidate, CandidatePool, ComparisonRun, ComparisonStage, JobStatus, Kind,
-                      PoolProblem, PoolPurpose, ScoringJob, TrainingJob)
+from ..models import (
+    ACTIVE_STATUSES,
+    Candidate,
+    CandidatePool,
+    ComparisonRun,
+    ComparisonStage,
+    JobStatus,
+    Kind,
+    PoolProblem,
+    PoolPurpose,
+    ScoringJob,
+    TrainingJob,
+)
 from .evaluation import evaluate_pool
 from .scoring import start_scoring_job
-from .training import (EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel,
-                       start_training_job)
+from .training import EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,19 @@ from annotate.services.importing import bulk_insert
 from rewards.active import Candidate as StrategyCandidate
 from rewards.active import SelectionError, StrategyConfigError, make_strategy
 
-from ..models import (FINAL_STATUSES, Candidate, CandidatePool, CandidateScore, Generation, GenerationStatus,
-                      JobStatus, Kind, PoolPurpose, RewardModel, ScoringJob)
+from ..models import (
+    FINAL_STATUSES,
+    Candidate,
+    CandidatePool,
+    CandidateScore,
+    Generation,
+    GenerationStatus,
+    JobStatus,
+    Kind,
+    PoolPurpose,
+    RewardModel,
+    ScoringJob,
+)
 from .scoring import start_scoring_job
 from .training import JobInputError
 

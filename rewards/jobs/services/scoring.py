@@ -7,8 +7,8 @@ dataset it was trained on, which gives its step AUROC and ProcessBench first-err
 from __future__ import annotations
 
 import json
-import uuid
 import math
+import uuid
 from pathlib import Path
 from typing import Any
 

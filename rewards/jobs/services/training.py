@@ -6,9 +6,9 @@ queued, so a misspelt hyper-parameter is refused in the form, not hours later on
 from __future__ import annotations
 
 import json
-import uuid
 import math
 import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
