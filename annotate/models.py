@@ -122,8 +122,9 @@ class Problem(models.Model):
     text_sha256 = models.CharField(max_length=64, editable=False, help_text="SHA-256 of the exact text.")
     key_sha256 = models.CharField(max_length=64, editable=False,
                                   help_text="SHA-256 of the normalised text: the join key within the campaign.")
-    answer = models.TextField(null=True, blank=True, help_text="Ground-truth final answer.")
-    solution = models.TextField(null=True, blank=True, help_text="Ground-truth worked solution.")
+    # NULL is "no ground truth" (not graded), which an empty string would blur with an empty answer.
+    answer = models.TextField(null=True, blank=True, help_text="Ground-truth final answer.")  # noqa: DJ001
+    solution = models.TextField(null=True, blank=True, help_text="Ground-truth worked solution.")  # noqa: DJ001
     subject = models.CharField(max_length=100, blank=True)
     level = models.PositiveSmallIntegerField(null=True, blank=True)
     source_id = models.CharField(max_length=200, blank=True, help_text="e.g. MATH unique_id")
@@ -137,22 +138,23 @@ class Problem(models.Model):
                                     name="problem_unique_text_per_campaign"),
             models.UniqueConstraint(fields=["key_sha256"], condition=Q(campaign__isnull=True),
                                     name="problem_unique_text_in_bank"),
-            models.UniqueConstraint(fields=["campaign", "source_id"], condition=Q(campaign__isnull=False) & ~Q(source_id=""),
+            models.UniqueConstraint(fields=["campaign", "source_id"],
+                                    condition=Q(campaign__isnull=False) & ~Q(source_id=""),
                                     name="problem_unique_source_id_per_campaign"),
             models.UniqueConstraint(fields=["source_id"], condition=Q(campaign__isnull=True) & ~Q(source_id=""),
                                     name="problem_unique_source_id_in_bank"),
         ]
 
-    def set_digests(self) -> None:
-        self.text_sha256 = text_digest(self.text)
-        self.key_sha256 = problem_key(self.text)
+    def __str__(self) -> str:
+        return self.source_id or self.text[:60]
 
     def save(self, *args: object, **kwargs: object) -> None:
         self.set_digests()
         super().save(*args, **kwargs)  # type: ignore[arg-type]
 
-    def __str__(self) -> str:
-        return self.source_id or self.text[:60]
+    def set_digests(self) -> None:
+        self.text_sha256 = text_digest(self.text)
+        self.key_sha256 = problem_key(self.text)
 
 
 class Solution(models.Model):
@@ -160,7 +162,9 @@ class Solution(models.Model):
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="solutions")
     generator = models.CharField(max_length=200, blank=True)
     sample_index = models.IntegerField(null=True, blank=True)
-    final_answer = models.TextField(null=True, blank=True, help_text="The solution's own answer (pre_generated_answer).")
+    # NULL is "the solution reached no answer", exported as PRM800K's null, not as an empty answer.
+    final_answer = models.TextField(null=True, blank=True,  # noqa: DJ001
+                                    help_text="The solution's own answer (pre_generated_answer).")
     is_correct = models.BooleanField(null=True, blank=True, help_text="Grader verdict against the ground truth.")
     verifier_score = models.FloatField(null=True, blank=True, help_text="pre_generated_verifier_score")
     generation = models.IntegerField(null=True, blank=True, help_text="Labeling generation; -1 = screening set.")
@@ -246,7 +250,8 @@ class Assignment(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    finish_reason = models.CharField(max_length=20, choices=FinishReason.choices, null=True, blank=True)
+    # NULL is "not finished yet" (PRM800K's null finish_reason), not one of the choices.
+    finish_reason = models.CharField(max_length=20, choices=FinishReason.choices, null=True, blank=True)  # noqa: DJ001
     finish_reason_text = models.TextField(blank=True)
     total_time_ms = models.BigIntegerField(null=True, blank=True)
     is_gold = models.BooleanField(default=False, help_text="This labeling is the gold answer of a QC solution.")
@@ -332,6 +337,9 @@ class RatingRevision(models.Model):
     class Meta:
         ordering = ["changed_at", "id"]
 
+    def __str__(self) -> str:
+        return f"revision {self.pk}: was {self.previous_rating} on completion {self.completion_id}"
+
 
 class StepDecision(models.Model):
     """Per (assignment, step): the completion the labeler continued with, or the step they wrote."""
@@ -349,6 +357,9 @@ class StepDecision(models.Model):
             models.CheckConstraint(condition=Q(chosen_completion__gte=0) | Q(chosen_completion__isnull=True),
                                    name="decision_chosen_non_negative"),
         ]
+
+    def __str__(self) -> str:
+        return f"decision on step {self.step_id} of assignment {self.assignment_id}"
 
     @property
     def is_decided(self) -> bool:

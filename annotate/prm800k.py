@@ -74,7 +74,8 @@ FINISH_REASONS = tuple(FinishReason.values)
 MAX_TIMESTAMP_CHARS = 64
 
 
-_PLAIN_SHAPES: dict[str, type] = {"null": type(None), "string": str, "int": int, "bool": bool, "object": dict, "list": list}
+_PLAIN_SHAPES: dict[str, type] = {"null": type(None), "string": str, "int": int, "bool": bool, "object": dict,
+                                  "list": list}
 
 
 @dataclass(frozen=True)

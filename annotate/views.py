@@ -326,7 +326,8 @@ def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
         announce = f"Saved: {what} rated {RATING_WORDS[data['rating']]}."
         first_error = result.workspace.progress.first_error
         if stepwise and first_error == data["step_index"]:
-            announce += " The steps after it are locked: press Enter (Submit) to finish, or change this rating to go on."
+            announce += (" The steps after it are locked: press Enter (Submit) to finish,"
+                         " or change this rating to go on.")
         elif stepwise and first_error is not None:
             announce += f" Step {first_error + 1} is still −1: Submit, or change that rating to go on."
         return _rows_response(request, result.workspace, data["step_index"], announce,

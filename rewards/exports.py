@@ -88,7 +88,8 @@ def split_of(problem_digest: str, seed: int, test_fraction: float) -> str:
     return "test" if value < test_fraction else "train"
 
 
-def labeled_assignments(campaign: Campaign, options: ExportOptions, *, all_finished: bool = False) -> QuerySet[Assignment]:
+def labeled_assignments(campaign: Campaign, options: ExportOptions, *,
+                        all_finished: bool = False) -> QuerySet[Assignment]:
     queryset = Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED, is_gold=False)
     if not all_finished:
         queryset = queryset.filter(finish_reason__in=options.finish_reasons)
@@ -239,7 +240,7 @@ def _resolved_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple
             break
     if not completions:
         return None
-    return _trl_row(assignment, list(zip(completions, labels, raw)), options, assignment_id=None)
+    return _trl_row(assignment, list(zip(completions, labels, raw, strict=True)), options, assignment_id=None)
 
 
 def _trl_row(assignment: Assignment, steps: Labeled, options: ExportOptions, *,
@@ -289,7 +290,7 @@ def solution_paths(solution_ids: list[int]) -> dict[int, list[str]]:
         if status == AssignmentStatus.SUBMITTED:
             first_labeling.setdefault(solution_id, assignment_id)
     decided: dict[int, tuple[int | None, Any]] = {}
-    for assignment_id, step_id, chosen, human in select_by_ids(
+    for _assignment_id, step_id, chosen, human in select_by_ids(
             StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], "assignment_id",
             list(first_labeling.values())):
         decided[step_id] = (chosen, human)

@@ -361,7 +361,8 @@ def time_stats(data: CampaignLabelings) -> dict[str, Any]:
 
 
 def is_below_threshold(campaign: Campaign, exact: Figure) -> bool:
-    return exact.value is not None and exact.items >= campaign.quality_min_items and exact.value < campaign.quality_threshold
+    return (exact.value is not None and exact.items >= campaign.quality_min_items
+            and exact.value < campaign.quality_threshold)
 
 
 @transaction.atomic

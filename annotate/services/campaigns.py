@@ -116,7 +116,8 @@ def add_member(campaign: Campaign, username: str, role: str) -> Membership:
     return membership
 
 
-def set_member_state(membership: Membership, *, is_active: bool | None = None, is_paused: bool | None = None) -> Membership:
+def set_member_state(membership: Membership, *, is_active: bool | None = None,
+                     is_paused: bool | None = None) -> Membership:
     changes = {}
     if is_active is not None:
         changes["is_active"] = is_active
@@ -411,7 +412,8 @@ def _run_claimed_job(job: ImportJob) -> None:
         error = (f"{report.rejected_count} invalid line(s); nothing was imported "
                  "(tick “skip invalid lines” to import the valid ones)")
     except Exception as exc:  # noqa: BLE001 — the job must record any failure, the worker keeps running
-        report, status, error = ImportReport(file=job.original_name), ImportJobStatus.FAILED, f"{type(exc).__name__}: {exc}"
+        report, status = ImportReport(file=job.original_name), ImportJobStatus.FAILED
+        error = f"{type(exc).__name__}: {exc}"
     ImportJob.objects.filter(pk=job.pk).update(
         status=status, error=error, progress=1.0, phase="done", total_lines=total, lines=report.lines,
         imported=report.imported, rejected_count=report.rejected_count, created=report.created,

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from functools import partial
+from itertools import pairwise
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
@@ -337,18 +338,18 @@ def _write(model: type[models.Model], columns: list[models.Field], rows: list[tu
             return
         formats = [_COPY_FORMATS.get(_kind(f)) for f in columns]
         rows = list(zip(*by_column, strict=True))
-        with _foreign_keys_in_bulk(cursor, columns, rows, tail), connection.wrap_database_errors:
-            with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                if None in formats:  # a column type without a text format below: psycopg formats the rows
-                    for row in rows:
-                        copy.write_row((*row, *tail))
-                    return
-                # COPY's text format written here, the constant columns rendered once: 2.5x less CPU than
-                # psycopg's write_row, which rendered the two "now" timestamps of every rating again.
-                end = "".join(f"\t{_copy_text(formats[own + i], value)}" for i, value in enumerate(tail)) + "\n"
-                text_formats = [fmt for fmt in formats[:own] if fmt is not None]  # all of them (checked above)
-                texts = [_copy_column(fmt, values) for fmt, values in zip(text_formats, by_column, strict=True)]
-                copy.write(end.join(map("\t".join, zip(*texts, strict=True))) + end)
+        with (_foreign_keys_in_bulk(cursor, columns, rows, tail), connection.wrap_database_errors,
+              cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy):
+            if None in formats:  # a column type without a text format below: psycopg formats the rows
+                for row in rows:
+                    copy.write_row((*row, *tail))
+                return
+            # COPY's text format written here, the constant columns rendered once: 2.5x less CPU than
+            # psycopg's write_row, which rendered the two "now" timestamps of every rating again.
+            end = "".join(f"\t{_copy_text(formats[own + i], value)}" for i, value in enumerate(tail)) + "\n"
+            text_formats = [fmt for fmt in formats[:own] if fmt is not None]  # all of them (checked above)
+            texts = [_copy_column(fmt, values) for fmt, values in zip(text_formats, by_column, strict=True)]
+            copy.write(end.join(map("\t".join, zip(*texts, strict=True))) + end)
 
 
 def _convert_column(convert: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
@@ -479,7 +480,7 @@ def _lock_referenced(cursor: Any, key: models.ForeignKey, values: set[Any]) -> N
 def _runs(ordered: list[int]) -> tuple[list[int], list[int]]:
     """First and last values of each run of consecutive integers in a sorted list."""
     starts, ends = [ordered[0]], []
-    for previous, value in zip(ordered, ordered[1:]):
+    for previous, value in pairwise(ordered):
         if value != previous + 1:
             ends.append(previous)
             starts.append(value)

@@ -245,7 +245,8 @@ def make_solution_parser(split_rule: str = "auto"):  # type: ignore[no-untyped-d
     return parse
 
 
-def _resolve_problems(campaign: Campaign, rows: list[SolutionRow], *, copy_from_bank: bool = True) -> dict[str, Problem]:
+def _resolve_problems(campaign: Campaign, rows: list[SolutionRow], *,
+                      copy_from_bank: bool = True) -> dict[str, Problem]:
     by_source, by_key = resolve_problems(
         campaign, source_ids=[r.problem_id for r in rows if r.problem_id],
         keys=[problem_key(r.problem_text) for r in rows if r.problem_text and not r.problem_id],
@@ -273,7 +274,8 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
         problems = _resolve_problems(campaign, [row for _, row in batch], copy_from_bank=False)
         for number, row in batch:
             if _problem_key(row) not in problems:
-                field, value = ("problem_id", row.problem_id) if row.problem_id else ("problem", (row.problem_text or "")[:60])
+                field, value = (("problem_id", row.problem_id) if row.problem_id
+                                else ("problem", (row.problem_text or "")[:60]))
                 unknown.append((number, RowError(field, UNKNOWN_PROBLEM.format(value=value))))
     for number, error in unknown:
         report.reject(number, error)

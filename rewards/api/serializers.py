@@ -23,7 +23,8 @@ class ProblemSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Problem
-        fields = ["id", "campaign", "source_id", "text", "text_sha256", "answer", "solution", "subject", "level", "created_at"]
+        fields = ["id", "campaign", "source_id", "text", "text_sha256", "answer", "solution", "subject", "level",
+                  "created_at"]
 
 
 class CompletionOutSerializer(serializers.Serializer):

@@ -78,7 +78,7 @@ def _print_table(doc: dict) -> None:
     print("N".rjust(6) + "".join(m.rjust(16) for m in doc["methods"]))
     for n in doc["ns"]:
         cells = []
-        for m, per_n in doc["methods"].items():
+        for per_n in doc["methods"].values():
             cells.append("n/a".rjust(16) if per_n is None else
                          f"{100 * per_n[str(n)]['mean']:.2f}±{100 * per_n[str(n)]['std']:.2f}".rjust(16))
         print(str(n).rjust(6) + "".join(cells))

@@ -28,7 +28,8 @@ METHODS = ("prm", "orm", "majority", "pass")
 
 def _samples(pool: Pool) -> list[dict]:
     out = []
-    for a, c, p, o in zip(pool.answers, pool.is_correct.tolist(), pool.prm_score.tolist(), pool.orm_score.tolist()):
+    for a, c, p, o in zip(pool.answers, pool.is_correct.tolist(), pool.prm_score.tolist(), pool.orm_score.tolist(),
+                          strict=True):
         out.append({
             "answer": a,
             "is_correct": bool(c),

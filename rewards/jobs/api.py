@@ -128,7 +128,8 @@ class GenerationsView(APIView):
         if "reward_model" in values:
             model = RewardModel.objects.filter(pk=values["reward_model"], campaign=campaign).first()
             if model is None:
-                raise ValidationError({"reward_model": [f"no reward model {values['reward_model']} in campaign {slug}"]})
+                message = f"no reward model {values['reward_model']} in campaign {slug}"
+                raise ValidationError({"reward_model": [message]})
         try:
             generation = start_generation(campaign, strategy=values["strategy"], batch_size=values["batch_size"],
                                           config=values["config"], user=request.user, pool=pool, reward_model=model)

@@ -13,6 +13,7 @@ kubectl command lines (its ``runner`` is replaced by a recorder in tests).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -85,7 +86,8 @@ def script_body(launch: Launch, *, setup: str = "") -> str:
 
     ``setup``: shell lines run first, inside the logged part (``module load …``, activating an environment):
     if they fail, the commands do not run and the reason is in ``stderr.log``."""
-    exports = "\n".join(f"export {key}={shlex.quote(value)}" for key, value in sorted(job_environment(launch.env).items()))
+    exports = "\n".join(f"export {key}={shlex.quote(value)}"
+                        for key, value in sorted(job_environment(launch.env).items()))
     commands = " && \\\n  ".join(shlex.join(command) for command in launch.commands)
     work = shlex.quote(str(launch.work_dir))
     return (
@@ -235,14 +237,10 @@ class LocalBackend:
             return
         child = self._children.pop(pid, None)
         if child is not None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         if child is not None:
             child.wait(timeout=10)
 
@@ -418,7 +416,8 @@ class SlurmBackend:
         if self.options.get("jobcomp_log"):
             return Path(str(self.options["jobcomp_log"]))
         result = self.runner(["scontrol", "show", "config"])
-        config = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", result.stdout, re.MULTILINE)) if result.returncode == 0 else {}
+        config = (dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", result.stdout, re.MULTILINE))
+                  if result.returncode == 0 else {})
         if config.get("JobCompType") == "jobcomp/filetxt" and config.get("JobCompLoc", "").startswith("/"):
             return Path(config["JobCompLoc"])
         return None

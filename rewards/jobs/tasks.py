@@ -69,7 +69,8 @@ def reap_stale_jobs() -> dict[str, list[int]]:
     from .services.training import reap_training_jobs
 
     return {"training": reap_training_jobs(), "scoring": reap_scoring_jobs(), "sampling": reap_sampling_jobs(),
-            "generations": reconcile(), "comparisons": reconcile_comparisons(), "sent_again": [pk for ids in enqueue_undispatched().values() for pk in ids]}
+            "generations": reconcile(), "comparisons": reconcile_comparisons(),
+            "sent_again": [pk for ids in enqueue_undispatched().values() for pk in ids]}
 
 
 @shared_task(name=AUTO_TRAIN)

@@ -101,7 +101,8 @@ def label_watermark(campaign: Campaign) -> dict[str, Any]:
     a = finished.aggregate(n=Count("id"), last=Max("updated_at"))
     r = Rating.objects.filter(assignment__in=finished).aggregate(n=Count("id"), last=Max("updated_at"))
     d = StepDecision.objects.filter(assignment__in=finished).aggregate(last=Max("updated_at"))
-    s = Solution.objects.filter(campaign=campaign).aggregate(n=Count("id"), correct=Count("id", filter=Q(is_correct=True)))
+    s = Solution.objects.filter(campaign=campaign).aggregate(n=Count("id"),
+                                                             correct=Count("id", filter=Q(is_correct=True)))
 
     def iso(value: datetime | None) -> str | None:
         return value.isoformat() if value else None

@@ -109,11 +109,9 @@ def parse_prm_record(where: str, record: dict[str, Any], neutral: str) -> PrmRow
     if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
         raise DatasetError(f"{where}: field 'completions' must be a non-empty list of step texts")
     ratings = record.get("ratings")
-    if ratings is not None:
-        if (not isinstance(ratings, list) or len(ratings) != len(steps)
-                or not all(r in (-1, 0, 1) and not isinstance(r, bool) for r in ratings)):
-            raise DatasetError(f"{where}: field 'ratings' must be a list of -1/0/1, one per step "
-                               f"({len(steps)} steps)")
+    if ratings is not None and (not isinstance(ratings, list) or len(ratings) != len(steps)
+                                or not all(r in (-1, 0, 1) and not isinstance(r, bool) for r in ratings)):
+        raise DatasetError(f"{where}: field 'ratings' must be a list of -1/0/1, one per step ({len(steps)} steps)")
     if neutral != "positive" and ratings is not None:
         labels = step_labels(ratings, neutral)
     else:
@@ -232,7 +230,7 @@ def encode_prm(layout: SequenceLayout, prompt_ids: list[int], step_ids: Sequence
     labels = [IGNORE_INDEX] * len(input_ids)
     positions = [offset + e for e in ends]
     if step_labels is not None:
-        for position, step in zip(positions, range(first_step, end)):
+        for position, step in zip(positions, range(first_step, end), strict=True):
             labels[position] = int(step_labels[step])
     overlong = cut_step or len(kept) < len(context) or end < len(step_ids)
     return Encoded(input_ids, labels, positions, first_step, end, overlong)

@@ -106,7 +106,7 @@ def dedupe_step_labels(rows: Sequence[PrmRow]) -> tuple[list[PrmRow], int]:
     for row in rows:
         digest = hashlib.sha256(row.prompt.encode())
         labels = list(row.labels)
-        for index, (step, label) in enumerate(zip(row.steps, row.labels)):
+        for index, (step, label) in enumerate(zip(row.steps, row.labels, strict=True)):
             digest.update(b"\x00" + step.encode())
             if label == IGNORE_INDEX:
                 continue
@@ -133,7 +133,7 @@ def encode_prm_rows(rows: Sequence[PrmRow], tokenizer: Any, layout: SequenceLayo
     counts = {"rows": len(rows), "rows_used": 0, "steps": 0, "positive_steps": 0, "negative_steps": 0,
               "excluded_steps": 0, "repeated_steps": repeated, "overlong": 0, "dropped_steps": 0}
     cursor = 0
-    for row, prompt_ids in zip(rows, prompts):
+    for row, prompt_ids in zip(rows, prompts, strict=True):
         steps = flat[cursor:cursor + len(row.steps)]
         cursor += len(row.steps)
         encoded = encode_prm(layout, prompt_ids, steps, row.labels, max_length)
@@ -158,7 +158,7 @@ def encode_orm_rows(rows: Sequence[OrmRow], tokenizer: Any, layout: SequenceLayo
     completions = tokenize_texts(tokenizer, [r.completion for r in rows])
     features = []
     overlong = 0
-    for row, prompt_ids, completion_ids in zip(rows, prompts, completions):
+    for row, prompt_ids, completion_ids in zip(rows, prompts, completions, strict=True):
         input_ids, cut = encode_orm(layout, prompt_ids, completion_ids, max_length)
         overlong += cut
         features.append({"input_ids": input_ids, "labels": row.label})
@@ -186,7 +186,7 @@ def prm_figures(probs: np.ndarray, labels: np.ndarray, aggregation: str) -> dict
     step_labels: list[int] = []
     solution_scores: list[float] = []
     solution_labels: list[int] = []
-    for row_probs, row_labels in zip(probs, labels):
+    for row_probs, row_labels in zip(probs, labels, strict=True):
         mask = row_labels != IGNORE_INDEX
         if not mask.any():
             continue

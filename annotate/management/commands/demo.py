@@ -40,7 +40,8 @@ class Command(BaseCommand):
             self.stdout.write("accounts labeler, admin, researcher exist (passwords unchanged; "
                               "set STEPLAB_DEMO_PASSWORD to reset them)")
         db = settings.DATABASES["default"]
-        self.stdout.write(f"database: {db['ENGINE'].rsplit('.', 1)[-1]} {db['NAME']}; broker: {settings.CELERY_BROKER_URL.split('@')[-1]}")
+        broker = settings.CELERY_BROKER_URL.split("@")[-1]
+        self.stdout.write(f"database: {db['ENGINE'].rsplit('.', 1)[-1]} {db['NAME']}; broker: {broker}")
         if options["no_serve"]:
             return
         worker = None

@@ -1,4 +1,5 @@
-"""manage.py evaluate_pool --pool NAME [--prm-scoring ID] [--orm-scoring ID] [--trials 400] [--seed 0] [--aggregation product|min]"""
+"""manage.py evaluate_pool --pool NAME [--prm-scoring ID] [--orm-scoring ID] [--trials 400] [--seed 0]
+[--aggregation product|min]"""
 from __future__ import annotations
 
 from typing import Any

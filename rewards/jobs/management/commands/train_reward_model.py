@@ -30,7 +30,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         versions = DatasetVersion.objects.filter(campaign__slug=options["campaign"], status="ready")
-        version = (versions.filter(number=options["version"]) if options["version"] else versions.order_by("-number")).first()
+        chosen = versions.filter(number=options["version"]) if options["version"] else versions.order_by("-number")
+        version = chosen.first()
         if version is None:
             raise CommandError(f"--version: no ready dataset version of campaign {options['campaign']!r}")
         hyper = {key: options[key] for key in ("max_steps", "epochs", "learning_rate", "batch_size", "max_length",
