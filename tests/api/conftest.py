@@ -9,7 +9,11 @@ from rest_framework.test import APIClient
 from annotate.models import Membership, Role
 from rewards.services.datasets import create_dataset_version
 from rewards.services.tokens import create_token
-from tests.datasets.conftest import labeled_campaign, storage_dirs  # noqa: F401  (fixtures)
+from tests.datasets import conftest as datasets_conftest
+
+# The fixtures of tests/datasets, offered here under their names (pytest looks fixtures up in a conftest's globals).
+labeled_campaign = datasets_conftest.labeled_campaign
+storage_dirs = datasets_conftest.storage_dirs
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ def member(make_user):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def math500_rows(shared_data: Path) -> list[dict[str, Any]]:
     with (shared_data / "math" / "math500.jsonl").open(encoding="utf-8") as handle:
-        return [json.loads(line) for _, line in zip(range(20), handle)]
+        return [json.loads(line) for _, line in zip(range(20), handle, strict=False)]
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,7 @@ def label(solution: Solution, user: Any, ratings: list[int | None], reason: str 
         solution=solution, labeler=user, status=AssignmentStatus.SUBMITTED, finish_reason=reason,
         finished_at=finished_at or timezone.now(), total_time_ms=total_time_ms, is_gold=is_gold)
     completions = list(Completion.objects.filter(step__solution=solution, index=0).order_by("step__index"))
-    for completion, rating in zip(completions, ratings):
+    for completion, rating in zip(completions, ratings, strict=False):
         Rating.objects.create(assignment=assignment, completion=completion, rating=rating, time_ms=step_time_ms)
         # as record_rating does in stepwise mode: a rated step is the one the labeler continued with
         StepDecision.objects.create(assignment=assignment, step_id=completion.step_id, chosen_completion=0)

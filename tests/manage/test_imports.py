@@ -40,7 +40,8 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
                                                     make_user, shared_data: Path) -> None:
     campaign = campaign_factory("uploads")
     client.force_login(make_user("boss", is_staff=True))
-    rows = [json.loads(line) for _, line in zip(range(30), (shared_data / "math" / "math500.jsonl").open())]
+    rows = [json.loads(line)
+            for _, line in zip(range(30), (shared_data / "math" / "math500.jsonl").open(), strict=False)]
     job = wait_for(upload(client, "uploads", "problems", jsonl(rows)).pk)
     assert job.status == ImportJobStatus.SUCCEEDED, job.error
     assert (job.lines, job.imported, job.rejected_count, job.progress) == (30, 30, 0, 1.0)
