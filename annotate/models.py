@@ -37,7 +37,7 @@ class Campaign(models.Model):
         default=60, help_text="How often Celery beat snapshots this campaign's labels (0 = never)."
     )
     is_active = models.BooleanField(default=True)
-    # Issue 4: labelers whose agreement with gold falls below this are flagged (and paused if asked).
+    # Labelers whose agreement with gold falls below this are flagged (and paused if asked).
     quality_threshold = models.FloatField(
         default=0.6, help_text="Gold first-error agreement below which a labeler is flagged (0–1)."
     )
@@ -76,7 +76,7 @@ class Membership(models.Model):
     # Screening outcome for labelers: None = not yet decided.
     passed_screening = models.BooleanField(null=True, blank=True)
     is_paused = models.BooleanField(default=False, help_text="Paused labelers get no new work.")
-    # Issue 4: set when the labeler's agreement with gold fell below the campaign's quality threshold.
+    # Set when the labeler's agreement with gold fell below the campaign's quality threshold.
     quality_flagged_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -280,7 +280,7 @@ class Assignment(models.Model):
             models.Index(fields=["lease_expires_at"], condition=Q(status="leased"), name="assignment_open_expiry_idx"),
             # Periodic exports: "changed since the last version".
             models.Index(fields=["updated_at"], name="assignment_updated_idx"),
-            # Campaign dashboard (issue 4): labels per hour over the last day.
+            # The campaign dashboard's labels per hour over the last day.
             models.Index(fields=["finished_at"], condition=Q(status="submitted"), name="assignment_finished_idx"),
         ]
 
@@ -374,7 +374,7 @@ class StepDecision(models.Model):
         return value if isinstance(value, str) else None
 
 
-# --- Campaign admin and quality (issue 4) -----------------------------------------------------------------
+# --- Campaign admin and quality ---------------------------------------------------------------------------
 
 class ImportKind(models.TextChoices):
     PROBLEMS = "problems", "Problems (MATH-style JSONL)"

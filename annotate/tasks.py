@@ -21,7 +21,7 @@ def ping_database(campaign_slug: str) -> dict[str, int]:
 
 @shared_task(name="annotate.run_import_job", ignore_result=True)
 def run_import_job_task(job_id: int) -> str | None:
-    """A browser upload (issue 4); the service claims the job once, so a redelivery does nothing."""
+    """A browser upload; the service claims the job once, so a redelivery does nothing."""
     from .services.campaigns import run_import_job
 
     job = run_import_job(job_id)

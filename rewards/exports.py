@@ -223,7 +223,7 @@ def _stepwise_inputs(data: ChunkData) -> tuple[dict[tuple[int, int], tuple[int, 
 
 def _resolved_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
                   resolved: dict[int, int], options: ExportOptions) -> dict[str, Any] | None:
-    """A TRL row from a solution's resolved labels (issue 4): steps in order until one lacks a label or is −1."""
+    """A TRL row from a solution's resolved labels: steps in order until one lacks a label or is −1."""
     completions: list[str] = []
     labels: list[bool] = []
     raw: list[int] = []
