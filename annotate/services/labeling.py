@@ -92,6 +92,11 @@ def _claim(candidates: models.QuerySet[Solution], campaign: Campaign, user: User
         solution = open_candidates.select_for_update(of=("self",)).first()
     if solution is None:
         return None
+    return _assign(solution, campaign, user, now)
+
+
+def _assign(solution: Solution, campaign: Campaign, user: User, now: datetime) -> Assignment:
+    """Lease a claimed solution to the labeler; its label count includes open leases, so overlap holds."""
     Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)
     return Assignment.objects.create(
         solution=solution, labeler=user, status=AssignmentStatus.LEASED, leased_at=now, started_at=now,
@@ -147,11 +152,7 @@ def _claim_gold(candidates: models.QuerySet[Solution], user: User, now: datetime
     solution = candidates.exclude(_seen_by(user)).order_by("pk").first()
     if solution is None:
         return None
-    Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)
-    return Assignment.objects.create(
-        solution=solution, labeler=user, status=AssignmentStatus.LEASED, leased_at=now, started_at=now,
-        lease_expires_at=now + timedelta(minutes=campaign.lease_minutes),
-    )
+    return _assign(solution, campaign, user, now)
 
 
 def _claim_screening(solutions: models.QuerySet[Solution], campaign: Campaign, user: User,

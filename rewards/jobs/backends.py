@@ -330,7 +330,19 @@ def parse_sacct(output: str, job_id: str) -> SlurmRecord | None:
     return None
 
 
-class SlurmBackend:
+class _CommandLineBackend:
+    """A cluster driven through its command-line tools: a failed command is a BackendError with its stderr."""
+
+    runner: Runner
+
+    def _run(self, argv: list[str]) -> str:
+        result = self.runner(argv)
+        if result.returncode != 0:
+            raise BackendError(f"{shlex.join(argv)} failed (exit {result.returncode}): {result.stderr.strip()}")
+        return result.stdout
+
+
+class SlurmBackend(_CommandLineBackend):
     """``sbatch`` a script; read its state from the queue; ``scancel`` it.
 
     Clusters differ in what they keep, so ``poll`` asks, in order: ``sacct`` (accounting through slurmdbd,
@@ -367,12 +379,6 @@ class SlurmBackend:
                 lines.append(f"#SBATCH --{key}={self.options[key]}")
         lines += [f"#SBATCH {option}" for option in self.options.get("sbatch_options") or ()]
         return "\n".join(lines) + "\n" + script_body(launch, setup=str(self.options.get("setup") or ""))
-
-    def _run(self, argv: list[str]) -> str:
-        result = self.runner(argv)
-        if result.returncode != 0:
-            raise BackendError(f"{shlex.join(argv)} failed (exit {result.returncode}): {result.stderr.strip()}")
-        return result.stdout
 
     def submit(self, launch: Launch) -> str:
         launch.work_dir.mkdir(parents=True, exist_ok=True)
@@ -462,7 +468,7 @@ class SlurmBackend:
 
 # --- Kubernetes -------------------------------------------------------------------------------------
 
-class KubernetesBackend:
+class KubernetesBackend(_CommandLineBackend):
     """A ``batch/v1`` Job applied with ``kubectl``, watched with ``kubectl get job -o json``, deleted to cancel.
 
     Not exercised against a real cluster here: tests check the manifest and the kubectl command lines.
@@ -514,12 +520,6 @@ class KubernetesBackend:
                 },
             },
         }
-
-    def _run(self, argv: list[str]) -> str:
-        result = self.runner(argv)
-        if result.returncode != 0:
-            raise BackendError(f"{shlex.join(argv)} failed (exit {result.returncode}): {result.stderr.strip()}")
-        return result.stdout
 
     def submit(self, launch: Launch) -> str:
         launch.work_dir.mkdir(parents=True, exist_ok=True)
