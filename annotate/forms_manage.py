@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 
 from .models import Campaign, ImportKind, Role
 from .steps import SPLIT_RULES
@@ -108,7 +109,7 @@ class UploadForm(forms.Form):
                                     help_text="Solutions only: the round these samples belong to, for rows without "
                                               "their own `generation` (empty = none).")
 
-    def clean_file(self):  # type: ignore[no-untyped-def]
+    def clean_file(self) -> UploadedFile:
         upload = self.cleaned_data["file"]
         if upload.size > settings.STEPLAB_UPLOAD_MAX_BYTES:
             raise forms.ValidationError(f"file is larger than {settings.STEPLAB_UPLOAD_MAX_BYTES} bytes.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -148,9 +149,9 @@ class Problem(models.Model):
     def __str__(self) -> str:
         return self.source_id or self.text[:60]
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         self.set_digests()
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().save(*args, **kwargs)
 
     def set_digests(self) -> None:
         self.text_sha256 = text_digest(self.text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import markdown
@@ -151,7 +152,7 @@ class StepRow:
         return bool(self.completions and self.completions[0].flagged)
 
 
-def _rows(ws: Workspace, *, oob: set[int] = frozenset()) -> list[StepRow]:  # type: ignore[assignment]
+def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow]:
     assignment, progress = ws.assignment, ws.progress
     stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
     is_open = assignment.status == AssignmentStatus.LEASED

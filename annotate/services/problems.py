@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,7 +176,7 @@ class SolutionRow:
     provenance: dict[str, Any]
 
 
-def make_solution_parser(split_rule: str = "auto"):  # type: ignore[no-untyped-def]
+def make_solution_parser(split_rule: str = "auto") -> Callable[[Any], SolutionRow]:
     if split_rule not in SPLIT_RULES:
         raise ValueError(f"unknown split rule {split_rule!r}")
 

@@ -1,6 +1,7 @@
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign
 from rewards.exports import FORMATS, export_campaign
@@ -10,7 +11,7 @@ from rewards.management.export_options import add_export_arguments, export_optio
 class Command(BaseCommand):
     help = "Write one dataset format of a campaign to one file (JSONL, or Parquet when PATH ends in .parquet)."
 
-    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--campaign", required=True)
         parser.add_argument("--format", required=True, choices=FORMATS)
         parser.add_argument("--out", required=True, type=Path)
@@ -18,7 +19,7 @@ class Command(BaseCommand):
                                                 "completion after its chosen prefix; 'auto' picks alternatives when "
                                                 "the labels carry rated alternatives")
 
-    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+    def handle(self, *args: Any, **options: Any) -> None:
         campaign = Campaign.objects.filter(slug=options["campaign"]).first()
         if campaign is None:
             raise CommandError(f"campaign {options['campaign']!r} does not exist")

@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign
 from rewards.management.export_options import add_export_arguments, export_options
@@ -9,11 +11,11 @@ from rewards.services.datasets import create_dataset_version
 class Command(BaseCommand):
     help = "Snapshot a campaign's labels as a new dataset version (every format) and print its id and folder."
 
-    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--campaign", required=True)
         add_export_arguments(parser, steps_help="trl-stepwise step mode (see export_dataset --steps)")
 
-    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+    def handle(self, *args: Any, **options: Any) -> None:
         campaign = Campaign.objects.filter(slug=options["campaign"]).first()
         if campaign is None:
             raise CommandError(f"campaign {options['campaign']!r} does not exist")
