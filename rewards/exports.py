@@ -157,6 +157,7 @@ def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled
     for position in positions:
         prefix = list(path)
         taken: str | None = None
+        rating: int | None
         stop = False
         if position.human:
             taken, rating = position.human, 1
@@ -412,7 +413,7 @@ class _Sink:
             import pyarrow.parquet as pq
 
             self.schema = _parquet_schema(fmt)
-            self.parquet = pq.ParquetWriter(self.writer, self.schema)  # type: ignore[arg-type]
+            self.parquet = pq.ParquetWriter(self.writer, self.schema)
 
     def add(self, row: dict[str, Any]) -> None:
         self.count += 1

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connection, transaction
 from django.db.models import Count, Q, QuerySet
@@ -43,7 +43,7 @@ class CampaignAdminError(Exception):
 
 # --- permissions ---------------------------------------------------------------------------------------------
 
-def can_manage(user: AbstractBaseUser | AnonymousUser, campaign: Campaign) -> bool:
+def can_manage(user: User | AnonymousUser, campaign: Campaign) -> bool:
     """Staff, or an active admin member of this campaign."""
     if not user.is_authenticated or not user.is_active:
         return False
@@ -52,7 +52,7 @@ def can_manage(user: AbstractBaseUser | AnonymousUser, campaign: Campaign) -> bo
     return Membership.objects.filter(campaign=campaign, user=user, role=Role.ADMIN, is_active=True).exists()
 
 
-def managed_campaigns(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Campaign]:
+def managed_campaigns(user: User | AnonymousUser) -> QuerySet[Campaign]:
     if not user.is_authenticated:
         return Campaign.objects.none()
     if user.is_staff:
@@ -61,7 +61,7 @@ def managed_campaigns(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Campai
                                    memberships__is_active=True).distinct()
 
 
-def can_manage_any(user: AbstractBaseUser | AnonymousUser) -> bool:
+def can_manage_any(user: User | AnonymousUser) -> bool:
     return bool(user.is_authenticated and user.is_active and (user.is_staff or managed_campaigns(user).exists()))
 
 
@@ -73,7 +73,7 @@ CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate",
 
 
 @transaction.atomic
-def create_campaign(*, creator: AbstractBaseUser, **fields: Any) -> Campaign:
+def create_campaign(*, creator: User, **fields: Any) -> Campaign:
     """A new campaign; its creator becomes an admin member so they can manage it without staff rights."""
     if Campaign.objects.filter(slug=fields.get("slug")).exists():
         raise CampaignAdminError("slug", f"a campaign {fields.get('slug')!r} already exists")
@@ -254,7 +254,7 @@ def count_lines(path: Path) -> int:
 
 
 @transaction.atomic
-def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, user: AbstractBaseUser,
+def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, user: User,
                       skip_invalid: bool = False, split_rule: str = "auto",
                       generation: int | None = None) -> ImportJob:
     """Store the upload and queue the import (the task is sent once the job row is committed)."""

@@ -261,7 +261,7 @@ def allocate_ids(model: type[models.Model], count: int) -> list[int]:
     if count == 0:
         return []
     table = model._meta.db_table
-    pk_column = model._meta.pk.column  # type: ignore[union-attr]
+    pk_column = model._meta.pk.column
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
@@ -536,7 +536,7 @@ def insert_rows(model: type[models.Model], fields: list[str], rows: list[tuple[A
                    else f.get_default() for f in rest)
     with transaction.atomic(savepoint=False):  # SQLite: the ids' write lock lasts until the rows are in
         ids = allocate_ids(model, len(rows))
-        _write(model, [pk, *(by_attname[name] for name in fields), *rest],  # type: ignore[list-item]
+        _write(model, [pk, *(by_attname[name] for name in fields), *rest],
                [(new_id, *row) for new_id, row in zip(ids, rows, strict=True)], tail=filler)
     return ids
 

@@ -10,7 +10,8 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 from django.db import models, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
@@ -32,7 +33,7 @@ from ..models import (
     StepDecision,
 )
 
-User = AbstractBaseUser | AnonymousUser
+User = AuthUser | AnonymousUser
 
 
 class LabelingError(Exception):

@@ -111,13 +111,14 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
     with import_transaction():
         for batch in valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH, progress):
             rows = [row for _, row in batch]
-            by_source, by_key = {}, {}
-            for problem in owned_problems(campaign).filter(
+            by_source: dict[str, Problem] = {}
+            by_key: dict[str, Problem] = {}
+            for known in owned_problems(campaign).filter(
                     Q(source_id__in=[r.source_id for r in rows if r.source_id])
                     | Q(key_sha256__in=[problem_key(r.text) for r in rows])):
-                by_key[problem.key_sha256] = problem
-                if problem.source_id:
-                    by_source[problem.source_id] = problem
+                by_key[known.key_sha256] = known
+                if known.source_id:
+                    by_source[known.source_id] = known
             for number, row in batch:
                 key = problem_key(row.text)
                 problem = by_source.get(row.source_id) if row.source_id else None
@@ -189,7 +190,7 @@ def make_solution_parser(split_rule: str = "auto") -> Callable[[Any], SolutionRo
             raise RowError("problem_id", "is missing (give `problem_id` or the `problem` text)")
         text, raw_steps = obj.get("solution"), obj.get("steps")
         answer = _string(obj, "answer")
-        candidates = None
+        candidates: list[list[str]] | None = None
         if raw_steps is not None:
             if not isinstance(raw_steps, list) or not raw_steps:
                 raise RowError("steps", "must be a non-empty list")
@@ -306,7 +307,7 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
             steps = [Step(solution=s, index=i) for s, (_, row) in zip(solutions, batch, strict=True)
                      for i in range(len(row.steps))]
             bulk_insert(steps)
-            completions = []
+            completions: list[Completion] = []
             step_iter = iter(steps)
             for _, row in batch:
                 for position, text in enumerate(row.steps):

@@ -1,7 +1,7 @@
 """Output serializers (what the API returns) and explicit input serializers (what it accepts)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -175,7 +175,12 @@ class ImportSolutionsInputSerializer(serializers.Serializer):
     generation = serializers.IntegerField(required=False, allow_null=True, min_value=-2**31, max_value=2**31 - 1)
 
 
-SMALL_INT = {"min_value": 0, "max_value": 2**31 - 1}
+class _Bounds(TypedDict):
+    min_value: int
+    max_value: int
+
+
+SMALL_INT: _Bounds = {"min_value": 0, "max_value": 2**31 - 1}
 
 
 class RateInputSerializer(serializers.Serializer):

@@ -180,8 +180,8 @@ def load_scored_samples(path: str | Path) -> list[Pool]:
         raise ScoredSamplesError(path, 0, None, "no samples in file")
     pools = []
     for problem, rows in groups.items():
-        answers, correct, prm, orm = zip(*rows, strict=True)
-        pools.append(Pool.from_arrays(answers, correct, np.array(prm), np.array(orm), problem=problem))
+        answers, corrects, prms, orms = zip(*rows, strict=True)
+        pools.append(Pool.from_arrays(answers, corrects, np.array(prms), np.array(orms), problem=problem))
     return pools
 
 

@@ -159,8 +159,8 @@ def lowest_step_on_last_rate(step_scores: Iterable[Sequence[float]], ties: str =
     if ties not in ("any", "strict"):
         raise ValueError("ties must be 'any' or 'strict'")
     hits = total = 0
-    for s in step_scores:
-        s = np.asarray(s, dtype=float).reshape(-1)
+    for scores in step_scores:
+        s = np.asarray(scores, dtype=float).reshape(-1)
         if s.size == 0:
             continue
         total += 1

@@ -155,13 +155,13 @@ class VllmSampler:
     """vLLM on a GPU node. Not exercised here (no GPU, vLLM not installed); written to vLLM's public API."""
 
     def __init__(self, config: SampleConfig) -> None:
-        from vllm import LLM  # type: ignore[import-not-found]
+        from vllm import LLM
 
         self.config = config
         self.llm = LLM(model=str(config.model_path), seed=config.seed)
 
     def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]:
-        from vllm import SamplingParams  # type: ignore[import-not-found]
+        from vllm import SamplingParams
 
         params = SamplingParams(n=n, temperature=self.config.temperature, top_p=self.config.top_p,
                                 max_tokens=self.config.max_new_tokens, seed=seed)

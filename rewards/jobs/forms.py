@@ -9,7 +9,7 @@ from .models import Backend, Kind
 
 
 class TrainingJobForm(forms.Form):
-    dataset_version = forms.ModelChoiceField(queryset=None, empty_label=None)  # type: ignore[arg-type]
+    dataset_version: forms.ModelChoiceField = forms.ModelChoiceField(queryset=None, empty_label=None)
     kind = forms.ChoiceField(choices=Kind.choices)
     base_model = forms.ChoiceField(choices=())
     backend = forms.ChoiceField(choices=Backend.choices, initial=Backend.LOCAL)

@@ -7,12 +7,13 @@
 """
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 from django.db.models import QuerySet
 
 from annotate.models import Campaign, Membership, Role
 
-User = AbstractBaseUser | AnonymousUser
+User = AuthUser | AnonymousUser
 READER_ROLES = (Role.RESEARCHER, Role.ADMIN)
 
 

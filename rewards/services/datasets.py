@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import connection, transaction
@@ -294,7 +294,7 @@ def _clean_stale_temp(root: Path, max_age_s: float = 24 * 3600) -> None:
 
 
 def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None = None,
-                           user: AbstractBaseUser | None = None) -> DatasetVersion | None:
+                           user: User | None = None) -> DatasetVersion | None:
     """Snapshot ``campaign`` in every format; ``None`` when the content equals the latest version's."""
     options = resolve_steps(campaign, options or ExportOptions())
     spec = spec_of(options)

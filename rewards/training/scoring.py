@@ -155,7 +155,7 @@ def score_file(model: RewardModel, source: Path, out: Path, *, chunk_rows: int =
             nonlocal written
             items = [item for _, item in chunk]
             if model.kind == "prm":
-                for (record, _), steps in zip(chunk, model.score_steps_batch(items), strict=True):  # type: ignore[arg-type]
+                for (record, _), steps in zip(chunk, model.score_steps_batch(items), strict=True):
                     record.update(step_scores=steps, score=aggregate(steps, model.aggregation),
                                   score_min=aggregate(steps, "min"))
             else:

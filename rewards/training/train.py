@@ -72,7 +72,7 @@ class EventLog:
 def _event_callback(events: EventLog, global_batch: int) -> Any:
     from transformers import TrainerCallback
 
-    class EventCallback(TrainerCallback):  # type: ignore[misc]
+    class EventCallback(TrainerCallback):
         """Turns Trainer logs into ``log`` events with throughput since the previous one."""
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -234,9 +234,9 @@ def _trainer_class(negative_weight: float) -> Any:
     if negative_weight == 1.0:
         return Trainer
 
-    class WeightedTrainer(Trainer):  # type: ignore[misc]
+    class WeightedTrainer(Trainer):
         def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
-                         **kwargs: Any) -> Any:
+                         num_items_in_batch: Any = None, **kwargs: Any) -> Any:
             import torch
 
             labels = inputs.pop("labels")
@@ -312,6 +312,10 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     model = build_model(config.kind, config.base_model_path, tokenizer, resize=added, lora=config.lora)
     bf16, checkpointing = _device_flags(config, events)
     global_batch = config.batch_size * config.gradient_accumulation_steps * world
+    # passed only when on: the argument is deprecated in transformers 5 but is the name 4.x and 5.x share
+    checkpointing_args: dict[str, Any] = (
+        {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+        if checkpointing else {})
     args = TrainingArguments(
         output_dir=str(config.output_dir),
         per_device_train_batch_size=config.batch_size,
@@ -333,9 +337,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
         ddp_find_unused_parameters=False,
         disable_tqdm=True,
         dataloader_pin_memory=torch.cuda.is_available(),
-        # passed only when on: the argument is deprecated in transformers 5 but is the name 4.x and 5.x share
-        **({"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
-           if checkpointing else {}),
+        **checkpointing_args,
     )
     trainer = _trainer_class(negative_weight)(model=model, args=args, train_dataset=train_features,
                       data_collator=RewardCollator(layout.pad_id), processing_class=tokenizer,

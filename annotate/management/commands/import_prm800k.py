@@ -22,14 +22,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         mode = options["mode"]
-        campaign = Campaign.objects.filter(slug=options["campaign"]).first()
-        if campaign is not None and mode and campaign.mode != mode:
-            raise CommandError(f"campaign {campaign.slug!r} exists in {campaign.mode} mode; --mode {mode} applies "
+        existing = Campaign.objects.filter(slug=options["campaign"]).first()
+        if existing is not None and mode and existing.mode != mode:
+            raise CommandError(f"campaign {existing.slug!r} exists in {existing.mode} mode; --mode {mode} applies "
                                "only to a campaign this import creates")
-        created = campaign is None
-        if created:
-            campaign = Campaign.objects.create(slug=options["campaign"], name=options["campaign"],
-                                               mode=mode or CampaignMode.STEPWISE)
+        created = existing is None
+        campaign = existing or Campaign.objects.create(slug=options["campaign"], name=options["campaign"],
+                                                       mode=mode or CampaignMode.STEPWISE)
         try:
             run_import(self, lambda: import_prm800k(options["file"], campaign, skip_invalid=options["skip_invalid"],
                                                     adopt_mode=created and not mode),
