@@ -14,7 +14,7 @@ def _share(name: str) -> dict[str, str]:
             "invalid": f"{name} must be a number between 0 and 1.", "required": f"{name} is required."}
 
 
-def _number(field: forms.Field, *, step: str, help_text: str) -> forms.Field:
+def _number(field: forms.IntegerField, *, step: str, help_text: str) -> forms.IntegerField:
     """A number field that shows its range and step in the browser and one line of help under it."""
     field.widget.attrs.update({"min": field.min_value, "max": field.max_value, "step": step})
     field.help_text = help_text

@@ -17,9 +17,11 @@ import nh3
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
+
+from steplab.http import AppRequest
 
 from . import forms
 from .models import Assignment, AssignmentStatus, Campaign, CampaignMode, Membership
@@ -28,13 +30,13 @@ from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: AppRequest) -> HttpResponse:
     campaigns = Campaign.objects.filter(memberships__user=request.user, memberships__is_active=True).order_by("name")
     return render(request, "annotate/home.html", {"campaigns": campaigns})
 
 
 @require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
+def healthz(request: AppRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"ok": True})
@@ -186,7 +188,7 @@ def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow
     return rows
 
 
-def _workspace_context(request: HttpRequest, ws: Workspace, **extra: object) -> dict:
+def _workspace_context(request: AppRequest, ws: Workspace, **extra: object) -> dict:
     assignment, progress = ws.assignment, ws.progress
     campaign = assignment.solution.campaign
     heartbeat_s = max(5, min(60, campaign.lease_minutes * 60 // 3))
@@ -211,7 +213,7 @@ def _next_ready(assignment: Assignment, progress: Progress) -> bool:
 
 # --- Responses ------------------------------------------------------------------------------------------------
 
-def _alert(request: HttpRequest, message: str, status: int, *, assignment: Assignment | None = None) -> HttpResponse:
+def _alert(request: AppRequest, message: str, status: int, *, assignment: Assignment | None = None) -> HttpResponse:
     """An error as the page shows it: into #alerts for htmx, as a page of its own otherwise."""
     context = {"message": message, "status": status, "assignment": assignment,
                "expired": status == 409}
@@ -223,7 +225,7 @@ def _alert(request: HttpRequest, message: str, status: int, *, assignment: Assig
     return render(request, "annotate/error.html", context, status=status)
 
 
-def _error_response(request: HttpRequest, error: LabelingError, assignment_id: int | None = None) -> HttpResponse:
+def _error_response(request: AppRequest, error: LabelingError, assignment_id: int | None = None) -> HttpResponse:
     status = 403 if isinstance(error, NotAllowed) else 409 if isinstance(error, LeaseExpired) else 400
     assignment = None
     if isinstance(error, LeaseExpired) and assignment_id is not None:
@@ -231,7 +233,7 @@ def _error_response(request: HttpRequest, error: LabelingError, assignment_id: i
     return _alert(request, str(error), status, assignment=assignment)
 
 
-def _workspace_error(request: HttpRequest, assignment_id: int, message: str, status: int) -> HttpResponse:
+def _workspace_error(request: AppRequest, assignment_id: int, message: str, status: int) -> HttpResponse:
     """A refused form POST (finish / next) re-shows the workspace with the reason; nothing saved is lost."""
     try:
         ws = labeling.load_workspace(assignment_id, request.user)
@@ -242,13 +244,13 @@ def _workspace_error(request: HttpRequest, assignment_id: int, message: str, sta
     return render(request, "annotate/workspace.html", context, status=status)
 
 
-def _form_error(request: HttpRequest, assignment_id: int, error: LabelingError) -> HttpResponse:
+def _form_error(request: AppRequest, assignment_id: int, error: LabelingError) -> HttpResponse:
     if isinstance(error, NotAllowed):
         return _alert(request, str(error), 403)
     return _workspace_error(request, assignment_id, str(error), 409 if isinstance(error, LeaseExpired) else 400)
 
 
-def _rows_response(request: HttpRequest, ws: Workspace, step_index: int, announce: str,
+def _rows_response(request: AppRequest, ws: Workspace, step_index: int, announce: str,
                    removed: str = "") -> HttpResponse:
     """The changed row, then (out of band) the rows after it, the progress counter, the "Submit" control and
     the live-region announcement of what was saved (``removed``: ratings a −1 took out of the pass)."""
@@ -265,7 +267,7 @@ def _rows_response(request: HttpRequest, ws: Workspace, step_index: int, announc
 
 # --- Pages ----------------------------------------------------------------------------------------------------
 
-def _member_campaign(request: HttpRequest, slug: str) -> tuple[Campaign, Membership | None]:
+def _member_campaign(request: AppRequest, slug: str) -> tuple[Campaign, Membership | None]:
     campaign = get_object_or_404(Campaign, slug=slug)
     membership = Membership.objects.filter(campaign=campaign, user=request.user, is_active=True).first()
     return campaign, membership
@@ -273,7 +275,7 @@ def _member_campaign(request: HttpRequest, slug: str) -> tuple[Campaign, Members
 
 @login_required
 @require_GET
-def campaign_page(request: HttpRequest, slug: str) -> HttpResponse:
+def campaign_page(request: AppRequest, slug: str) -> HttpResponse:
     campaign, membership = _member_campaign(request, slug)
     if membership is None:
         return _alert(request, "You are not a member of this campaign.", 403)
@@ -287,7 +289,7 @@ def campaign_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def start(request: HttpRequest, slug: str) -> HttpResponse:
+def start(request: AppRequest, slug: str) -> HttpResponse:
     campaign = get_object_or_404(Campaign, slug=slug)
     try:
         outcome = labeling.lease_next_solution(campaign, request.user)
@@ -301,7 +303,7 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def workspace(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def workspace(request: AppRequest, assignment_id: int) -> HttpResponse:
     try:
         ws = labeling.load_workspace(assignment_id, request.user)
     except NotAllowed as error:
@@ -313,7 +315,7 @@ def workspace(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def rate(request: AppRequest, assignment_id: int) -> HttpResponse:
     form = forms.RatingForm(request.POST)
     if not form.is_valid():
         return _alert(request, forms.first_error(form), 400)
@@ -339,7 +341,7 @@ def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def flag(request: AppRequest, assignment_id: int) -> HttpResponse:
     form = forms.FlagForm(request.POST)
     if not form.is_valid():
         return _alert(request, forms.first_error(form), 400)
@@ -357,7 +359,7 @@ def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def decide(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def decide(request: AppRequest, assignment_id: int) -> HttpResponse:
     form = forms.DecisionForm(request.POST)
     if not form.is_valid():
         return _alert(request, forms.first_error(form), 400)
@@ -375,7 +377,7 @@ def decide(request: HttpRequest, assignment_id: int) -> HttpResponse:
         return _error_response(request, error, assignment_id)
 
 
-def _go_next(request: HttpRequest, outcome: labeling.LeaseOutcome, slug: str) -> HttpResponse:
+def _go_next(request: AppRequest, outcome: labeling.LeaseOutcome, slug: str) -> HttpResponse:
     if outcome.assignment is None:
         messages.info(request, outcome.reason)
         return redirect("annotate:campaign", slug)
@@ -384,12 +386,12 @@ def _go_next(request: HttpRequest, outcome: labeling.LeaseOutcome, slug: str) ->
 
 @login_required
 @require_POST
-def finish(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def finish(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Bad problem / give up (each with its reason), then straight on to the next solution. From the page
     (htmx) a refusal is answered in place, in #alerts, and nothing typed is lost."""
     form = forms.FinishForm(request.POST)
     if not form.is_valid():
-        message = next(iter(form.errors.values()))[0]
+        message = str(next(iter(form.errors.values()))[0])
         if request.htmx:
             return _alert(request, message, 400)
         return _workspace_error(request, assignment_id, message, 400)
@@ -411,7 +413,7 @@ def finish(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def next_solution(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def next_solution(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Submit a complete pass (every step rated, no −1) or leave a finished one, and lease the next."""
     try:
         outcome = labeling.finish_and_lease_next(assignment_id, request.user)
@@ -427,7 +429,7 @@ def next_solution(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def heartbeat(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def heartbeat(request: AppRequest, assignment_id: int) -> HttpResponse:
     try:
         expires = labeling.heartbeat(assignment_id, request.user)
     except LabelingError as error:
@@ -439,7 +441,7 @@ def heartbeat(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def resume(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def resume(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Take an expired lease back (when its slot is still free) so the ratings given on it count."""
     try:
         labeling.resume_expired_lease(assignment_id, request.user)

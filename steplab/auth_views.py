@@ -104,10 +104,12 @@ class RateLimitedFormMixin:
     data: Any
 
     def clean(self) -> dict[str, Any]:
+        # A mixin over AuthenticationForm: super().clean() and add_prefix are the form's, which mypy does not see.
         if self.request is None:  # not a login view (nothing to count per client)
             return super().clean()  # type: ignore[misc]
         attempt = count_attempt(self.request, normalised_username(self.data.get(self.add_prefix("username"))))  # type: ignore[attr-defined]
         if attempt.limited:
+            # read by the login view to answer 429; HttpRequest declares no such attribute
             self.request.login_rate_limited = True  # type: ignore[attr-defined]
             raise forms.ValidationError(LIMITED_MESSAGE, code="rate_limited")
         cleaned = super().clean()  # type: ignore[misc]

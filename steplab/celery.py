@@ -1,8 +1,10 @@
 """The Celery app: Redis broker in the real stack, a filesystem broker on the embedded default."""
 import logging
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
+from celery.result import AsyncResult
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "steplab.settings")
 
@@ -12,7 +14,7 @@ app.autodiscover_tasks()
 log = logging.getLogger(__name__)
 
 
-def send_task(task, *, args: list, queue: str | None = None):  # type: ignore[no-untyped-def]
+def send_task(task: Task, *, args: list[Any], queue: str | None = None) -> AsyncResult | None:
     """Send a task, or return None when the broker cannot be reached (a Redis outage).
 
     Work of record lives in the database (an import job, a training job, …) in status "queued"; a caller that
@@ -23,7 +25,8 @@ def send_task(task, *, args: list, queue: str | None = None):  # type: ignore[no
     from kombu.exceptions import OperationalError
 
     try:
-        return task.apply_async(args=args, queue=queue, retry=True,
+        # celery takes a list of args and queue=None (default routing); celery-types' stub asks for a tuple and a str.
+        return task.apply_async(args=args, queue=queue, retry=True,  # type: ignore[arg-type]
                                 retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5})
     except OperationalError as exc:
         log.warning("broker unreachable, %s(%s) stays queued: %s", task.name, args, exc)

@@ -118,7 +118,7 @@ def add_member(campaign: Campaign, username: str, role: str) -> Membership:
 
 def set_member_state(membership: Membership, *, is_active: bool | None = None,
                      is_paused: bool | None = None) -> Membership:
-    changes = {}
+    changes: dict[str, Any] = {}
     if is_active is not None:
         changes["is_active"] = is_active
     if is_paused is not None:
@@ -228,7 +228,7 @@ def cached_campaign_progress(campaign: Campaign, *, fresh: bool = False) -> tupl
     return value
 
 
-def member_summaries(campaign: Campaign) -> list[dict[str, Any]]:
+def member_summaries(campaign: Campaign) -> list[Membership]:
     """Members with their finished labelings and open leases (one query)."""
     done = Count("user__assignments", filter=Q(user__assignments__solution__campaign=campaign,
                                                 user__assignments__status=AssignmentStatus.SUBMITTED))

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -294,7 +295,7 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
                    416: OpenApiResponse(description="range not satisfiable")},
     )
     @action(detail=True, methods=["get"], url_path=r"files/(?P<fmt>[A-Za-z0-9_-]+)")
-    def download(self, request: Request, pk: str | None = None, fmt: str = "") -> HttpResponse:
+    def download(self, request: Request, pk: str | None = None, fmt: str = "") -> HttpResponseBase:
         """Stream one file; ``X-Content-SHA256`` carries the file's SHA-256 (hex)."""
         version = self.get_object()
         self._check_reader(version)
@@ -306,7 +307,7 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
             response = HttpResponse(str(error), status=416, content_type="text/plain")
             response["Content-Range"] = f"bytes */{error.size}"
             return response
-        response = StreamingHttpResponse(download.chunks, status=download.status, content_type=download.content_type)
+        streamed = StreamingHttpResponse(download.chunks, status=download.status, content_type=download.content_type)
         for header, value in download.headers.items():
-            response[header] = value
-        return response
+            streamed[header] = value
+        return streamed

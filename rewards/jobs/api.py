@@ -80,7 +80,7 @@ class StartGenerationInput(serializers.Serializer):
 
 
 class GenerationOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = Generation
@@ -154,7 +154,7 @@ class StartTrainingInput(serializers.Serializer):
 
 
 class TrainingJobOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     reward_model = serializers.SerializerMethodField()
 
     class Meta:
@@ -260,7 +260,7 @@ class StartSamplingInput(serializers.Serializer):
 
 
 class SamplingJobOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = SamplingJob
@@ -298,7 +298,7 @@ class SamplingJobsView(APIView):
 # --- the loop: dataset versions, pools, scoring, evaluation, one-click comparison ---------------------
 
 class DatasetVersionOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = DatasetVersion
@@ -319,7 +319,7 @@ class SnapshotView(APIView):
 
 
 class PoolOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = CandidatePool
@@ -469,7 +469,7 @@ class EvaluationsView(APIView):
 
 
 class ComparisonOut(serializers.ModelSerializer):
-    campaign = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    campaign: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     best_of_n = serializers.SerializerMethodField()
 
     class Meta:

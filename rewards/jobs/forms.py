@@ -22,6 +22,7 @@ class TrainingJobForm(forms.Form):
 
     def __init__(self, *args: Any, versions: Any, backbones: dict[str, str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # self.fields holds the base Field type; these two are the ModelChoiceField and ChoiceField declared above.
         self.fields["dataset_version"].queryset = versions  # type: ignore[attr-defined]
         self.fields["base_model"].choices = [(name, name) for name in backbones]  # type: ignore[attr-defined]
 

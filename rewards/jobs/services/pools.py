@@ -123,6 +123,7 @@ def parse_line(obj: Any, split_rule: str = "auto") -> ParsedProblem:
             raise RowError("steps", "is empty")
         text = "\n\n".join(steps)
     else:
+        # required=True (the default): never None.
         text = _text(obj, "solution")  # type: ignore[assignment]
     answer = _text(obj, "answer", required=False)
     parsed = ParsedProblem(text=problem, source_id=problem_id or "", gold=_text(obj, "ground_truth", required=False))

@@ -33,7 +33,7 @@ class JobHooks:
 
     launch: Launch
     progress: Callable[[], dict[str, Any]]
-    on_success: Callable[[], None]
+    on_success: Callable[[], object]  # what it returns is not used
 
 
 def heartbeat_timeout() -> timedelta:
@@ -47,11 +47,11 @@ def poll_interval() -> float:
 def claim(model: type[J], job_id: int) -> J | None:
     """queued → running for exactly one caller; None when the job is gone, cancelled or already claimed."""
     now = timezone.now()
-    claimed = model.objects.filter(pk=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(  # type: ignore[attr-defined]
+    claimed = model._default_manager.filter(pk=job_id, status=JobStatus.QUEUED, cancel_requested=False).update(
         status=JobStatus.RUNNING, started_at=now, heartbeat_at=now, attempts=F("attempts") + 1)
     if not claimed:
         return None
-    return model.objects.get(pk=job_id)  # type: ignore[attr-defined]
+    return model._default_manager.get(pk=job_id)
 
 
 def finish(job: Any, status: str, *, error: str = "", **fields: Any) -> bool:

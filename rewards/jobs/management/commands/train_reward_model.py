@@ -37,7 +37,7 @@ class Command(BaseCommand):
         hyper = {key: options[key] for key in ("max_steps", "epochs", "learning_rate", "batch_size", "max_length",
                                                "seed") if options[key] is not None}
         try:
-            sizes = [int(s) for s in options["subsets"].split(",") if s.strip()] or [None]
+            sizes: list[int | None] = [int(s) for s in options["subsets"].split(",") if s.strip()] or [None]
         except ValueError:
             raise CommandError(f"--subsets: expected comma-separated integers, got {options['subsets']!r}") from None
         with transaction.atomic():
