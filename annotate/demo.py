@@ -146,8 +146,9 @@ def _unzipped(path: Path, action: Callable[[Path], Any]) -> Any:
 def grade_labeled_solutions(campaign: Campaign) -> dict[str, int]:
     """Grade the campaign's solutions that have no verdict yet and whose problem has a ground truth: the final
     answer of the path their first finished labeling took (``# Answer`` anywhere in its last step) against the
-    problem's answer (a phase-2 row's ``pre_generated_answer``), with the project's grader. Idempotent: graded solutions are left alone, so it is a no-op
-    once the importer grades on its own. Returns how many became correct, wrong, and stayed without an answer."""
+    problem's answer (a phase-2 row's ``pre_generated_answer``), with the project's grader. Idempotent: graded
+    solutions are left alone, so it is a no-op once the importer grades on its own. Returns how many became correct,
+    wrong, and stayed without an answer."""
     from rewards.exports import solution_paths
 
     pending = list(Solution.objects.filter(campaign=campaign, is_correct__isnull=True, problem__answer__isnull=False,

@@ -13,14 +13,18 @@ MAX_INDEX = 2**31 - 1
 RATING_CHOICES = [("-1", "−1 (bad)"), ("0", "0 (okay)"), ("1", "+1 (great)")]
 
 
+def _index_field(name: str, *, required: bool = True) -> forms.IntegerField:
+    """A 0-based index field whose every error message names the field."""
+    messages = {"invalid": f"{name} must be a whole number.", "min_value": f"{name} must be 0 or more.",
+                "max_value": f"{name} must be at most %(limit_value)d."}
+    if required:
+        messages["required"] = f"{name} is required."
+    return forms.IntegerField(min_value=0, max_value=MAX_INDEX, required=required, error_messages=messages)
+
+
 class _StepForm(forms.Form):
-    step_index = forms.IntegerField(min_value=0, max_value=MAX_INDEX, error_messages={
-        "required": "step_index is required.", "invalid": "step_index must be a whole number.",
-        "min_value": "step_index must be 0 or more.",
-        "max_value": "step_index must be at most %(limit_value)d."})
-    completion_index = forms.IntegerField(min_value=0, max_value=MAX_INDEX, required=False, error_messages={
-        "invalid": "completion_index must be a whole number.", "min_value": "completion_index must be 0 or more.",
-        "max_value": "completion_index must be at most %(limit_value)d."})
+    step_index = _index_field("step_index")
+    completion_index = _index_field("completion_index", required=False)
 
     def clean_completion_index(self) -> int:
         value = self.cleaned_data.get("completion_index")
@@ -44,13 +48,8 @@ class FlagForm(_StepForm):
 
 
 class DecisionForm(forms.Form):
-    step_index = forms.IntegerField(min_value=0, max_value=MAX_INDEX, error_messages={
-        "required": "step_index is required.", "invalid": "step_index must be a whole number.",
-        "min_value": "step_index must be 0 or more.",
-        "max_value": "step_index must be at most %(limit_value)d."})
-    chosen_completion = forms.IntegerField(min_value=0, max_value=MAX_INDEX, required=False, error_messages={
-        "invalid": "chosen_completion must be a whole number.", "min_value": "chosen_completion must be 0 or more.",
-        "max_value": "chosen_completion must be at most %(limit_value)d."})
+    step_index = _index_field("step_index")
+    chosen_completion = _index_field("chosen_completion", required=False)
     human_text = forms.CharField(required=False, max_length=20_000, strip=True, error_messages={
         "max_length": "human_text is too long (at most %(limit_value)d characters)."})
 

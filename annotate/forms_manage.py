@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 
 from .models import Campaign, ImportKind, Role
 from .steps import SPLIT_RULES
@@ -13,7 +14,7 @@ def _share(name: str) -> dict[str, str]:
             "invalid": f"{name} must be a number between 0 and 1.", "required": f"{name} is required."}
 
 
-def _number(field: forms.Field, *, step: str, help_text: str) -> forms.Field:
+def _number(field: forms.IntegerField, *, step: str, help_text: str) -> forms.IntegerField:
     """A number field that shows its range and step in the browser and one line of help under it."""
     field.widget.attrs.update({"min": field.min_value, "max": field.max_value, "step": step})
     field.help_text = help_text
@@ -108,7 +109,7 @@ class UploadForm(forms.Form):
                                     help_text="Solutions only: the round these samples belong to, for rows without "
                                               "their own `generation` (empty = none).")
 
-    def clean_file(self):  # type: ignore[no-untyped-def]
+    def clean_file(self) -> UploadedFile:
         upload = self.cleaned_data["file"]
         if upload.size > settings.STEPLAB_UPLOAD_MAX_BYTES:
             raise forms.ValidationError(f"file is larger than {settings.STEPLAB_UPLOAD_MAX_BYTES} bytes.")

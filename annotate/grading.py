@@ -53,7 +53,7 @@ def exact_rational(normalized: str) -> Fraction | None:
 
 @lru_cache(maxsize=4096)
 def _parsed(answer: str) -> tuple[object, ...]:
-    return tuple(parse(f"${answer}$", parsing_timeout=_timeout()))  # type: ignore[arg-type]
+    return tuple(parse(f"${answer}$", parsing_timeout=_timeout()))
 
 
 @lru_cache(maxsize=65536)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -39,7 +40,7 @@ class Campaign(models.Model):
         default=60, help_text="How often Celery beat snapshots this campaign's labels (0 = never)."
     )
     is_active = models.BooleanField(default=True)
-    # Issue 4: labelers whose agreement with gold falls below this are flagged (and paused if asked).
+    # Labelers whose agreement with gold falls below this are flagged (and paused if asked).
     quality_threshold = models.FloatField(
         default=0.6, help_text="Gold first-error agreement below which a labeler is flagged (0–1)."
     )
@@ -78,7 +79,7 @@ class Membership(models.Model):
     # Screening outcome for labelers: None = not yet decided.
     passed_screening = models.BooleanField(null=True, blank=True)
     is_paused = models.BooleanField(default=False, help_text="Paused labelers get no new work.")
-    # Issue 4: set when the labeler's agreement with gold fell below the campaign's quality threshold.
+    # Set when the labeler's agreement with gold fell below the campaign's quality threshold.
     quality_flagged_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -124,8 +125,9 @@ class Problem(models.Model):
     text_sha256 = models.CharField(max_length=64, editable=False, help_text="SHA-256 of the exact text.")
     key_sha256 = models.CharField(max_length=64, editable=False,
                                   help_text="SHA-256 of the normalised text: the join key within the campaign.")
-    answer = models.TextField(null=True, blank=True, help_text="Ground-truth final answer.")
-    solution = models.TextField(null=True, blank=True, help_text="Ground-truth worked solution.")
+    # NULL is "no ground truth" (not graded), which an empty string would blur with an empty answer.
+    answer = models.TextField(null=True, blank=True, help_text="Ground-truth final answer.")  # noqa: DJ001
+    solution = models.TextField(null=True, blank=True, help_text="Ground-truth worked solution.")  # noqa: DJ001
     subject = models.CharField(max_length=100, blank=True)
     level = models.PositiveSmallIntegerField(null=True, blank=True)
     source_id = models.CharField(max_length=200, blank=True, help_text="e.g. MATH unique_id")
@@ -139,22 +141,23 @@ class Problem(models.Model):
                                     name="problem_unique_text_per_campaign"),
             models.UniqueConstraint(fields=["key_sha256"], condition=Q(campaign__isnull=True),
                                     name="problem_unique_text_in_bank"),
-            models.UniqueConstraint(fields=["campaign", "source_id"], condition=Q(campaign__isnull=False) & ~Q(source_id=""),
+            models.UniqueConstraint(fields=["campaign", "source_id"],
+                                    condition=Q(campaign__isnull=False) & ~Q(source_id=""),
                                     name="problem_unique_source_id_per_campaign"),
             models.UniqueConstraint(fields=["source_id"], condition=Q(campaign__isnull=True) & ~Q(source_id=""),
                                     name="problem_unique_source_id_in_bank"),
         ]
 
+    def __str__(self) -> str:
+        return self.source_id or self.text[:60]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.set_digests()
+        super().save(*args, **kwargs)
+
     def set_digests(self) -> None:
         self.text_sha256 = text_digest(self.text)
         self.key_sha256 = problem_key(self.text)
-
-    def save(self, *args: object, **kwargs: object) -> None:
-        self.set_digests()
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
-
-    def __str__(self) -> str:
-        return self.source_id or self.text[:60]
 
 
 class Solution(models.Model):
@@ -162,7 +165,9 @@ class Solution(models.Model):
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="solutions")
     generator = models.CharField(max_length=200, blank=True)
     sample_index = models.IntegerField(null=True, blank=True)
-    final_answer = models.TextField(null=True, blank=True, help_text="The solution's own answer (pre_generated_answer).")
+    # NULL is "the solution reached no answer", exported as PRM800K's null, not as an empty answer.
+    final_answer = models.TextField(null=True, blank=True,  # noqa: DJ001
+                                    help_text="The solution's own answer (pre_generated_answer).")
     is_correct = models.BooleanField(null=True, blank=True, help_text="Grader verdict against the ground truth.")
     verifier_score = models.FloatField(null=True, blank=True, help_text="pre_generated_verifier_score")
     generation = models.IntegerField(null=True, blank=True, help_text="Labeling generation; -1 = screening set.")
@@ -245,7 +250,8 @@ class Assignment(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    finish_reason = models.CharField(max_length=20, choices=FinishReason.choices, null=True, blank=True)
+    # NULL is "not finished yet" (PRM800K's null finish_reason), not one of the choices.
+    finish_reason = models.CharField(max_length=20, choices=FinishReason.choices, null=True, blank=True)  # noqa: DJ001
     finish_reason_text = models.TextField(blank=True)
     total_time_ms = models.BigIntegerField(null=True, blank=True)
     is_gold = models.BooleanField(default=False, help_text="This labeling is the gold answer of a QC solution.")
@@ -274,7 +280,7 @@ class Assignment(models.Model):
             models.Index(fields=["lease_expires_at"], condition=Q(status="leased"), name="assignment_open_expiry_idx"),
             # Periodic exports: "changed since the last version".
             models.Index(fields=["updated_at"], name="assignment_updated_idx"),
-            # Campaign dashboard (issue 4): labels per hour over the last day.
+            # The campaign dashboard's labels per hour over the last day.
             models.Index(fields=["finished_at"], condition=Q(status="submitted"), name="assignment_finished_idx"),
         ]
 
@@ -331,6 +337,9 @@ class RatingRevision(models.Model):
     class Meta:
         ordering = ["changed_at", "id"]
 
+    def __str__(self) -> str:
+        return f"revision {self.pk}: was {self.previous_rating} on completion {self.completion_id}"
+
 
 class StepDecision(models.Model):
     """Per (assignment, step): the completion the labeler continued with, or the step they wrote."""
@@ -349,6 +358,9 @@ class StepDecision(models.Model):
                                    name="decision_chosen_non_negative"),
         ]
 
+    def __str__(self) -> str:
+        return f"decision on step {self.step_id} of assignment {self.assignment_id}"
+
     @property
     def is_decided(self) -> bool:
         """The pass continues past this step: with a chosen completion or the labeler's own text."""
@@ -362,7 +374,7 @@ class StepDecision(models.Model):
         return value if isinstance(value, str) else None
 
 
-# --- Campaign admin and quality (issue 4) -----------------------------------------------------------------
+# --- Campaign admin and quality ---------------------------------------------------------------------------
 
 class ImportKind(models.TextChoices):
     PROBLEMS = "problems", "Problems (MATH-style JSONL)"

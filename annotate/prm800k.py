@@ -74,7 +74,8 @@ FINISH_REASONS = tuple(FinishReason.values)
 MAX_TIMESTAMP_CHARS = 64
 
 
-_PLAIN_SHAPES: dict[str, type] = {"null": type(None), "string": str, "int": int, "bool": bool, "object": dict, "list": list}
+_PLAIN_SHAPES: dict[str, type] = {"null": type(None), "string": str, "int": int, "bool": bool, "object": dict,
+                                  "list": list}
 
 
 @dataclass(frozen=True)
@@ -699,16 +700,16 @@ def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[
         touched = decision is not None or any((assignment.pk, cid) in ratings for cid, _, _ in completions)
         if not touched:
             continue
-        rendered: list[dict[str, Any]] | None = []
+        rendered: list[dict[str, Any]] = []
         for completion_id, index, text in completions:
             value, flagged = ratings.get((assignment.pk, completion_id), (None, None))
+            rating: float | None = value
             if value is not None and (float_ratings is True or (position, index) in float_positions):
-                value = float(value)  # type: ignore[assignment]
-            rendered.append({"text": text, "rating": value, "flagged": flagged})  # type: ignore[union-attr]
-        if position in null_completions:
-            rendered = None
+                rating = float(value)
+            rendered.append({"text": text, "rating": rating, "flagged": flagged})
         chosen, human = decision if decision is not None else (None, None)
-        label_steps.append({"completions": rendered, "human_completion": _human(human), "chosen_completion": chosen})
+        label_steps.append({"completions": None if position in null_completions else rendered,
+                            "human_completion": _human(human), "chosen_completion": chosen})
     finish_reason = None if assignment.source_extra.get("finish_reason_null") else assignment.finish_reason
     label: dict[str, Any] = {"steps": label_steps, "total_time": assignment.total_time_ms,
                              "finish_reason": finish_reason}

@@ -50,7 +50,7 @@ def _split_paragraphs(text: str) -> SplitSolution:
 def split_solution(text: str, rule: str = "auto") -> SplitSolution:
     if rule not in SPLIT_RULES:
         raise ValueError(f"unknown split rule {rule!r}; expected one of {', '.join(SPLIT_RULES)}")
-    if rule == "lines" or (rule == "auto" and any(ANSWER_HEADER.match(l.strip()) for l in text.splitlines())):
+    if rule == "lines" or (rule == "auto" and any(ANSWER_HEADER.match(line.strip()) for line in text.splitlines())):
         return _split_lines(text)
     return _split_paragraphs(text)
 

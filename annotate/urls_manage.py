@@ -1,4 +1,4 @@
-"""The campaign admin workspace (issue 4): /manage/…"""
+"""The campaign admin workspace: /manage/…"""
 from django.urls import path
 
 from . import views_manage as views

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import markdown
@@ -16,7 +17,7 @@ import nh3
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -33,7 +34,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
+def healthz(request: AppRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"ok": True})
@@ -151,7 +152,7 @@ class StepRow:
         return bool(self.completions and self.completions[0].flagged)
 
 
-def _rows(ws: Workspace, *, oob: set[int] = frozenset()) -> list[StepRow]:  # type: ignore[assignment]
+def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow]:
     assignment, progress = ws.assignment, ws.progress
     stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
     is_open = assignment.status == AssignmentStatus.LEASED
@@ -176,7 +177,7 @@ def _rows(ws: Workspace, *, oob: set[int] = frozenset()) -> list[StepRow]:  # ty
     return rows
 
 
-def _workspace_context(request: HttpRequest, ws: Workspace, **extra: object) -> dict:
+def _workspace_context(request: AppRequest, ws: Workspace, **extra: object) -> dict:
     assignment, progress = ws.assignment, ws.progress
     campaign = assignment.solution.campaign
     heartbeat_s = max(5, min(60, campaign.lease_minutes * 60 // 3))
@@ -201,7 +202,7 @@ def _next_ready(assignment: Assignment, progress: Progress) -> bool:
 
 # --- Responses ------------------------------------------------------------------------------------------------
 
-def _alert(request: HttpRequest, message: str, status: int, *, assignment: Assignment | None = None) -> HttpResponse:
+def _alert(request: AppRequest, message: str, status: int, *, assignment: Assignment | None = None) -> HttpResponse:
     """An error as the page shows it: into #alerts for htmx, as a page of its own otherwise."""
     context = {"message": message, "status": status, "assignment": assignment,
                "expired": status == 409}
@@ -213,7 +214,7 @@ def _alert(request: HttpRequest, message: str, status: int, *, assignment: Assig
     return render(request, "annotate/error.html", context, status=status)
 
 
-def _error_response(request: HttpRequest, error: LabelingError, assignment_id: int | None = None) -> HttpResponse:
+def _error_response(request: AppRequest, error: LabelingError, assignment_id: int | None = None) -> HttpResponse:
     status = 403 if isinstance(error, NotAllowed) else 409 if isinstance(error, LeaseExpired) else 400
     assignment = None
     if isinstance(error, LeaseExpired) and assignment_id is not None:
@@ -221,7 +222,7 @@ def _error_response(request: HttpRequest, error: LabelingError, assignment_id: i
     return _alert(request, str(error), status, assignment=assignment)
 
 
-def _workspace_error(request: HttpRequest, assignment_id: int, message: str, status: int) -> HttpResponse:
+def _workspace_error(request: AppRequest, assignment_id: int, message: str, status: int) -> HttpResponse:
     """A refused form POST (finish / next) re-shows the workspace with the reason; nothing saved is lost."""
     try:
         ws = labeling.load_workspace(assignment_id, request.user)
@@ -232,13 +233,13 @@ def _workspace_error(request: HttpRequest, assignment_id: int, message: str, sta
     return render(request, "annotate/workspace.html", context, status=status)
 
 
-def _form_error(request: HttpRequest, assignment_id: int, error: LabelingError) -> HttpResponse:
+def _form_error(request: AppRequest, assignment_id: int, error: LabelingError) -> HttpResponse:
     if isinstance(error, NotAllowed):
         return _alert(request, str(error), 403)
     return _workspace_error(request, assignment_id, str(error), 409 if isinstance(error, LeaseExpired) else 400)
 
 
-def _rows_response(request: HttpRequest, ws: Workspace, step_index: int, announce: str,
+def _rows_response(request: AppRequest, ws: Workspace, step_index: int, announce: str,
                    removed: str = "") -> HttpResponse:
     """The changed row, then (out of band) the rows after it, the progress counter, the "Submit" control and
     the live-region announcement of what was saved (``removed``: ratings a −1 took out of the pass)."""
@@ -272,7 +273,7 @@ def campaign_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def start(request: HttpRequest, slug: str) -> HttpResponse:
+def start(request: AppRequest, slug: str) -> HttpResponse:
     campaign = get_object_or_404(Campaign, slug=slug)
     try:
         outcome = labeling.lease_next_solution(campaign, request.user)
@@ -286,7 +287,7 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def workspace(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def workspace(request: AppRequest, assignment_id: int) -> HttpResponse:
     try:
         ws = labeling.load_workspace(assignment_id, request.user)
     except NotAllowed as error:
@@ -298,7 +299,7 @@ def workspace(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def rate(request: AppRequest, assignment_id: int) -> HttpResponse:
     form = forms.RatingForm(request.POST)
     if not form.is_valid():
         return _alert(request, forms.first_error(form), 400)
@@ -312,7 +313,8 @@ def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
         announce = f"Saved: {what} rated {RATING_WORDS[data['rating']]}."
         first_error = result.workspace.progress.first_error
         if stepwise and first_error == data["step_index"]:
-            announce += " The steps after it are locked: press Enter (Submit) to finish, or change this rating to go on."
+            announce += (" The steps after it are locked: press Enter (Submit) to finish,"
+                         " or change this rating to go on.")
         elif stepwise and first_error is not None:
             announce += f" Step {first_error + 1} is still −1: Submit, or change that rating to go on."
         return _rows_response(request, result.workspace, data["step_index"], announce,
@@ -323,7 +325,7 @@ def rate(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def flag(request: AppRequest, assignment_id: int) -> HttpResponse:
     form = forms.FlagForm(request.POST)
     if not form.is_valid():
         return _alert(request, forms.first_error(form), 400)
@@ -341,7 +343,7 @@ def flag(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def decide(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def decide(request: AppRequest, assignment_id: int) -> HttpResponse:
     form = forms.DecisionForm(request.POST)
     if not form.is_valid():
         return _alert(request, forms.first_error(form), 400)
@@ -359,7 +361,7 @@ def decide(request: HttpRequest, assignment_id: int) -> HttpResponse:
         return _error_response(request, error, assignment_id)
 
 
-def _go_next(request: HttpRequest, outcome: labeling.LeaseOutcome, slug: str) -> HttpResponse:
+def _go_next(request: AppRequest, outcome: labeling.LeaseOutcome, slug: str) -> HttpResponse:
     if outcome.assignment is None:
         messages.info(request, outcome.reason)
         return redirect("annotate:campaign", slug)
@@ -368,12 +370,12 @@ def _go_next(request: HttpRequest, outcome: labeling.LeaseOutcome, slug: str) ->
 
 @login_required
 @require_POST
-def finish(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def finish(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Bad problem / give up (each with its reason), then straight on to the next solution. From the page
     (htmx) a refusal is answered in place, in #alerts, and nothing typed is lost."""
     form = forms.FinishForm(request.POST)
     if not form.is_valid():
-        message = next(iter(form.errors.values()))[0]
+        message = str(next(iter(form.errors.values()))[0])
         if request.htmx:
             return _alert(request, message, 400)
         return _workspace_error(request, assignment_id, message, 400)
@@ -395,7 +397,7 @@ def finish(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def next_solution(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def next_solution(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Submit a complete pass (every step rated, no −1) or leave a finished one, and lease the next."""
     try:
         outcome = labeling.finish_and_lease_next(assignment_id, request.user)
@@ -411,7 +413,7 @@ def next_solution(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def heartbeat(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def heartbeat(request: AppRequest, assignment_id: int) -> HttpResponse:
     try:
         expires = labeling.heartbeat(assignment_id, request.user)
     except LabelingError as error:
@@ -423,7 +425,7 @@ def heartbeat(request: HttpRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def resume(request: HttpRequest, assignment_id: int) -> HttpResponse:
+def resume(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Take an expired lease back (when its slot is still free) so the ratings given on it count."""
     try:
         labeling.resume_expired_lease(assignment_id, request.user)

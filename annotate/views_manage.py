@@ -19,6 +19,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from steplab.http import AppRequest
 from steplab.redirects import safe_next
 
 from . import forms_manage as forms
@@ -73,7 +74,7 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @manager_required
 @require_http_methods(["GET", "POST"])
-def campaign_new(request: HttpRequest) -> HttpResponse:
+def campaign_new(request: AppRequest) -> HttpResponse:
     form = forms.CampaignForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -212,7 +213,7 @@ def labeler(request: HttpRequest, campaign: Campaign, user_id: int) -> HttpRespo
 
 @campaign_admin_required
 @require_http_methods(["GET", "POST"])
-def imports(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+def imports(request: AppRequest, campaign: Campaign) -> HttpResponse:
     form = forms.UploadForm(request.POST or None, request.FILES or None)
     status = 200
     if request.method == "POST":
@@ -239,7 +240,7 @@ def import_job(request: HttpRequest, campaign: Campaign, job_id: int) -> HttpRes
 
 
 @campaign_admin_required
-def import_progress(request: HttpRequest, campaign: Campaign, job_id: int) -> HttpResponse:
+def import_progress(request: AppRequest, campaign: Campaign, job_id: int) -> HttpResponse:
     """The htmx-polled progress bar; once the job is finished it tells htmx to show the whole result."""
     job = get_object_or_404(ImportJob, campaign=campaign, pk=job_id)
     response = render(request, "annotate/manage/_import_progress.html", {"campaign": campaign, "job": job})
@@ -258,16 +259,17 @@ def adjudication_list(request: HttpRequest, campaign: Campaign) -> HttpResponse:
 
 @campaign_admin_required
 @require_http_methods(["GET", "POST"])
-def adjudication_review(request: HttpRequest, campaign: Campaign, solution_id: int) -> HttpResponse:
+def adjudication_review(request: AppRequest, campaign: Campaign, solution_id: int) -> HttpResponse:
     solution = get_object_or_404(Solution.objects.select_related("problem", "campaign"), campaign=campaign,
                                  pk=solution_id)
     status, errors = 200, []
     if request.method == "POST":
         values: dict[int, int | None] = {}
         notes: dict[int, str] = {}
-        for key, raw in request.POST.items():
+        for key in request.POST:
             if not key.startswith("step-"):
                 continue
+            raw = request.POST.get(key) or ""
             try:
                 index = int(key.removeprefix("step-"))
                 values[index] = None if raw == "" else int(raw)

@@ -116,7 +116,7 @@ def held_out(model: Any, test: list[Item]) -> dict[str, Any]:
     no_error: list[int] = []
     answer: list[int] = []
     hits_wrong = hits_right = n_wrong = n_right = 0
-    for item, scores in zip(test, step_scores):
+    for item, scores in zip(test, step_scores, strict=True):
         last = len(item.steps) if item.first_error < 0 else item.first_error + 1
         step_x += scores[:last]
         step_y += [1] * (last - 1) + [1 if item.first_error < 0 else 0]
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                 model = load_reward_model(model_dir, device="cpu", batch_size=16)
                 unlabeled = [i for i in pool if i.id not in labeled]
                 values = model.score_solutions([(i.problem, i.steps) for i in unlabeled])
-                scores = {i.id: 0.0 for i in pool} | {i.id: v for i, v in zip(unlabeled, values)}
+                scores = {i.id: 0.0 for i in pool} | {i.id: v for i, v in zip(unlabeled, values, strict=True)}
                 del model
             chosen = strategy.select(candidates(labeled, scores), args.batch)
             assert not any(s.candidate.id in labeled for s in chosen)
@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
             labeled |= {i.id for i in selected}
             if model_dir != seed_model:
                 shutil.rmtree(model_dir.parent, ignore_errors=True)
-            model_dir, train_s = train([i for i in pool if i.id in labeled], work, f"{strategy_name}-g{generation}", args)
+            model_dir, train_s = train([i for i in pool if i.id in labeled], work, f"{strategy_name}-g{generation}",
+                                       args)
             rows.append(report(strategy_name, generation, labeled, selected, model_dir, train_s))
         shutil.rmtree(model_dir.parent, ignore_errors=True)
         results[strategy_name] = rows

@@ -27,7 +27,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rewards.evaluation.best_of_n import (  # noqa: E402
-    METHODS, PAPER_NS, _simulate_wins, encode_pools, exact_best_of_n, summarize_wins,
+    METHODS,
+    PAPER_NS,
+    _simulate_wins,
+    encode_pools,
+    exact_best_of_n,
+    summarize_wins,
 )
 from rewards.evaluation.reference import reference_best_of_n  # noqa: E402
 from rewards.evaluation.synthetic import synthetic_pools  # noqa: E402

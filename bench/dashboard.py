@@ -121,12 +121,13 @@ def _fill(slug: str, solutions: int, steps: int, overlap_share: float):  # type:
         for user in users:
             Membership.objects.create(campaign=campaign, user=user)
         problem_ids = insert_rows(Problem, ["campaign_id", "text", "text_sha256", "key_sha256", "answer"],
-                                  [(campaign.pk, f"{slug} problem {i}", f"{slug}-{i:058d}"[-64:], f"{slug}-{i:058d}"[-64:],
-                                    "1") for i in range(solutions // 10)])
+                                  [(campaign.pk, f"{slug} problem {i}", f"{slug}-{i:058d}"[-64:],
+                                    f"{slug}-{i:058d}"[-64:], "1") for i in range(solutions // 10)])
         solution_rows = []
         for i in range(solutions):
             qc = i % 50 == 0
-            solution_rows.append((campaign.pk, problem_ids[i // 10], i % 4, qc, (rng.randrange(-1, steps) if qc else None)))
+            solution_rows.append((campaign.pk, problem_ids[i // 10], i % 4, qc,
+                                  (rng.randrange(-1, steps) if qc else None)))
         solution_ids = insert_rows(Solution, ["campaign_id", "problem_id", "generation", "is_quality_control",
                                               "gold_first_error"], solution_rows)
         step_ids = insert_rows(Step, ["solution_id", "index"], [(s, i) for s in solution_ids for i in range(steps)])
@@ -135,15 +136,16 @@ def _fill(slug: str, solutions: int, steps: int, overlap_share: float):  # type:
         labelings = [(s, k) for k, s in enumerate(solution_ids)]
         labelings += [(s, k) for k, s in enumerate(solution_ids) if rng.random() < overlap_share]
         assignment_rows = []
-        for solution_id, k in labelings:
+        for solution_id, _ in labelings:
             user = users[rng.randrange(len(users))]
             assignment_rows.append((solution_id, user.pk, "submitted", rng.choice(["solution", "found_error"]),
-                                    now - timedelta(minutes=rng.randrange(60 * 24 * 30)), rng.randrange(5_000, 300_000)))
+                                    now - timedelta(minutes=rng.randrange(60 * 24 * 30)),
+                                    rng.randrange(5_000, 300_000)))
         assignment_ids = insert_rows(Assignment, ["solution_id", "labeler_id", "status", "finish_reason",
                                                   "finished_at", "total_time_ms"], assignment_rows)
         index_of = {s: k for k, s in enumerate(solution_ids)}
         rating_rows = []
-        for assignment_id, (solution_id, _) in zip(assignment_ids, labelings):
+        for assignment_id, (solution_id, _) in zip(assignment_ids, labelings, strict=True):
             base = index_of[solution_id] * steps
             for i in range(steps):
                 rating_rows.append((assignment_id, completion_ids[base + i], rng.choice((-1, 0, 1, 1, 1)),

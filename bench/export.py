@@ -65,7 +65,8 @@ def download_child(gigabytes: float) -> None:
     Membership.objects.create(campaign=campaign, user=user, role=Role.RESEARCHER)
     version = DatasetVersion.objects.create(campaign=campaign, number=9999, status="ready", content_sha256="0" * 64,
                                             folder="datasets/bench/big",
-                                            files={"blob": {"name": name, "sha256": "0" * 64, "bytes": size, "rows": 0}})
+                                            files={"blob": {"name": name, "sha256": "0" * 64, "bytes": size,
+                                                            "rows": 0}})
     _, raw = create_token(user, name="bench", scope="read")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
     warm = client.get(f"/api/datasets/{version.pk}/files/blob/", HTTP_RANGE="bytes=0-1023")  # imports, URL cache
@@ -118,8 +119,8 @@ def main() -> None:
         export_s, export_rss = bench.timed([python, "manage.py", "snapshot_dataset", "--campaign", "bench"], env)  # type: ignore[attr-defined]
         files = sorted(Path(tmp, "media").rglob("*.*"))
         total_mb = sum(f.stat().st_size for f in files) / 1e6
-        print(f"export: {ratings} step ratings, all formats ({len(files)} files, {total_mb:.0f} MB) in {export_s:.1f} s, "
-              f"peak RSS {export_rss:.0f} MB", flush=True)
+        print(f"export: {ratings} step ratings, all formats ({len(files)} files, {total_mb:.0f} MB) "
+              f"in {export_s:.1f} s, peak RSS {export_rss:.0f} MB", flush=True)
         child = subprocess.run([python, str(Path(__file__).resolve()), "--download-child", "--download-gb",
                                 str(args.download_gb)], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
         download = json.loads(child.stdout.strip().splitlines()[-1])

@@ -38,19 +38,22 @@ def generate(path: Path, solutions: int, steps: int, seed: int = 0) -> int:
             first_error = steps - 1 if rng.random() < 0.3 else -1
             for index in range(steps):
                 rating = -1 if index == first_error else rng.choice((0, 1, 1, 1))
-                step_rows.append({"completions": [{"text": f"Step {index} of sample {number}: $x_{index} = {rng.random():.6f}$",
-                                                   "rating": rating, "flagged": False}],
+                text = f"Step {index} of sample {number}: $x_{index} = {rng.random():.6f}$"
+                step_rows.append({"completions": [{"text": text, "rating": rating, "flagged": False}],
                                   "human_completion": None, "chosen_completion": None})
                 ratings += 1
             row = {
-                "labeler": f"{rng.randrange(200):08x}-0000-4000-8000-000000000000", "timestamp": "2022-08-01T12:00:00.000000",
-                "generation": 1 + number % 10, "is_quality_control_question": False, "is_initial_screening_question": False,
+                "labeler": f"{rng.randrange(200):08x}-0000-4000-8000-000000000000",
+                "timestamp": "2022-08-01T12:00:00.000000",
+                "generation": 1 + number % 10, "is_quality_control_question": False,
+                "is_initial_screening_question": False,
                 "question": {"problem": f"Benchmark problem {problem}: compute $\\frac{{{problem}}}{{7}}$.",
                              "ground_truth_answer": f"\\frac{{{problem}}}{{7}}",
                              "pre_generated_steps": [s["completions"][0]["text"] for s in step_rows],
                              "pre_generated_answer": "1", "pre_generated_verifier_score": rng.random()},
                 "label": {"steps": step_rows, "total_time": rng.randrange(10_000, 600_000),
-                          "finish_reason": "found_error" if step_rows[-1]["completions"][0]["rating"] == -1 else "solution"},
+                          "finish_reason": ("found_error" if step_rows[-1]["completions"][0]["rating"] == -1
+                                            else "solution")},
             }
             out.write(json.dumps(row) + "\n")
     return ratings
@@ -138,8 +141,8 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> dict[str, o
     server = ServerCpu(env["DATABASE_URL"]) if args.database == "postgresql" else None
     if server is not None:
         server.start()
-    import_s, import_rss, import_cpu = timed([python, "manage.py", "import_prm800k", str(source), "--campaign", "bench"],
-                                             env)
+    import_s, import_rss, import_cpu = timed([python, "manage.py", "import_prm800k", str(source), "--campaign",
+                                              "bench"], env)
     if server is not None:
         server.done.set()
         server.join()
@@ -150,7 +153,8 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> dict[str, o
     same = sum(1 for _ in exported.open()) == args.solutions
     import_target = 45 if args.database == "postgresql" else 20 * args.solutions / 20_000
     return {"solutions": args.solutions, "step_ratings": ratings, "import_s": round(import_s, 1),
-            "export_s": round(export_s, 1), "import_peak_rss_mb": round(import_rss), "export_peak_rss_mb": round(export_rss),
+            "export_s": round(export_s, 1), "import_peak_rss_mb": round(import_rss),
+            "export_peak_rss_mb": round(export_rss),
             "rows_exported_match": same, "database": args.database, "import_client_cpu_s": round(import_cpu, 1),
             "import_server_cpu_s": None if server is None or server.seconds is None else round(server.seconds, 1),
             "load_1m_before_import": round(load, 1),

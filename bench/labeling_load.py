@@ -26,8 +26,8 @@ import argparse
 import json
 import os
 import random
-import resource
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -187,7 +187,8 @@ print(json.dumps({{'rows': rows, 'duplicates': sum(1 for p in pairs if p['n'] > 
     stored = {(a, s): r for a, s, r in found["rows"]}
     lost = sum(1 for a, steps in expected.items() for s, r in steps.items() if stored.get((a, s)) != r)
     return {"lost_ratings": lost, "duplicated_ratings": found["duplicates"],
-            "solutions_over_overlap": found["over_overlap"], "solutions_twice_to_one_labeler": found["same_labeler_twice"],
+            "solutions_over_overlap": found["over_overlap"],
+            "solutions_twice_to_one_labeler": found["same_labeler_twice"],
             "ratings_checked": sum(len(s) for s in expected.values())}
 
 
@@ -286,7 +287,8 @@ def main() -> None:
         print("error:", message)
     print(f"rating POST: n={result['rating_posts']} p50={result['rating_post_p50_ms']} ms "
           f"p95={result['rating_post_p95_ms']} ms (target <= 50)")
-    print(f"lease: n={result['leases']} p50={result['lease_p50_ms']} ms p95={result['lease_p95_ms']} ms (target <= 100)")
+    print(f"lease: n={result['leases']} p50={result['lease_p50_ms']} ms p95={result['lease_p95_ms']} ms "
+          "(target <= 100)")
     print(f"as the client waits (queueing in the listen backlog included): rating POST "
           f"p50={result['rating_post_client_p50_ms']} ms p95={result['rating_post_client_p95_ms']} ms, lease "
           f"p50={result['lease_client_p50_ms']} ms p95={result['lease_client_p95_ms']} ms")

@@ -165,8 +165,8 @@ def processbench(prm: Any, orm: Any, limit: int | None, thresholds: np.ndarray) 
         flawed = labels != -1
         dev = np.array([_dev(item["id"]) for item in items])
         test = ~dev
-        dev_scores = [s for s, d in zip(step_scores, dev) if d]
-        test_scores = [s for s, d in zip(step_scores, dev) if not d]
+        dev_scores = [s for s, d in zip(step_scores, dev, strict=True) if d]
+        test_scores = [s for s, d in zip(step_scores, dev, strict=True) if not d]
         # threshold: the dev slice's best F1 (ties: the smaller threshold)
         best = max(thresholds, key=lambda t: (np.nan_to_num(processbench_metrics(
             labels[dev], step_scores=dev_scores, threshold=float(t))["f1"]), -t))

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 import requests
@@ -81,7 +82,8 @@ def labeler(number: int, slug: str, deadline: float, stats: Stats, seed: int) ->
         if not match:
             return  # no work left
         assignment = int(match.group(1))
-        page = _timed(stats, "workspace", lambda: session.get(f"{BASE}/assignments/{assignment}/", timeout=30),
+        # partial, not a lambda: the request is bound to this iteration's assignment (it is sent at once anyway).
+        page = _timed(stats, "workspace", partial(session.get, f"{BASE}/assignments/{assignment}/", timeout=30),
                       ok_codes=(200,))
         if page is None or page.status_code != 200:
             return
@@ -90,8 +92,8 @@ def labeler(number: int, slug: str, deadline: float, stats: Stats, seed: int) ->
         hx = dict(headers, **{"HX-Request": "true"})
         for index in steps:
             value = -1 if index == error_at else rng.choice((0, 1, 1))
-            rated = _timed(stats, "rate", lambda: session.post(
-                f"{BASE}/assignments/{assignment}/rate", headers=hx,
+            rated = _timed(stats, "rate", partial(
+                session.post, f"{BASE}/assignments/{assignment}/rate", headers=hx,
                 data={"step_index": index, "rating": value, "time_ms": rng.randrange(500, 20_000)}, timeout=30),
                 ok_codes=(200,))
             if rated is not None and rated.status_code == 200:
@@ -99,8 +101,8 @@ def labeler(number: int, slug: str, deadline: float, stats: Stats, seed: int) ->
                     stats.acknowledged[(assignment, index)] = value
             if value == -1:
                 break
-        response = _timed(stats, "next", lambda: session.post(f"{BASE}/assignments/{assignment}/next",
-                                                              headers=headers, allow_redirects=False, timeout=30))
+        response = _timed(stats, "next", partial(session.post, f"{BASE}/assignments/{assignment}/next",
+                                                 headers=headers, allow_redirects=False, timeout=30))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -119,11 +121,13 @@ from annotate.models import Campaign, Membership, Role
 from annotate.services.problems import import_problems, import_solutions
 campaign = Campaign.objects.create(slug="soak", name="soak", overlap=2, lease_minutes=30, export_interval_minutes=1)
 tmp = Path(tempfile.mkdtemp())
-(tmp / "p.jsonl").write_text("".join(json.dumps({{"problem": f"Soak problem {{i}}: what is ${{i}}+1$?", "answer": str(i + 1),
-                                                   "unique_id": f"soak/{{i}}"}}) + "\\n" for i in range({solutions} // 4)))
+(tmp / "p.jsonl").write_text("".join(json.dumps({{"problem": f"Soak problem {{i}}: what is ${{i}}+1$?",
+                                                   "answer": str(i + 1), "unique_id": f"soak/{{i}}"}}) + "\\n"
+                                     for i in range({solutions} // 4)))
 import_problems(tmp / "p.jsonl")
 (tmp / "s.jsonl").write_text("".join(json.dumps({{"problem_id": f"soak/{{i % ({solutions} // 4)}}",
-    "steps": [f"Step {{k}}: we have $x_{{k}} = {{k}}$." for k in range({steps} - 1)] + [f"# Answer\\n\\n{{i % ({solutions} // 4) + 1}}"]}}) + "\\n"
+    "steps": [f"Step {{k}}: we have $x_{{k}} = {{k}}$." for k in range({steps} - 1)]
+             + [f"# Answer\\n\\n{{i % ({solutions} // 4) + 1}}"]}}) + "\\n"
     for i in range({solutions})))
 import_solutions(tmp / "s.jsonl", campaign)
 User = get_user_model()
@@ -162,7 +166,8 @@ def main() -> None:
                SESSION_COOKIE_SECURE="false", CSRF_COOKIE_SECURE="false")
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=ROOT, env=env,
+                   check=True)
     subprocess.run(["redis-cli", "-u", args.redis_url, "flushdb"], check=False, capture_output=True)
     started = time.perf_counter()
     _setup(env, args.users, args.solutions, args.steps)

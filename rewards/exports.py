@@ -35,8 +35,17 @@ from typing import IO, Any
 import orjson
 from django.db.models import QuerySet
 
-from annotate.models import (Assignment, AssignmentStatus, Campaign, CampaignMode, Completion, FinishReason, Rating,
-                             Step, StepDecision)
+from annotate.models import (
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    CampaignMode,
+    Completion,
+    FinishReason,
+    Rating,
+    Step,
+    StepDecision,
+)
 from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids
@@ -79,7 +88,8 @@ def split_of(problem_digest: str, seed: int, test_fraction: float) -> str:
     return "test" if value < test_fraction else "train"
 
 
-def labeled_assignments(campaign: Campaign, options: ExportOptions, *, all_finished: bool = False) -> QuerySet[Assignment]:
+def labeled_assignments(campaign: Campaign, options: ExportOptions, *,
+                        all_finished: bool = False) -> QuerySet[Assignment]:
     queryset = Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED, is_gold=False)
     if not all_finished:
         queryset = queryset.filter(finish_reason__in=options.finish_reasons)
@@ -147,6 +157,7 @@ def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled
     for position in positions:
         prefix = list(path)
         taken: str | None = None
+        rating: int | None
         stop = False
         if position.human:
             taken, rating = position.human, 1
@@ -213,7 +224,7 @@ def _stepwise_inputs(data: ChunkData) -> tuple[dict[tuple[int, int], tuple[int, 
 
 def _resolved_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
                   resolved: dict[int, int], options: ExportOptions) -> dict[str, Any] | None:
-    """A TRL row from a solution's resolved labels (issue 4): steps in order until one lacks a label or is −1."""
+    """A TRL row from a solution's resolved labels: steps in order until one lacks a label or is −1."""
     completions: list[str] = []
     labels: list[bool] = []
     raw: list[int] = []
@@ -230,7 +241,7 @@ def _resolved_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple
             break
     if not completions:
         return None
-    return _trl_row(assignment, list(zip(completions, labels, raw)), options, assignment_id=None)
+    return _trl_row(assignment, list(zip(completions, labels, raw, strict=True)), options, assignment_id=None)
 
 
 def _trl_row(assignment: Assignment, steps: Labeled, options: ExportOptions, *,
@@ -280,7 +291,7 @@ def solution_paths(solution_ids: list[int]) -> dict[int, list[str]]:
         if status == AssignmentStatus.SUBMITTED:
             first_labeling.setdefault(solution_id, assignment_id)
     decided: dict[int, tuple[int | None, Any]] = {}
-    for assignment_id, step_id, chosen, human in select_by_ids(
+    for _assignment_id, step_id, chosen, human in select_by_ids(
             StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], "assignment_id",
             list(first_labeling.values())):
         decided[step_id] = (chosen, human)
@@ -402,7 +413,7 @@ class _Sink:
             import pyarrow.parquet as pq
 
             self.schema = _parquet_schema(fmt)
-            self.parquet = pq.ParquetWriter(self.writer, self.schema)  # type: ignore[arg-type]
+            self.parquet = pq.ParquetWriter(self.writer, self.schema)
 
     def add(self, row: dict[str, Any]) -> None:
         self.count += 1

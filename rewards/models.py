@@ -56,7 +56,8 @@ class DatasetVersion(models.Model):
         try:
             return str(self.files[fmt]["name"])
         except KeyError:
-            raise KeyError(f"dataset version {self} has no {fmt!r} file (has: {', '.join(sorted(self.files))})") from None
+            known = ", ".join(sorted(self.files))
+            raise KeyError(f"dataset version {self} has no {fmt!r} file (has: {known})") from None
 
 
 TOKEN_PREFIX = "stp_"

@@ -6,7 +6,9 @@ whose worker process died, and ``autoretry_for`` retries one that raised.
 """
 from __future__ import annotations
 
-from celery import shared_task
+from typing import Any
+
+from celery import Task, shared_task
 
 from annotate.models import Campaign
 from rewards.exports import ExportOptions
@@ -16,7 +18,7 @@ from .services.datasets import campaigns_due, create_dataset_version
 
 @shared_task(name="rewards.snapshot_dataset", bind=True, acks_late=True, autoretry_for=(Exception,),
              retry_backoff=10, retry_backoff_max=600, max_retries=5)
-def snapshot_dataset_task(self, campaign_id: int, options: dict | None = None) -> int | None:  # type: ignore[no-untyped-def]
+def snapshot_dataset_task(self: Task, campaign_id: int, options: dict[str, Any] | None = None) -> int | None:
     """Export one campaign; returns the new version's id, or None when the labels were unchanged."""
     campaign = Campaign.objects.filter(pk=campaign_id).first()
     if campaign is None:

@@ -12,11 +12,12 @@ from django.views.decorators.http import require_http_methods, require_POST
 from annotate.permissions import research_campaigns
 from rewards.models import ApiToken, DatasetVersion
 from rewards.services.tokens import TokenError, create_token, revoke_token
+from steplab.http import AppRequest
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def tokens(request: HttpRequest) -> HttpResponse:
+def tokens(request: AppRequest) -> HttpResponse:
     """List the user's tokens; POST makes one and shows its raw value this one time."""
     new_token = None
     status = 200
@@ -35,7 +36,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+def revoke(request: AppRequest, token_id: int) -> HttpResponse:
     """Someone else's token answers 404, as a missing one does: whether it exists is not theirs to learn."""
     try:
         token = revoke_token(request.user, token_id)

@@ -44,7 +44,8 @@ def parse_rate(rate: str) -> tuple[int, int]:
 
 def normalised_username(raw: object) -> str:
     """The name authentication looks up: Django's UsernameField strips and NFKC-normalises the form value."""
-    return UsernameField().to_python(raw if isinstance(raw, str) else "")
+    name = UsernameField().to_python(raw if isinstance(raw, str) else "")
+    return name if isinstance(name, str) else ""
 
 
 def client_address(request: HttpRequest) -> str:
@@ -103,10 +104,12 @@ class RateLimitedFormMixin:
     data: Any
 
     def clean(self) -> dict[str, Any]:
+        # A mixin over AuthenticationForm: super().clean() and add_prefix are the form's, which mypy does not see.
         if self.request is None:  # not a login view (nothing to count per client)
-            return super().clean()  # type: ignore[misc,no-any-return]
+            return super().clean()  # type: ignore[misc]
         attempt = count_attempt(self.request, normalised_username(self.data.get(self.add_prefix("username"))))  # type: ignore[attr-defined]
         if attempt.limited:
+            # read by the login view to answer 429; HttpRequest declares no such attribute
             self.request.login_rate_limited = True  # type: ignore[attr-defined]
             raise forms.ValidationError(LIMITED_MESSAGE, code="rate_limited")
         cleaned = super().clean()  # type: ignore[misc]

@@ -4,7 +4,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from celery import Celery
+from celery import Celery, Task
+from celery.result import AsyncResult
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "steplab.settings")
 
@@ -37,7 +38,8 @@ def send_task(task: Any, *, args: list[Any], queue: str | None = None) -> Any:
     from kombu.exceptions import OperationalError
 
     try:
-        return task.apply_async(args=args, queue=queue, retry=True,
+        # celery takes a list of args and queue=None (default routing); celery-types' stub asks for a tuple and a str.
+        return task.apply_async(args=args, queue=queue, retry=True,  # type: ignore[arg-type]
                                 retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5})
     except OperationalError as exc:
         log.warning("broker unreachable, %s(%s) stays queued: %s", task.name, args, exc)

@@ -240,7 +240,7 @@ def killable_worker(tmp_path: Path):  # type: ignore[no-untyped-def]
                            DATABASE_URL=f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:"
                                         f"{db['PORT'] or 5432}/{db['NAME']}")
         log_path = tmp_path / f"{name}-worker.log"
-        log = open(log_path, "w")
+        log = open(log_path, "w")  # noqa: SIM115 — the worker writes to it until the teardown closes it
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "steplab", "worker", "-Q", queue, "-c", "1", "--pool", "prefork",
              "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Count, QuerySet
 
@@ -109,7 +109,7 @@ def review(solution: Solution) -> Review:
 
 
 @transaction.atomic
-def set_resolved_label(solution: Solution, step_index: int, rating: int | None, reviewer: AbstractBaseUser,
+def set_resolved_label(solution: Solution, step_index: int, rating: int | None, reviewer: User,
                        note: str = "") -> ResolvedLabel | None:
     """Set (or, with ``rating`` None, clear) a step's resolved label; the raw ratings stay as they are."""
     if rating is not None and rating not in (-1, 0, 1):
@@ -125,7 +125,7 @@ def set_resolved_label(solution: Solution, step_index: int, rating: int | None, 
     return label
 
 
-def set_resolved_labels(solution: Solution, values: dict[int, int | None], reviewer: AbstractBaseUser,
+def set_resolved_labels(solution: Solution, values: dict[int, int | None], reviewer: User,
                         notes: dict[int, str] | None = None) -> int:
     """Save a whole review form at once (all or nothing); returns how many steps carry a resolved label."""
     with transaction.atomic():
@@ -148,11 +148,11 @@ def resolved_step_ratings(solution_ids: Iterable[int]) -> dict[int, dict[int, in
     if not resolved:
         return {}
     raw: dict[tuple[int, int], set[Any]] = defaultdict(set)
-    for solution_id, index, rating in Rating.objects.filter(
+    for solution_id, index, given in Rating.objects.filter(
             assignment__solution_id__in=list(resolved), assignment__status=AssignmentStatus.SUBMITTED,
             assignment__is_gold=False, completion__index=0, rating__isnull=False).values_list(
             "assignment__solution_id", "completion__step__index", "rating"):
-        raw[(solution_id, index)].add(rating)
+        raw[(solution_id, index)].add(given)
     for (solution_id, index), values in raw.items():
         if len(values) == 1:
             resolved[solution_id].setdefault(index, next(iter(values)))

@@ -204,8 +204,9 @@ def load_labelings(campaign: Campaign) -> CampaignLabelings:
         labeling.ratings.setdefault(step_index, {})[completion_index] = rating
         if time_ms is not None and rating is not None:
             step_times.append(time_ms)
-    gold = dict(Solution.objects.filter(campaign=campaign, gold_first_error__isnull=False)
-                .values_list("id", "gold_first_error"))
+    gold = {pk: first_error for pk, first_error in Solution.objects.filter(
+        campaign=campaign, gold_first_error__isnull=False).values_list("id", "gold_first_error")
+        if first_error is not None}
     # Solutions whose gold is a gold labeling rather than a stored index.
     gold_assignments = Assignment.objects.filter(
         solution__campaign=campaign, status=AssignmentStatus.SUBMITTED, is_gold=True,
@@ -360,7 +361,8 @@ def time_stats(data: CampaignLabelings) -> dict[str, Any]:
 
 
 def is_below_threshold(campaign: Campaign, exact: Figure) -> bool:
-    return exact.value is not None and exact.items >= campaign.quality_min_items and exact.value < campaign.quality_threshold
+    return (exact.value is not None and exact.items >= campaign.quality_min_items
+            and exact.value < campaign.quality_threshold)
 
 
 @transaction.atomic

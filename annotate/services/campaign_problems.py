@@ -20,7 +20,9 @@ UNKNOWN_PROBLEM = "{value!r} is not a known problem of this campaign (import it 
 
 def owned_problems(campaign: Campaign | None) -> QuerySet[Problem]:
     """The problems a campaign owns (``None``: the staff-only bank). Every importer reads through this."""
-    return Problem.objects.filter(campaign__isnull=True) if campaign is None else Problem.objects.filter(campaign=campaign)
+    if campaign is None:
+        return Problem.objects.filter(campaign__isnull=True)
+    return Problem.objects.filter(campaign=campaign)
 
 
 def new_problem(campaign: Campaign | None, text: str, **fields: Any) -> Problem:

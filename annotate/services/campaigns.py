@@ -51,7 +51,7 @@ CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate",
 
 
 @transaction.atomic
-def create_campaign(*, creator: AbstractBaseUser, **fields: Any) -> Campaign:
+def create_campaign(*, creator: User, **fields: Any) -> Campaign:
     """A new campaign; its creator becomes an admin member so they can manage it without staff rights."""
     if Campaign.objects.filter(slug=fields.get("slug")).exists():
         raise CampaignAdminError("slug", f"a campaign {fields.get('slug')!r} already exists")
@@ -94,8 +94,9 @@ def add_member(campaign: Campaign, username: str, role: str) -> Membership:
     return membership
 
 
-def set_member_state(membership: Membership, *, is_active: bool | None = None, is_paused: bool | None = None) -> Membership:
-    changes = {}
+def set_member_state(membership: Membership, *, is_active: bool | None = None,
+                     is_paused: bool | None = None) -> Membership:
+    changes: dict[str, Any] = {}
     if is_active is not None:
         changes["is_active"] = is_active
     if is_paused is not None:
@@ -205,7 +206,7 @@ def cached_campaign_progress(campaign: Campaign, *, fresh: bool = False) -> tupl
     return value
 
 
-def member_summaries(campaign: Campaign) -> list[dict[str, Any]]:
+def member_summaries(campaign: Campaign) -> list[Membership]:
     """Members with their finished labelings and open leases (one query)."""
     done = Count("user__assignments", filter=Q(user__assignments__solution__campaign=campaign,
                                                 user__assignments__status=AssignmentStatus.SUBMITTED))
@@ -231,7 +232,7 @@ def count_lines(path: Path) -> int:
 
 
 @transaction.atomic
-def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, user: AbstractBaseUser,
+def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, user: User,
                       skip_invalid: bool = False, split_rule: str = "auto",
                       generation: int | None = None) -> ImportJob:
     """Store the upload and queue the import (the task is sent once the job row is committed)."""

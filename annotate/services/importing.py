@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from functools import partial
+from itertools import pairwise
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
@@ -231,6 +232,7 @@ def read_ahead(produce: Callable[[ProgressCallback | None], Iterator[T]], progre
             if kind == "error":
                 raise value
             if kind == "progress":
+                # a "progress" message carries the callback's arguments as a tuple
                 progress(*value)  # type: ignore[misc]
                 continue
             yield value
@@ -260,7 +262,7 @@ def allocate_ids(model: type[models.Model], count: int) -> list[int]:
     if count == 0:
         return []
     table = model._meta.db_table
-    pk_column = model._meta.pk.column  # type: ignore[union-attr]
+    pk_column = _column(model._meta.pk)
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
@@ -288,9 +290,10 @@ def _converters(columns: list[models.Field]) -> list[tuple[int, Callable[[Any], 
         elif kind in _PLAIN_TYPES or (kind == "DateTimeField" and connection.vendor == "postgresql"):
             continue
         elif kind == "DateTimeField" and connection.vendor == "sqlite":
-            converters.append((position, partial(_sqlite_datetime, zone=connection.timezone)))
+            # USE_TZ is on, so the connection's timezone is set.
+            converters.append((position, partial(_sqlite_datetime, zone=connection.timezone)))  # type: ignore[arg-type]
         else:
-            converters.append((position, lambda value, f=model_field: f.get_db_prep_save(value, connection)))
+            converters.append((position, partial(_prep_save, model_field)))
     return converters
 
 
@@ -328,7 +331,7 @@ def _write(model: type[models.Model], columns: list[models.Field], rows: list[tu
         by_column[position] = _convert_column(convert, by_column[position])
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
-    names = ", ".join(quote(f.column) for f in columns)
+    names = ", ".join(quote(_column(f)) for f in columns)
     with connection.cursor() as cursor:
         if connection.vendor != "postgresql":
             cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))})",
@@ -337,18 +340,18 @@ def _write(model: type[models.Model], columns: list[models.Field], rows: list[tu
             return
         formats = [_COPY_FORMATS.get(_kind(f)) for f in columns]
         rows = list(zip(*by_column, strict=True))
-        with _foreign_keys_in_bulk(cursor, columns, rows, tail), connection.wrap_database_errors:
-            with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-                if None in formats:  # a column type without a text format below: psycopg formats the rows
-                    for row in rows:
-                        copy.write_row((*row, *tail))
-                    return
-                # COPY's text format written here, the constant columns rendered once: 2.5x less CPU than
-                # psycopg's write_row, which rendered the two "now" timestamps of every rating again.
-                end = "".join(f"\t{_copy_text(formats[own + i], value)}" for i, value in enumerate(tail)) + "\n"
-                text_formats = [fmt for fmt in formats[:own] if fmt is not None]  # all of them (checked above)
-                texts = [_copy_column(fmt, values) for fmt, values in zip(text_formats, by_column, strict=True)]
-                copy.write(end.join(map("\t".join, zip(*texts, strict=True))) + end)
+        with (_foreign_keys_in_bulk(cursor, columns, rows, tail), connection.wrap_database_errors,
+              cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy):
+            if None in formats:  # a column type without a text format below: psycopg formats the rows
+                for row in rows:
+                    copy.write_row((*row, *tail))
+                return
+            # COPY's text format written here, the constant columns rendered once: 2.5x less CPU than
+            # psycopg's write_row, which rendered the two "now" timestamps of every rating again.
+            end = "".join(f"\t{_copy_text(formats[own + i], value)}" for i, value in enumerate(tail)) + "\n"
+            text_formats = [fmt for fmt in formats[:own] if fmt is not None]  # all of them (checked above)
+            texts = [_copy_column(fmt, values) for fmt, values in zip(text_formats, by_column, strict=True)]
+            copy.write(end.join(map("\t".join, zip(*texts, strict=True))) + end)
 
 
 def _convert_column(convert: Callable[[Any], Any], values: Sequence[Any]) -> list[Any]:
@@ -373,8 +376,22 @@ def _copy_column(format_value: Callable[[Any], str], values: Sequence[Any]) -> l
     return ["\\N" if value is None else format_value(value) for value in values]
 
 
+def _column(field: Any) -> str:
+    """A concrete field's column (Django's types also cover reverse relations and non-concrete fields, which have
+    none)."""
+    column = getattr(field, "column", None)
+    if not isinstance(column, str):
+        raise TypeError(f"{field!r} has no database column")
+    return column
+
+
+def _prep_save(model_field: models.Field, value: Any) -> Any:
+    return model_field.get_db_prep_save(value, connection)
+
+
 def _kind(model_field: models.Field) -> str:
-    return (model_field.target_field if model_field.is_relation else model_field).get_internal_type()
+    # A concrete relation is a ForeignKey (or OneToOneField): its column holds the target's type.
+    return (model_field.target_field if isinstance(model_field, models.ForeignKey) else model_field).get_internal_type()
 
 
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
@@ -403,12 +420,14 @@ _COPY_FORMATS: dict[str, Callable[[Any], str]] = {
 
 
 def _copy_text(format_value: Callable[[Any], str] | None, value: Any) -> str:
+    # the caller checked that every column has a format (no None reaches here)
     return "\\N" if value is None else format_value(value)  # type: ignore[misc]
 
 
 def _may_skip_row_triggers(cursor: Any) -> bool:
     """Whether this session may set ``session_replication_role`` (a superuser, or from PostgreSQL 15 a role
     given ``GRANT SET ON PARAMETER session_replication_role``)."""
+    # only called on PostgreSQL, whose connection wrapper has pg_version
     if connection.pg_version >= 150000:  # type: ignore[attr-defined]
         cursor.execute("SELECT has_parameter_privilege('session_replication_role', 'SET')")
     else:
@@ -429,7 +448,9 @@ def _foreign_keys_in_bulk(cursor: Any, columns: list[models.Field], rows: list[t
     statements only, and only until the COPY ends. Unique and check constraints are indexes and expressions, not
     triggers: they stay checked. A role that may not set the parameter keeps the row triggers (correct, slower).
     """
-    keys = [(position, f) for position, f in enumerate(columns) if f.is_relation and f.db_constraint]
+    # ForeignKey.db_constraint is a plain attribute that django-stubs does not declare.
+    keys = [(position, f) for position, f in enumerate(columns)
+            if isinstance(f, models.ForeignKey) and f.db_constraint]  # type: ignore[attr-defined]
     if not keys or not connection.in_atomic_block or not _may_skip_row_triggers(cursor):
         yield
         return
@@ -455,7 +476,7 @@ def _lock_referenced(cursor: Any, key: models.ForeignKey, values: set[Any]) -> N
         return
     quote = connection.ops.quote_name
     target = key.target_field
-    table, column = quote(target.model._meta.db_table), quote(target.column)
+    table, column = quote(target.model._meta.db_table), quote(_column(target))
     kind = target.rel_db_type(connection)
     if all(type(value) is int for value in values):
         starts, ends = _runs(sorted(values))
@@ -479,7 +500,7 @@ def _lock_referenced(cursor: Any, key: models.ForeignKey, values: set[Any]) -> N
 def _runs(ordered: list[int]) -> tuple[list[int], list[int]]:
     """First and last values of each run of consecutive integers in a sorted list."""
     starts, ends = [ordered[0]], []
-    for previous, value in zip(ordered, ordered[1:]):
+    for previous, value in pairwise(ordered):
         if value != previous + 1:
             ends.append(previous)
             starts.append(value)
@@ -494,7 +515,7 @@ def bulk_insert(objects: list[M]) -> list[M]:
         return objects
     model = type(objects[0])
     if connection.vendor not in ("postgresql", "sqlite"):
-        return model.objects.bulk_create(objects, batch_size=500)  # type: ignore[attr-defined]
+        return model._default_manager.bulk_create(objects, batch_size=500)
     concrete = list(model._meta.concrete_fields)
     stamped = [f for f in concrete if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)]
     get_values = attrgetter(*(f.attname for f in concrete)) if len(concrete) > 1 else (
@@ -526,7 +547,7 @@ def insert_rows(model: type[models.Model], fields: list[str], rows: list[tuple[A
         raise ValueError(f"{meta.label} has no field {unknown[0]!r}")
     if connection.vendor not in ("postgresql", "sqlite"):
         objects = [model(**dict(zip(fields, row, strict=True))) for row in rows]
-        model.objects.bulk_create(objects, batch_size=500)  # type: ignore[attr-defined]
+        model._default_manager.bulk_create(objects, batch_size=500)
         return [obj.pk for obj in objects]
     now = timezone.now()
     pk = meta.pk
@@ -535,7 +556,7 @@ def insert_rows(model: type[models.Model], fields: list[str], rows: list[tuple[A
                    else f.get_default() for f in rest)
     with transaction.atomic(savepoint=False):  # SQLite: the ids' write lock lasts until the rows are in
         ids = allocate_ids(model, len(rows))
-        _write(model, [pk, *(by_attname[name] for name in fields), *rest],  # type: ignore[list-item]
+        _write(model, [pk, *(by_attname[name] for name in fields), *rest],
                [(new_id, *row) for new_id, row in zip(ids, rows, strict=True)], tail=filler)
     return ids
 
@@ -591,12 +612,12 @@ def select_by_ids(model: type[models.Model], columns: list[str], key: str, ids: 
     if not ids:
         return []
     if connection.vendor != "postgresql":
-        return list(model.objects.filter(**{f"{key}__in": ids}).order_by(*order_by).values_list(*columns))
+        return list(model._default_manager.filter(**{f"{key}__in": ids}).order_by(*order_by).values_list(*columns))
     meta, quote = model._meta, connection.ops.quote_name
     fields = [meta.get_field(name) for name in columns]
-    select = ", ".join(quote(f.column) for f in fields)
-    order = ", ".join(quote(meta.get_field(name).column) for name in order_by)
-    sql = (f"SELECT {select} FROM {quote(meta.db_table)} WHERE {quote(meta.get_field(key).column)} "
+    select = ", ".join(quote(_column(f)) for f in fields)
+    order = ", ".join(quote(_column(meta.get_field(name))) for name in order_by)
+    sql = (f"SELECT {select} FROM {quote(meta.db_table)} WHERE {quote(_column(meta.get_field(key)))} "
            f"= ANY(%s::bigint[])" + (f" ORDER BY {order}" if order else ""))
     with connection.cursor() as cursor:
         cursor.execute(sql, ["{" + ",".join(map(str, ids)) + "}"])  # one text literal: cheaper than a list dump

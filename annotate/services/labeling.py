@@ -10,7 +10,8 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 from django.db import models, transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
@@ -33,7 +34,7 @@ from ..models import (
     StepDecision,
 )
 
-User = AbstractBaseUser | AnonymousUser
+User = AuthUser | AnonymousUser
 
 
 class LabelingError(Exception):
@@ -65,7 +66,8 @@ def labeler_membership(campaign: Campaign, user: User, *, lock: bool = False) ->
 
 def _open_assignment(campaign: Campaign, user: User) -> Assignment | None:
     return (
-        Assignment.objects.filter(solution__campaign=campaign, labeler=user, status=AssignmentStatus.LEASED)
+        # Only a signed-in labeler gets here (login_required, the API's authentication), never AnonymousUser.
+        Assignment.objects.filter(solution__campaign=campaign, labeler=user, status=AssignmentStatus.LEASED)  # type: ignore[misc]
         .select_related("solution__campaign")
         .order_by("pk")
         .first()
@@ -76,10 +78,11 @@ def _seen_by(user: User) -> Q:
     """Solutions the labeler already had, as ``NOT IN (their assignments)``: PostgreSQL hashes the labeler's
     few solution ids once (via the labeler index). The ``NOT EXISTS`` form planned as a merge anti-join over the
     whole assignment table in solution order: 31 ms per lease at 100k assignments, against 0.4 ms."""
-    return Q(pk__in=Assignment.objects.filter(labeler=user).values("solution_id"))
+    # Only a signed-in labeler gets here (login_required, the API's authentication), never AnonymousUser.
+    return Q(pk__in=Assignment.objects.filter(labeler=user).values("solution_id"))  # type: ignore[misc]
 
 
-def _claim(candidates: "models.QuerySet[Solution]", campaign: Campaign, user: User,
+def _claim(candidates: models.QuerySet[Solution], campaign: Campaign, user: User,
            now: datetime) -> Assignment | None:
     """Lock one candidate row (skipping rows other transactions hold), then assign it."""
     open_candidates = candidates.filter(label_count__lt=campaign.overlap).exclude(_seen_by(user)).order_by("pk")
@@ -90,8 +93,14 @@ def _claim(candidates: "models.QuerySet[Solution]", campaign: Campaign, user: Us
         solution = open_candidates.select_for_update(of=("self",)).first()
     if solution is None:
         return None
+    return _assign(solution, campaign, user, now)
+
+
+def _assign(solution: Solution, campaign: Campaign, user: User, now: datetime) -> Assignment:
+    """Lease a claimed solution to the labeler; its label count includes open leases, so overlap holds."""
     Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)
-    return Assignment.objects.create(
+    # Only a signed-in labeler gets here (login_required, the API's authentication), never AnonymousUser.
+    return Assignment.objects.create(  # type: ignore[misc]
         solution=solution, labeler=user, status=AssignmentStatus.LEASED, leased_at=now, started_at=now,
         lease_expires_at=now + timedelta(minutes=campaign.lease_minutes),
     )
@@ -139,25 +148,21 @@ def lease_next_solution(campaign: Campaign, user: User, *, now: datetime | None 
         return LeaseOutcome(assignment)
 
 
-def _claim_gold(candidates: "models.QuerySet[Solution]", user: User, now: datetime,
+def _claim_gold(candidates: models.QuerySet[Solution], user: User, now: datetime,
                 campaign: Campaign) -> Assignment | None:
     """QC and screening solutions go to every labeler (no overlap cap), each once."""
     solution = candidates.exclude(_seen_by(user)).order_by("pk").first()
     if solution is None:
         return None
-    Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)
-    return Assignment.objects.create(
-        solution=solution, labeler=user, status=AssignmentStatus.LEASED, leased_at=now, started_at=now,
-        lease_expires_at=now + timedelta(minutes=campaign.lease_minutes),
-    )
+    return _assign(solution, campaign, user, now)
 
 
-def _claim_screening(solutions: "models.QuerySet[Solution]", campaign: Campaign, user: User,
+def _claim_screening(solutions: models.QuerySet[Solution], campaign: Campaign, user: User,
                      now: datetime) -> Assignment | None:
     return _claim_gold(solutions.filter(is_screening=True), user, now, campaign)
 
 
-def _claim_qc(solutions: "models.QuerySet[Solution]", campaign: Campaign, user: User,
+def _claim_qc(solutions: models.QuerySet[Solution], campaign: Campaign, user: User,
               now: datetime) -> Assignment | None:
     return _claim_gold(solutions.filter(is_quality_control=True), user, now, campaign)
 
@@ -238,12 +243,14 @@ class RatingResult:
     @property
     def removed_notice(self) -> str:
         """What a −1 took out of the pass, in the words the page and the API both show."""
-        steps = sorted({r.step_index + 1 for r in self.removed if r.rating is not None or r.flagged})
+        # Set by annotate() in the query, which django-stubs does not follow.
+        steps = sorted({r.step_index + 1 for r in self.removed if r.rating is not None or r.flagged})  # type: ignore[attr-defined]
         if not steps:
             return ""
         names = (f"Step {steps[0]} was" if len(steps) == 1 else
                  f"Steps {', '.join(map(str, steps[:-1]))} and {steps[-1]} were")
-        return (f"{names} rated after step {self.rating.step_index + 1}, which is now −1: "
+        # Set by annotate() in the query, which django-stubs does not follow.
+        return (f"{names} rated after step {self.rating.step_index + 1}, which is now −1: "  # type: ignore[attr-defined]
                 f"{'its rating was' if len(steps) == 1 else 'their ratings were'} removed from this pass "
                 f"(kept in the revision history).")
 
@@ -274,7 +281,8 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         shown = [step_index, step_index + 1]
         if stepwise and (rating == -1 or (current is not None and current.rating == -1)):
             # The later rows lock (or open again): re-render them all.
-            shown = list(range(step_index, max(assignment.step_total, step_index + 1)))
+            # Set by annotate() in the query, which django-stubs does not follow.
+            shown = list(range(step_index, max(assignment.step_total, step_index + 1)))  # type: ignore[attr-defined]
         steps = _step_contents(assignment, shown)
         completion = next((c for step in steps if step.index == step_index for c in step.completions
                            if c.index == completion_index), None)
@@ -289,7 +297,8 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         if current is None:
             current = Rating.objects.create(assignment=assignment, completion=completion, rating=rating,
                                             flagged=new_flag, time_ms=time_ms)
-            current.step_index, current.completion_index = step_index, completion_index  # as _ratings_of has them
+            # Set by annotate() in the query, which django-stubs does not follow.
+            current.step_index, current.completion_index = step_index, completion_index  # type: ignore[attr-defined]  # as _ratings_of has them
             ratings[(step_index, completion_index)] = current
             changed = True
         elif current.rating != rating or current.flagged != new_flag:
@@ -309,7 +318,8 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
                 [StepDecision(assignment=assignment, step_id=completion.step_id, chosen_completion=0)],
                 ignore_conflicts=True)
         assignment.save(update_fields=["lease_expires_at", "updated_at"])
-    progress = _progress(assignment.step_total, stepwise, ratings, decisions)
+    # Set by annotate() in the query, which django-stubs does not follow.
+    progress = _progress(assignment.step_total, stepwise, ratings, decisions)  # type: ignore[attr-defined]
     return RatingResult(current, changed, Workspace(assignment, steps, ratings, decisions, progress), removed)
 
 
@@ -321,7 +331,8 @@ def _remove_after(assignment: Assignment, ratings: dict[tuple[int, int], Rating]
     revisions keep their assignment and completion, so the history still says what was rated.
     """
     later = sorted((r for (index, _), r in ratings.items() if index > step_index),
-                   key=lambda r: (r.step_index, r.completion_index))
+                   # Set by annotate() in the query, which django-stubs does not follow.
+                   key=lambda r: (r.step_index, r.completion_index))  # type: ignore[attr-defined]
     if not later:
         return []
     RatingRevision.objects.bulk_create([
@@ -331,7 +342,8 @@ def _remove_after(assignment: Assignment, ratings: dict[tuple[int, int], Rating]
     Rating.objects.filter(pk__in=[r.pk for r in later]).delete()
     StepDecision.objects.filter(assignment=assignment, step__index__gt=step_index).delete()
     for r in later:
-        del ratings[(r.step_index, r.completion_index)]
+        # Set by annotate() in the query, which django-stubs does not follow.
+        del ratings[(r.step_index, r.completion_index)]  # type: ignore[attr-defined]
     return later
 
 
@@ -431,6 +443,7 @@ def decide_step(assignment_id: int, user: User, *, step_index: int, chosen_compl
         else:
             if not allowed.can_write:
                 raise LabelingError("A completion is rated +1: continue with it instead of writing your own.")
+            assert human_text is not None  # checked on entry: exactly one of the two is given
             human = {"text": human_text.strip(), "rating": None, "source": "human", "flagged": False}
         decision, _ = StepDecision.objects.update_or_create(
             assignment=assignment, step=step,
@@ -490,7 +503,8 @@ def submit_assignment(assignment_id: int, user: User, *, total_time_ms: int | No
 def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
     """Refuse a ``solution`` / ``found_error`` finish the pass does not support (``None``: whichever fits)."""
     stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
-    progress = _progress(assignment.step_total, stepwise,  # the step count comes with the lock
+    # Set by annotate() in the query, which django-stubs does not follow.
+    progress = _progress(assignment.step_total, stepwise,  # type: ignore[attr-defined]  # the step count comes with the lock
                          _ratings_of(assignment) if stepwise else {}, {} if stepwise else _decisions_of(assignment))
     if reason == FinishReason.FOUND_ERROR and not progress.has_error:
         raise LabelingError("“Found error” needs a step rated −1.")
@@ -668,9 +682,9 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
     if checked is not None and checked.pk == assignment_id and checked.labeler_id == getattr(user, "pk", None):
         assignment = checked
     else:
-        assignment = (Assignment.objects.select_related("solution__campaign", "solution__problem")
-                      .filter(pk=assignment_id).first())
-        if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
+        found = (Assignment.objects.select_related("solution__campaign", "solution__problem")
+                 .filter(pk=assignment_id).first())
+        if found is None or found.labeler_id != getattr(user, "pk", None):
             raise NotAllowed("This is not your assignment.")
         if not permissions.can_label(user, assignment.solution.campaign):
             raise NotAllowed("You are not an active labeler in this campaign.")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +15,17 @@ from ..models import Campaign, Completion, Problem, Solution, Step, problem_key
 from ..prm800k import content_digest
 from ..steps import SPLIT_RULES, answer_from_steps, split_solution
 from .campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
-from .importing import (ImportFailed, ImportReport, ProgressCallback, RowError, bulk_insert, import_transaction,
-                        refresh_planner_statistics, valid_rows, validate_file)
+from .importing import (
+    ImportFailed,
+    ImportReport,
+    ProgressCallback,
+    RowError,
+    bulk_insert,
+    import_transaction,
+    refresh_planner_statistics,
+    valid_rows,
+    validate_file,
+)
 
 # "Level ?" is in the MATH train split (two problems whose level is unknown): accepted as no level.
 LEVEL = re.compile(r"^(?:Level\s*)?(\d+|\?)$", re.IGNORECASE)
@@ -102,13 +111,14 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
     with import_transaction():
         for batch in valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH, progress):
             rows = [row for _, row in batch]
-            by_source, by_key = {}, {}
-            for problem in owned_problems(campaign).filter(
+            by_source: dict[str, Problem] = {}
+            by_key: dict[str, Problem] = {}
+            for known in owned_problems(campaign).filter(
                     Q(source_id__in=[r.source_id for r in rows if r.source_id])
                     | Q(key_sha256__in=[problem_key(r.text) for r in rows])):
-                by_key[problem.key_sha256] = problem
-                if problem.source_id:
-                    by_source[problem.source_id] = problem
+                by_key[known.key_sha256] = known
+                if known.source_id:
+                    by_source[known.source_id] = known
             for number, row in batch:
                 key = problem_key(row.text)
                 problem = by_source.get(row.source_id) if row.source_id else None
@@ -167,7 +177,7 @@ class SolutionRow:
     provenance: dict[str, Any]
 
 
-def make_solution_parser(split_rule: str = "auto"):  # type: ignore[no-untyped-def]
+def make_solution_parser(split_rule: str = "auto") -> Callable[[Any], SolutionRow]:
     if split_rule not in SPLIT_RULES:
         raise ValueError(f"unknown split rule {split_rule!r}")
 
@@ -180,7 +190,7 @@ def make_solution_parser(split_rule: str = "auto"):  # type: ignore[no-untyped-d
             raise RowError("problem_id", "is missing (give `problem_id` or the `problem` text)")
         text, raw_steps = obj.get("solution"), obj.get("steps")
         answer = _string(obj, "answer")
-        candidates = None
+        candidates: list[list[str]] | None = None
         if raw_steps is not None:
             if not isinstance(raw_steps, list) or not raw_steps:
                 raise RowError("steps", "must be a non-empty list")
@@ -236,7 +246,8 @@ def make_solution_parser(split_rule: str = "auto"):  # type: ignore[no-untyped-d
     return parse
 
 
-def _resolve_problems(campaign: Campaign, rows: list[SolutionRow], *, copy_from_bank: bool = True) -> dict[str, Problem]:
+def _resolve_problems(campaign: Campaign, rows: list[SolutionRow], *,
+                      copy_from_bank: bool = True) -> dict[str, Problem]:
     by_source, by_key = resolve_problems(
         campaign, source_ids=[r.problem_id for r in rows if r.problem_id],
         keys=[problem_key(r.problem_text) for r in rows if r.problem_text and not r.problem_id],
@@ -264,7 +275,8 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
         problems = _resolve_problems(campaign, [row for _, row in batch], copy_from_bank=False)
         for number, row in batch:
             if _problem_key(row) not in problems:
-                field, value = ("problem_id", row.problem_id) if row.problem_id else ("problem", (row.problem_text or "")[:60])
+                field, value = (("problem_id", row.problem_id) if row.problem_id
+                                else ("problem", (row.problem_text or "")[:60]))
                 unknown.append((number, RowError(field, UNKNOWN_PROBLEM.format(value=value))))
     for number, error in unknown:
         report.reject(number, error)
@@ -295,7 +307,7 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
             steps = [Step(solution=s, index=i) for s, (_, row) in zip(solutions, batch, strict=True)
                      for i in range(len(row.steps))]
             bulk_insert(steps)
-            completions = []
+            completions: list[Completion] = []
             step_iter = iter(steps)
             for _, row in batch:
                 for position, text in enumerate(row.steps):

@@ -116,7 +116,7 @@ class Strategy(ABC):
         }
         self._check()
 
-    def _check(self) -> None:
+    def _check(self) -> None:  # noqa: B027 — an optional hook: most strategies have no cross-key rule to check
         """Cross-key validation (e.g. shares summing to one)."""
 
     def provenance(self) -> dict[str, Any]:

@@ -41,7 +41,7 @@ class TokenScope(permissions.BasePermission):
         return True
 
 
-class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[misc]
+class ApiTokenScheme(OpenApiAuthenticationExtension):
     target_class = "rewards.api.auth.ApiTokenAuthentication"
     name = "apiToken"
 

@@ -78,5 +78,5 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
             return refused
         response = StreamingHttpResponse(download.chunks, status=download.status, content_type=download.content_type)
         for header, value in download.headers.items():
-            response[header] = value
-        return response
+            streamed[header] = value
+        return streamed

@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         pools = load_scored_samples(args.samples)
         if args.ns is not None and args.ns.strip().lower() == "paper":  # eval.py's Ns that fit the pool
             pool_size = args.pool_size or max(len(p) for p in pools)
+            assert ns is not None  # "paper" parses to the paper's list of Ns
             ns = [n for n in ns if n <= pool_size] or None
         doc = best_of_n(pools, ns=ns, trials=args.trials, seed=args.seed, pool_size=args.pool_size)
         doc["seconds"] = round(time.perf_counter() - started, 3)
@@ -78,7 +79,7 @@ def _print_table(doc: dict) -> None:
     print("N".rjust(6) + "".join(m.rjust(16) for m in doc["methods"]))
     for n in doc["ns"]:
         cells = []
-        for m, per_n in doc["methods"].items():
+        for per_n in doc["methods"].values():
             cells.append("n/a".rjust(16) if per_n is None else
                          f"{100 * per_n[str(n)]['mean']:.2f}±{100 * per_n[str(n)]['std']:.2f}".rjust(16))
         print(str(n).rjust(6) + "".join(cells))

@@ -314,10 +314,11 @@ def exact_best_of_n(
 
 
 def _as_dict(ns: Sequence[int], values: np.ndarray) -> dict[str, float]:
-    return {str(N): float(v) for N, v in zip(ns, values)}
+    return {str(N): float(v) for N, v in zip(ns, values, strict=True)}
 
 
-def summarize_wins(ns: Sequence[int], wins: dict[str, np.ndarray], problems: int) -> dict[str, dict[str, dict[str, float]]]:
+def summarize_wins(ns: Sequence[int], wins: dict[str, np.ndarray],
+                   problems: int) -> dict[str, dict[str, dict[str, float]]]:
     """Mean and population std (``np.std``, as eval.py) over trials of the accuracy wins / problems."""
     out = {}
     for m, w in wins.items():

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Pool", "ScoredSamplesError", "load_scored_samples", "parse_scored_sample", "pools_from_records", "sample_answer"]
+__all__ = ["Pool", "ScoredSamplesError", "load_scored_samples", "parse_scored_sample", "pools_from_records",
+           "sample_answer"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,7 +51,7 @@ class Pool:
         prm_score: Sequence[float | None] | np.ndarray | None = None,
         orm_score: Sequence[float | None] | np.ndarray | None = None,
         problem: str | None = None,
-    ) -> "Pool":
+    ) -> Pool:
         answers_t = tuple(None if a is None else str(a) for a in answers)
         n = len(answers_t)
         correct = np.asarray(is_correct, dtype=bool).reshape(-1)
@@ -80,7 +81,7 @@ class Pool:
         """Distinct answer -> correct. An answer string is correct when any sample giving it is marked
         correct (the grader is deterministic, so in practice all samples with that string agree)."""
         out: dict[str, bool] = {}
-        for a, c in zip(self.answers, self.is_correct.tolist()):
+        for a, c in zip(self.answers, self.is_correct.tolist(), strict=True):
             if a is not None:
                 out[a] = out.get(a, False) or bool(c)
         return out
@@ -119,7 +120,8 @@ def _score_field(obj: dict[str, Any], name: str) -> float:
     return float(v)
 
 
-def parse_scored_sample(obj: Any, path: str | Path = "<input>", line: int = 0) -> tuple[str, str | None, bool, float, float]:
+def parse_scored_sample(obj: Any, path: str | Path = "<input>",
+                        line: int = 0) -> tuple[str, str | None, bool, float, float]:
     """Validate one decoded JSON sample; returns (problem, answer, is_correct, prm_score, orm_score)."""
     if not isinstance(obj, dict):
         raise ScoredSamplesError(path, line, None, f"expected a JSON object, got {type(obj).__name__}")
@@ -170,15 +172,16 @@ def load_scored_samples(path: str | Path) -> list[Pool]:
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise ScoredSamplesError(path, lineno, None, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+                message = f"invalid JSON ({exc.msg} at column {exc.colno})"
+                raise ScoredSamplesError(path, lineno, None, message) from None
             problem, answer, correct, prm, orm = parse_scored_sample(obj, path, lineno)
             groups.setdefault(problem, []).append((answer, correct, prm, orm))
     if not groups:
         raise ScoredSamplesError(path, 0, None, "no samples in file")
     pools = []
     for problem, rows in groups.items():
-        answers, correct, prm, orm = zip(*rows)
-        pools.append(Pool.from_arrays(answers, correct, np.array(prm), np.array(orm), problem=problem))
+        answers, corrects, prms, orms = zip(*rows, strict=True)
+        pools.append(Pool.from_arrays(answers, corrects, np.array(prms), np.array(orms), problem=problem))
     return pools
 
 

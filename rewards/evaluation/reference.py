@@ -28,7 +28,8 @@ METHODS = ("prm", "orm", "majority", "pass")
 
 def _samples(pool: Pool) -> list[dict]:
     out = []
-    for a, c, p, o in zip(pool.answers, pool.is_correct.tolist(), pool.prm_score.tolist(), pool.orm_score.tolist()):
+    for a, c, p, o in zip(pool.answers, pool.is_correct.tolist(), pool.prm_score.tolist(), pool.orm_score.tolist(),
+                          strict=True):
         out.append({
             "answer": a,
             "is_correct": bool(c),
@@ -69,7 +70,7 @@ def reference_trials(
     data = [(_samples(p), _verdicts(p)) for p in pools]
     out: dict[str, list[list[float]]] = {m: [] for m in methods}
     for _ in range(trials):
-        rates = {m: [] for m in methods}
+        rates: dict[str, list[float]] = {m: [] for m in methods}
         for n in ns:
             wins = dict.fromkeys(methods, 0)
             for samples, verdict in data:
@@ -96,7 +97,7 @@ def reference_best_of_n(
     """{method: {"N": {"mean", "std"}}} (population std, like ``np.std``)."""
     ns = list(ns)
     per = reference_trials(pools, ns, trials, seed, pool_size, methods)
-    result = {}
+    result: dict[str, dict[str, dict[str, float]]] = {}
     for m, rows in per.items():
         result[m] = {}
         for j, n in enumerate(ns):
@@ -129,7 +130,7 @@ def enumerate_expected(pool: Pool, n: int, method: str, pool_size: int | None = 
     verdict = _verdicts(pool)
     total, count = Fraction(0), 0
     for combo in combinations(range(pool_size), n):
-        subset = [samples[i] for i in combo if samples[i] is not None and samples[i]["answer"] is not None]
+        subset = [s for s in (samples[i] for i in combo) if s is not None and s["answer"] is not None]
         total += _expected_choice(subset, method, verdict)
         count += 1
     return total / count

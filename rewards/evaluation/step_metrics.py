@@ -29,7 +29,8 @@ __all__ = [
 ]
 
 
-def step_labels_from_ratings(ratings: Sequence[int] | np.ndarray, neutral: str = "positive") -> tuple[np.ndarray, np.ndarray]:
+def step_labels_from_ratings(ratings: Sequence[int] | np.ndarray,
+                             neutral: str = "positive") -> tuple[np.ndarray, np.ndarray]:
     """Ratings (-1/0/+1) -> (binary labels, mask of the steps kept).
 
     ``neutral="positive"`` (default, neutral-as-correct: rating >= 0 is positive), ``"negative"``
@@ -110,7 +111,8 @@ def processbench_metrics(
     y = np.asarray(labels, dtype=np.int64).reshape(-1)
     if (predictions is None) == (step_scores is None):
         raise ValueError("pass exactly one of predictions or step_scores")
-    pred = predict_first_errors(step_scores, threshold) if step_scores is not None else np.asarray(predictions, dtype=np.int64).reshape(-1)
+    pred = (predict_first_errors(step_scores, threshold) if step_scores is not None
+            else np.asarray(predictions, dtype=np.int64).reshape(-1))
     if pred.shape != y.shape:
         raise ValueError(f"{y.shape[0]} labels but {pred.shape[0]} predictions")
     err = y != -1
@@ -157,8 +159,8 @@ def lowest_step_on_last_rate(step_scores: Iterable[Sequence[float]], ties: str =
     if ties not in ("any", "strict"):
         raise ValueError("ties must be 'any' or 'strict'")
     hits = total = 0
-    for s in step_scores:
-        s = np.asarray(s, dtype=float).reshape(-1)
+    for scores in step_scores:
+        s = np.asarray(scores, dtype=float).reshape(-1)
         if s.size == 0:
             continue
         total += 1

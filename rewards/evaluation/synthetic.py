@@ -40,5 +40,6 @@ def synthetic_pools(
         difficulty = rng.normal(0, 1)
         prm = 1 / (1 + np.exp(-(2.2 * correct - 1.1 + difficulty + rng.normal(0, 1.2, k))))
         orm = 1 / (1 + np.exp(-(1.4 * correct - 0.7 + difficulty + rng.normal(0, 1.2, k))))
-        pools.append(Pool.from_arrays(list(answers), correct, np.round(prm, 4), np.round(orm, 4), problem=f"synthetic-{i}"))
+        pools.append(Pool.from_arrays(list(answers), correct, np.round(prm, 4), np.round(orm, 4),
+                                      problem=f"synthetic-{i}"))
     return pools

@@ -13,6 +13,7 @@ kubectl command lines (its ``runner`` is replaced by a recorder in tests).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -85,7 +86,8 @@ def script_body(launch: Launch, *, setup: str = "") -> str:
 
     ``setup``: shell lines run first, inside the logged part (``module load …``, activating an environment):
     if they fail, the commands do not run and the reason is in ``stderr.log``."""
-    exports = "\n".join(f"export {key}={shlex.quote(value)}" for key, value in sorted(job_environment(launch.env).items()))
+    exports = "\n".join(f"export {key}={shlex.quote(value)}"
+                        for key, value in sorted(job_environment(launch.env).items()))
     commands = " && \\\n  ".join(shlex.join(command) for command in launch.commands)
     work = shlex.quote(str(launch.work_dir))
     return (
@@ -235,14 +237,10 @@ class LocalBackend:
             return
         child = self._children.pop(pid, None)
         if child is not None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         if child is not None:
             child.wait(timeout=10)
 
@@ -329,7 +327,19 @@ def parse_sacct(output: str, job_id: str) -> SlurmRecord | None:
     return None
 
 
-class SlurmBackend:
+class _CommandLineBackend:
+    """A cluster driven through its command-line tools: a failed command is a BackendError with its stderr."""
+
+    runner: Runner
+
+    def _run(self, argv: list[str]) -> str:
+        result = self.runner(argv)
+        if result.returncode != 0:
+            raise BackendError(f"{shlex.join(argv)} failed (exit {result.returncode}): {result.stderr.strip()}")
+        return result.stdout
+
+
+class SlurmBackend(_CommandLineBackend):
     """``sbatch`` a script; read its state from the queue; ``scancel`` it.
 
     Clusters differ in what they keep, so ``poll`` asks, in order: ``sacct`` (accounting through slurmdbd,
@@ -366,12 +376,6 @@ class SlurmBackend:
                 lines.append(f"#SBATCH --{key}={self.options[key]}")
         lines += [f"#SBATCH {option}" for option in self.options.get("sbatch_options") or ()]
         return "\n".join(lines) + "\n" + script_body(launch, setup=str(self.options.get("setup") or ""))
-
-    def _run(self, argv: list[str]) -> str:
-        result = self.runner(argv)
-        if result.returncode != 0:
-            raise BackendError(f"{shlex.join(argv)} failed (exit {result.returncode}): {result.stderr.strip()}")
-        return result.stdout
 
     def submit(self, launch: Launch) -> str:
         launch.work_dir.mkdir(parents=True, exist_ok=True)
@@ -415,7 +419,8 @@ class SlurmBackend:
         if self.options.get("jobcomp_log"):
             return Path(str(self.options["jobcomp_log"]))
         result = self.runner(["scontrol", "show", "config"])
-        config = dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", result.stdout, re.MULTILINE)) if result.returncode == 0 else {}
+        config = (dict(re.findall(r"^(\w+)\s+=\s+(.*?)\s*$", result.stdout, re.MULTILINE))
+                  if result.returncode == 0 else {})
         if config.get("JobCompType") == "jobcomp/filetxt" and config.get("JobCompLoc", "").startswith("/"):
             return Path(config["JobCompLoc"])
         return None
@@ -457,7 +462,7 @@ class SlurmBackend:
 
 # --- Kubernetes -------------------------------------------------------------------------------------
 
-class KubernetesBackend:
+class KubernetesBackend(_CommandLineBackend):
     """A ``batch/v1`` Job applied with ``kubectl``, watched with ``kubectl get job -o json``, deleted to cancel.
 
     Not exercised against a real cluster here: tests check the manifest and the kubectl command lines.
@@ -509,12 +514,6 @@ class KubernetesBackend:
                 },
             },
         }
-
-    def _run(self, argv: list[str]) -> str:
-        result = self.runner(argv)
-        if result.returncode != 0:
-            raise BackendError(f"{shlex.join(argv)} failed (exit {result.returncode}): {result.stderr.strip()}")
-        return result.stdout
 
     def submit(self, launch: Launch) -> str:
         launch.work_dir.mkdir(parents=True, exist_ok=True)

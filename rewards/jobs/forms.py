@@ -9,7 +9,7 @@ from .models import BackendKind, Kind
 
 
 class TrainingJobForm(forms.Form):
-    dataset_version = forms.ModelChoiceField(queryset=None, empty_label=None)  # type: ignore[arg-type]
+    dataset_version: forms.ModelChoiceField = forms.ModelChoiceField(queryset=None, empty_label=None)
     kind = forms.ChoiceField(choices=Kind.choices)
     base_model = forms.ChoiceField(choices=())
     backend = forms.ChoiceField(choices=BackendKind.choices, initial=BackendKind.LOCAL)
@@ -22,6 +22,7 @@ class TrainingJobForm(forms.Form):
 
     def __init__(self, *args: Any, versions: Any, backbones: dict[str, str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # self.fields holds the base Field type; these two are the ModelChoiceField and ChoiceField declared above.
         self.fields["dataset_version"].queryset = versions  # type: ignore[attr-defined]
         self.fields["base_model"].choices = [(name, name) for name in backbones]  # type: ignore[attr-defined]
 

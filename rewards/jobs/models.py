@@ -154,13 +154,18 @@ class PoolProblem(models.Model):
         ordering = ["pool", "index"]
         constraints = [models.UniqueConstraint(fields=["pool", "problem"], name="poolproblem_unique")]
 
+    def __str__(self) -> str:
+        return f"problem {self.index} of pool {self.pool_id}"
+
 
 class Candidate(models.Model):
     pool_problem = models.ForeignKey(PoolProblem, on_delete=models.CASCADE, related_name="candidates")
     index = models.PositiveIntegerField()
     text = models.TextField()
     steps = models.JSONField(default=list)
-    answer = models.TextField(null=True, blank=True, help_text="Extracted final answer; null = none reached.")
+    # NULL is "no answer reached", which the evaluation counts apart from an empty answer.
+    answer = models.TextField(null=True, blank=True,  # noqa: DJ001
+                              help_text="Extracted final answer; null = none reached.")
     is_correct = models.BooleanField(default=False)
     provenance = models.JSONField(default=dict, blank=True,
                                   help_text="How it was sampled (model, prompt template, temperature, N, tokens).")
@@ -171,6 +176,9 @@ class Candidate(models.Model):
     class Meta:
         ordering = ["pool_problem", "index"]
         constraints = [models.UniqueConstraint(fields=["pool_problem", "index"], name="candidate_unique_index")]
+
+    def __str__(self) -> str:
+        return f"candidate {self.index} of pool problem {self.pool_problem_id}"
 
 
 class ScoringJob(LaunchedJob):
@@ -219,6 +227,9 @@ class CandidateScore(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["scoring_job", "candidate"], name="candidatescore_unique")]
+
+    def __str__(self) -> str:
+        return f"score {self.score:.3f} of candidate {self.candidate_id}"
 
 
 class EvaluationRun(models.Model):

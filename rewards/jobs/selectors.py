@@ -1,6 +1,7 @@
 """Read-side queries for the pages: a fixed number of queries whatever the number of runs and models."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
@@ -106,7 +107,7 @@ def history_rows(runs: list[EvaluationRun]) -> list[dict[str, Any]]:
 
 def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -> dict[str, Any]:
     """Everything the dashboard shows, as plain data (also served as JSON/CSV downloads)."""
-    scope = [campaign.pk] if campaign is not None else campaigns.values("pk")
+    scope = [campaign.pk] if campaign is not None else campaigns.values_list("pk", flat=True)
     runs = list(EvaluationRun.objects.filter(campaign__in=scope).select_related(
         "pool", "prm_scoring__reward_model__dataset_version__campaign",
         "orm_scoring__reward_model__dataset_version__campaign")
@@ -163,7 +164,7 @@ def labeling_round_rows(campaign: Campaign) -> list[dict[str, Any]]:
         return []
     submitted = Q(assignments__status=AssignmentStatus.SUBMITTED, assignments__is_gold=False)
     cw = Q(provenance__reason="convincing_wrong")
-    counts = {row["generation"]: row for row in Solution.objects.filter(
+    counts: dict[int | None, Mapping[str, Any]] = {row["generation"]: row for row in Solution.objects.filter(
         campaign=campaign, generation__in=[g.number for g in generations], provenance__source="active_learning")
         .values("generation").annotate(
             labeled=Count("id", distinct=True, filter=submitted),

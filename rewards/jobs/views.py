@@ -24,6 +24,7 @@ from annotate.permissions import can_research, can_research_any, can_start_label
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from steplab import jsonlimits
+from steplab.http import AppRequest
 
 from . import selectors
 from .forms import TrainingJobForm
@@ -95,7 +96,7 @@ def job_progress(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def job_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+def job_cancel(request: AppRequest, pk: int) -> HttpResponse:
     job = _job(request, pk)
     request_cancel(job)
     if request.htmx:
@@ -185,7 +186,7 @@ def comparison_progress(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def comparison_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+def comparison_cancel(request: AppRequest, pk: int) -> HttpResponse:
     run = request_cancel_comparison(_run(request, pk))
     if request.htmx:
         return render(request, "jobs/_comparison.html", {"run": selectors.comparison_run(run.pk),
@@ -208,7 +209,7 @@ def snapshot(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def pool_upload(request: HttpRequest, slug: str) -> HttpResponse:
+def pool_upload(request: AppRequest, slug: str) -> HttpResponse:
     """Upload a candidate pool file (JSONL): imported and graded, or every bad line listed and nothing saved."""
     campaign = _campaign_for_work(request, slug)
     form = {key: request.POST.get(key, "").strip() for key in ("name", "purpose", "split_rule")}
@@ -299,7 +300,7 @@ def work_progress(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def work_cancel(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
+def work_cancel(request: AppRequest, kind: str, pk: int) -> HttpResponse:
     job = _work(request, WORK[kind], pk)
     request_cancel(job)
     job.refresh_from_db()

@@ -114,7 +114,8 @@ class TransformersSampler:
         self.tokenizer = AutoTokenizer.from_pretrained(str(config.model_path), local_files_only=True, **extra)
         dtype = torch.bfloat16 if self.device.startswith("cuda") and not config.gguf_file else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(
-            str(config.model_path), local_files_only=True, dtype=dtype, **extra).to(self.device)
+            # transformers types .to() through a decorator whose signature mypy reads as taking the model
+            str(config.model_path), local_files_only=True, dtype=dtype, **extra).to(self.device)  # type: ignore[arg-type]
         self.model.eval()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None \
             else self.tokenizer.eos_token_id
@@ -125,7 +126,8 @@ class TransformersSampler:
             encoded = self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt",
                 return_dict=True)
-            return encoded["input_ids"]
+            # with return_dict=True it is a BatchEncoding; the annotation lists only the other return forms
+            return encoded["input_ids"]  # type: ignore[call-overload, index]
         return self.tokenizer(prompt, return_tensors="pt")["input_ids"]
 
     def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]:
@@ -145,7 +147,8 @@ class TransformersSampler:
             stop = next((i for i, token in enumerate(row) if token in self.stop_ids), None)
             tokens = row if stop is None else row[:stop]
             samples.append(RawSample(
-                text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+                # one sequence decodes to one str (the annotation also covers batches)
+                text=self.tokenizer.decode(tokens, skip_special_tokens=True),  # type: ignore[arg-type]
                 finish_reason="length" if stop is None else "stop",
                 prompt_tokens=int(input_ids.shape[1]), completion_tokens=len(tokens)))
         return samples
@@ -155,13 +158,13 @@ class VllmSampler:
     """vLLM on a GPU node. Not exercised here (no GPU, vLLM not installed); written to vLLM's public API."""
 
     def __init__(self, config: SampleConfig) -> None:
-        from vllm import LLM  # type: ignore[import-not-found]
+        from vllm import LLM
 
         self.config = config
         self.llm = LLM(model=str(config.model_path), seed=config.seed)
 
     def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]:
-        from vllm import SamplingParams  # type: ignore[import-not-found]
+        from vllm import SamplingParams
 
         params = SamplingParams(n=n, temperature=self.config.temperature, top_p=self.config.top_p,
                                 max_tokens=self.config.max_new_tokens, seed=seed)

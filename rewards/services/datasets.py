@@ -24,15 +24,15 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import connection, transaction
@@ -101,7 +101,8 @@ def label_watermark(campaign: Campaign) -> dict[str, Any]:
     a = finished.aggregate(n=Count("id"), last=Max("updated_at"))
     r = Rating.objects.filter(assignment__in=finished).aggregate(n=Count("id"), last=Max("updated_at"))
     d = StepDecision.objects.filter(assignment__in=finished).aggregate(last=Max("updated_at"))
-    s = Solution.objects.filter(campaign=campaign).aggregate(n=Count("id"), correct=Count("id", filter=Q(is_correct=True)))
+    s = Solution.objects.filter(campaign=campaign).aggregate(n=Count("id"),
+                                                             correct=Count("id", filter=Q(is_correct=True)))
 
     def iso(value: datetime | None) -> str | None:
         return value.isoformat() if value else None
@@ -293,7 +294,7 @@ def _clean_stale_temp(root: Path, max_age_s: float = 24 * 3600) -> None:
 
 
 def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None = None,
-                           user: AbstractBaseUser | None = None) -> DatasetVersion | None:
+                           user: User | None = None) -> DatasetVersion | None:
     """Snapshot ``campaign`` in every format; ``None`` when the content equals the latest version's."""
     options = resolve_steps(campaign, options or ExportOptions())
     spec = spec_of(options)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import Q
 from django.utils import timezone
 
@@ -15,7 +15,7 @@ class TokenError(Exception):
     """A token request the rules refuse; the message names the field."""
 
 
-def create_token(user: AbstractBaseUser, *, name: str, scope: str) -> tuple[ApiToken, str]:
+def create_token(user: User, *, name: str, scope: str) -> tuple[ApiToken, str]:
     """Make a token for ``user``; returns the record and the raw value, which is never stored."""
     name = (name or "").strip()
     if not name:
@@ -30,7 +30,7 @@ def create_token(user: AbstractBaseUser, *, name: str, scope: str) -> tuple[ApiT
     return token, raw
 
 
-def revoke_token(user: AbstractBaseUser, token_id: int) -> ApiToken:
+def revoke_token(user: User, token_id: int) -> ApiToken:
     """Revoke one of the user's own tokens (idempotent)."""
     token = ApiToken.objects.filter(pk=token_id, user=user).first()
     if token is None:

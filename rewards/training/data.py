@@ -232,7 +232,7 @@ def encode_prm(layout: SequenceLayout, prompt_ids: list[int], step_ids: Sequence
     labels = [IGNORE_INDEX] * len(input_ids)
     positions = [offset + e for e in ends]
     if step_labels is not None:
-        for position, step in zip(positions, range(first_step, end)):
+        for position, step in zip(positions, range(first_step, end), strict=True):
             labels[position] = int(step_labels[step])
     overlong = cut_step or len(kept) < len(context) or end < len(step_ids)
     return Encoded(input_ids, labels, positions, first_step, end, overlong)

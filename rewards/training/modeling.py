@@ -110,7 +110,8 @@ def build_model(kind: str, folder: Path, tokenizer: Any, *, resize: bool, lora: 
 
     peft_config = LoraConfig(
         task_type=TaskType.TOKEN_CLS if kind == "prm" else TaskType.SEQ_CLS,
-        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+        # peft annotates lora_alpha as int but only divides by it (alpha / r): a fractional alpha is meant.
+        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,  # type: ignore[arg-type]
         target_modules=list(lora.target_modules) if lora.target_modules else None,
     )
     return get_peft_model(model, peft_config)

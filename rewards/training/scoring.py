@@ -70,7 +70,7 @@ class RewardModel:
         sequences: list[list[int]] = []
         where: list[tuple[int, list[int], int]] = []  # (item, label positions, first step)
         cursor = 0
-        for item, ((_, steps), prompt_ids) in enumerate(zip(items, prompts)):
+        for item, ((_, steps), prompt_ids) in enumerate(zip(items, prompts, strict=True)):
             step_ids = flat[cursor:cursor + len(steps)]
             cursor += len(steps)
             first = 0
@@ -80,7 +80,7 @@ class RewardModel:
                 where.append((item, encoded.label_positions, first))
                 first = encoded.end_step
         scores: list[list[float]] = [[0.0] * len(steps) for _, steps in items]
-        for (item, positions, first), probs in zip(where, self._positive_probs(sequences)):
+        for (item, positions, first), probs in zip(where, self._positive_probs(sequences), strict=True):
             for offset, position in enumerate(positions):
                 scores[item][first + offset] = float(probs[position])
         return scores
@@ -100,7 +100,7 @@ class RewardModel:
         texts = [solution if isinstance(solution, str) else "\n".join(solution) for _, solution in items]
         prompts = tokenize_texts(self.tokenizer, [prompt for prompt, _ in items])
         sequences = [encode_orm(self.layout, p, c, self.max_length)[0]
-                     for p, c in zip(prompts, tokenize_texts(self.tokenizer, texts))]
+                     for p, c in zip(prompts, tokenize_texts(self.tokenizer, texts), strict=True)]
         return [float(p) for p in self._positive_probs(sequences)]
 
     def score_solution(self, prompt: str, solution: Steps | str) -> float:
@@ -155,11 +155,11 @@ def score_file(model: RewardModel, source: Path, out: Path, *, chunk_rows: int =
             nonlocal written
             items = [item for _, item in chunk]
             if model.kind == "prm":
-                for (record, _), steps in zip(chunk, model.score_steps_batch(items)):  # type: ignore[arg-type]
+                for (record, _), steps in zip(chunk, model.score_steps_batch(items), strict=True):
                     record.update(step_scores=steps, score=aggregate(steps, model.aggregation),
                                   score_min=aggregate(steps, "min"))
             else:
-                for (record, _), score in zip(chunk, model.score_solutions(items)):
+                for (record, _), score in zip(chunk, model.score_solutions(items), strict=True):
                     record["score"] = score
             for record, _ in chunk:
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")

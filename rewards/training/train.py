@@ -73,7 +73,7 @@ class EventLog:
 def _event_callback(events: EventLog, global_batch: int) -> Any:
     from transformers import TrainerCallback
 
-    class EventCallback(TrainerCallback):  # type: ignore[misc]
+    class EventCallback(TrainerCallback):
         """Turns Trainer logs into ``log`` events with throughput since the previous one."""
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -107,7 +107,7 @@ def dedupe_step_labels(rows: Sequence[PrmRow]) -> tuple[list[PrmRow], int]:
     for row in rows:
         digest = hashlib.sha256(row.prompt.encode())
         labels = list(row.labels)
-        for index, (step, label) in enumerate(zip(row.steps, row.labels)):
+        for index, (step, label) in enumerate(zip(row.steps, row.labels, strict=True)):
             digest.update(b"\x00" + step.encode())
             if label == IGNORE_INDEX:
                 continue
@@ -134,7 +134,7 @@ def encode_prm_rows(rows: Sequence[PrmRow], tokenizer: Any, layout: SequenceLayo
     counts = {"rows": len(rows), "rows_used": 0, "steps": 0, "positive_steps": 0, "negative_steps": 0,
               "excluded_steps": 0, "repeated_steps": repeated, "overlong": 0, "dropped_steps": 0}
     cursor = 0
-    for row, prompt_ids in zip(rows, prompts):
+    for row, prompt_ids in zip(rows, prompts, strict=True):
         steps = flat[cursor:cursor + len(row.steps)]
         cursor += len(row.steps)
         encoded = encode_prm(layout, prompt_ids, steps, row.labels, max_length)
@@ -159,7 +159,7 @@ def encode_orm_rows(rows: Sequence[OrmRow], tokenizer: Any, layout: SequenceLayo
     completions = tokenize_texts(tokenizer, [r.completion for r in rows])
     features = []
     overlong = 0
-    for row, prompt_ids, completion_ids in zip(rows, prompts, completions):
+    for row, prompt_ids, completion_ids in zip(rows, prompts, completions, strict=True):
         input_ids, cut = encode_orm(layout, prompt_ids, completion_ids, max_length)
         overlong += cut
         features.append({"input_ids": input_ids, "labels": row.label})
@@ -187,7 +187,7 @@ def prm_figures(probs: np.ndarray, labels: np.ndarray, aggregation: str) -> dict
     step_labels: list[int] = []
     solution_scores: list[float] = []
     solution_labels: list[int] = []
-    for row_probs, row_labels in zip(probs, labels):
+    for row_probs, row_labels in zip(probs, labels, strict=True):
         mask = row_labels != IGNORE_INDEX
         if not mask.any():
             continue
@@ -235,9 +235,9 @@ def _trainer_class(negative_weight: float) -> Any:
     if negative_weight == 1.0:
         return Trainer
 
-    class WeightedTrainer(Trainer):  # type: ignore[misc]
+    class WeightedTrainer(Trainer):
         def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
-                         **kwargs: Any) -> Any:
+                         num_items_in_batch: Any = None, **kwargs: Any) -> Any:
             import torch
 
             labels = inputs.pop("labels")
@@ -315,6 +315,10 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     model = build_model(config.kind, config.base_model_path, tokenizer, resize=added, lora=config.lora)
     bf16, checkpointing = _device_flags(config, events)
     global_batch = config.batch_size * config.gradient_accumulation_steps * world
+    # passed only when on: the argument is deprecated in transformers 5 but is the name 4.x and 5.x share
+    checkpointing_args: dict[str, Any] = (
+        {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+        if checkpointing else {})
     args = TrainingArguments(
         output_dir=str(config.output_dir),
         per_device_train_batch_size=config.batch_size,
@@ -336,9 +340,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
         ddp_find_unused_parameters=False,
         disable_tqdm=True,
         dataloader_pin_memory=torch.cuda.is_available(),
-        # passed only when on: the argument is deprecated in transformers 5 but is the name 4.x and 5.x share
-        **({"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
-           if checkpointing else {}),
+        **checkpointing_args,
     )
     trainer = _trainer_class(negative_weight)(model=model, args=args, train_dataset=train_features,
                       data_collator=RewardCollator(layout.pad_id), processing_class=tokenizer,

@@ -23,7 +23,8 @@ def test_schema_and_swagger_ui_are_served_offline(people) -> None:  # type: igno
     client = APIClient()
     client.force_login(people["researcher"])
     schema = client.get("/api/schema/?format=json").json()
-    assert "/api/datasets/{id}/files/{fmt}/" in schema["paths"] and "apiToken" in schema["components"]["securitySchemes"]
+    assert ("/api/datasets/{id}/files/{fmt}/" in schema["paths"]
+            and "apiToken" in schema["components"]["securitySchemes"])
     docs = client.get("/api/docs/").content.decode()
     assert "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in docs and "cdn" not in docs.lower()
 

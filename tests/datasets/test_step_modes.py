@@ -63,7 +63,8 @@ def _expected(rows: list[dict[str, Any]]) -> dict[str, int]:
             if chosen is None and not human_text or rating in (None, -1):
                 break
     return {"chosen_steps": chosen_steps, "chosen_negatives": chosen_negatives,
-            "alternatives_steps": chosen_steps + extra_steps, "alternatives_negatives": chosen_negatives + extra_negatives}
+            "alternatives_steps": chosen_steps + extra_steps,
+            "alternatives_negatives": chosen_negatives + extra_negatives}
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ def aime_to_scored_samples(path: Path = AIME_I) -> list[dict]:
             answers = _as_list(row["generated_answers"])
             correct = _as_list(row["answers_correctness"])
             assert len(responses) == len(answers) == len(correct)
-            for text, answer, ok in zip(responses, answers, correct):
+            for text, answer, ok in zip(responses, answers, correct, strict=True):
                 digest = hashlib.sha256(text.encode("utf-8")).digest()
                 samples.append({
                     "problem": row["question"],

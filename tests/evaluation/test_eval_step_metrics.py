@@ -99,7 +99,7 @@ def test_processbench_real_data_oracle_and_degenerate():
     ok = [r["final_answer_correct"] for r in rows]
     bad = [r["label"] != -1 for r in rows]
     rate = correct_answer_wrong_step_rate(ok, bad, among="correct_answer")
-    assert rate == pytest.approx(sum(o and b for o, b in zip(ok, bad)) / sum(ok)) and 0 < rate < 1
+    assert rate == pytest.approx(sum(o and b for o, b in zip(ok, bad, strict=True)) / sum(ok)) and 0 < rate < 1
 
 
 def test_diagnostics():

@@ -129,9 +129,8 @@ def test_bulk_checked_foreign_key_names_the_missing_key(campaign_factory) -> Non
     problem = Problem.objects.create(text="1+1?")
     solution = Solution.objects.create(campaign=campaign_factory(), problem=problem)
     with pytest.raises(IntegrityError, match=rf'"solution_id": key \(solution_id\)=\({solution.pk + 1000}\) is not '
-                                             r'present in table "annotate_solution"'):
-        with transaction.atomic():
-            insert_rows(Step, ["solution_id", "index"], [(solution.pk, 0), (solution.pk + 1000, 0)])
+                                             r'present in table "annotate_solution"'), transaction.atomic():
+        insert_rows(Step, ["solution_id", "index"], [(solution.pk, 0), (solution.pk + 1000, 0)])
     assert not Step.objects.exists()
     insert_rows(Step, ["solution_id", "index"], [(solution.pk, 0), (solution.pk, 1)])
     assert list(Step.objects.values_list("index", flat=True)) == [0, 1]
@@ -176,9 +175,8 @@ def test_without_the_privilege_the_row_triggers_check_the_keys(campaign_factory)
         cursor.execute("SELECT has_parameter_privilege('session_replication_role', 'SET')")
         assert cursor.fetchone()[0] is False
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-    with pytest.raises(IntegrityError, match="is not present in table"):
-        with transaction.atomic():
-            insert_rows(Step, ["solution_id", "index"], [(solution.pk + 1000, 0)])
+    with pytest.raises(IntegrityError, match="is not present in table"), transaction.atomic():
+        insert_rows(Step, ["solution_id", "index"], [(solution.pk + 1000, 0)])
     insert_rows(Step, ["solution_id", "index"], [(solution.pk, 0)])
     assert Step.objects.count() == 1
 

@@ -8,10 +8,26 @@ import pytest
 from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.utils import timezone
 
-from annotate.models import (Assignment, AssignmentStatus, Campaign, Completion, Membership, Problem, Rating,
-                             RatingRevision, Role, Solution, Step)
-from annotate.services.labeling import (LabelingError, lease_next_solution, reap_expired_leases, record_rating,
-                                       submit_assignment)
+from annotate.models import (
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    Completion,
+    Membership,
+    Problem,
+    Rating,
+    RatingRevision,
+    Role,
+    Solution,
+    Step,
+)
+from annotate.services.labeling import (
+    LabelingError,
+    lease_next_solution,
+    reap_expired_leases,
+    record_rating,
+    submit_assignment,
+)
 
 
 def _solution(campaign: Campaign, steps: int = 3, text: str = "p") -> Solution:

@@ -52,7 +52,8 @@ def test_every_admin_page_loads_for_staff(client, django_user_model, shared_data
 
 def test_production_settings_pass_check_deploy() -> None:
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="steplab.settings_production",
-               SECRET_KEY="a-long-random-production-secret-key-0123456789-abcdefghijklmnop", ALLOWED_HOSTS="steplab.example.org")
+               SECRET_KEY="a-long-random-production-secret-key-0123456789-abcdefghijklmnop",
+               ALLOWED_HOSTS="steplab.example.org")
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # only the browser tests need it
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
                             cwd=ROOT, env=env, capture_output=True, text=True)

@@ -83,7 +83,8 @@ def _mutations() -> list[tuple[str, object, str]]:
 
     return [
         ("missing field", drop_label, "field 'label': is missing"),
-        ("rating outside -1..1", bad_rating, "field 'label.steps[0].completions[0].rating': must be -1, 0, 1 or null, got 2"),
+        ("rating outside -1..1", bad_rating,
+         "field 'label.steps[0].completions[0].rating': must be -1, 0, 1 or null, got 2"),
         ("chosen_completion out of range", bad_chosen, "field 'label.steps[0].chosen_completion': is"),
         ("wrong type", wrong_type, "field 'generation': must be an integer"),
         ("unknown finish reason", bad_reason, "field 'label.finish_reason': must be one of"),

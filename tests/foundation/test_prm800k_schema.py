@@ -12,11 +12,23 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from annotate.models import Assignment, Campaign, CampaignMode, FinishReason
-from annotate.prm800k import (COMPLETION_SCHEMA, FINISH_REASONS, HUMAN_COMPLETION_SCHEMA, LABEL_SCHEMA,
-                              QUESTION_SCHEMA, ROW_SCHEMA, STEP_SCHEMA, Field, import_prm800k, iter_prm800k_rows)
+from annotate.prm800k import (
+    COMPLETION_SCHEMA,
+    FINISH_REASONS,
+    HUMAN_COMPLETION_SCHEMA,
+    LABEL_SCHEMA,
+    QUESTION_SCHEMA,
+    ROW_SCHEMA,
+    STEP_SCHEMA,
+    Field,
+    import_prm800k,
+    iter_prm800k_rows,
+)
 from rewards.exports import ExportOptions, iter_format_rows, labeled_assignments
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)

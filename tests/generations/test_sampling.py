@@ -75,8 +75,7 @@ def _sampler_output(job, problems) -> None:  # type: ignore[no-untyped-def]
                          "provenance": {"source": "rewards.generation", "completion_tokens": 7,
                                         "sampling": {"model": "smollm2", "n": 2, "temperature": 0.7}}})
     (work / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (work / "stdout.log").write_text('{"problems": %d, "written": %d, "tokens_per_s": 12.5}\n'
-                                     % (len(problems), len(rows)))
+    (work / "stdout.log").write_text(f'{{"problems": {len(problems)}, "written": {len(rows)}, "tokens_per_s": 12.5}}\n')
 
 
 def test_samples_become_the_labeling_pool_and_provenance_reaches_the_solutions(

@@ -15,7 +15,8 @@ def _picked(hand_pool, generation):  # type: ignore[no-untyped-def]
     from annotate.models import Solution
 
     solutions = Solution.objects.filter(campaign=hand_pool.campaign, generation=generation.number)
-    return [hand_pool.name_of(s.provenance["candidate_id"]) for s in sorted(solutions, key=lambda s: s.provenance["rank"])]
+    return [hand_pool.name_of(s.provenance["candidate_id"])
+            for s in sorted(solutions, key=lambda s: s.provenance["rank"])]
 
 
 def test_convincing_wrong_takes_top_wrong_answers_capped_per_problem(hand_pool) -> None:  # type: ignore[no-untyped-def]
@@ -40,7 +41,8 @@ def test_mixed_fills_its_buckets(hand_pool) -> None:  # type: ignore[no-untyped-
     assert _picked(hand_pool, generation) == ["a", "b", "f", "i"]
     reasons = dict(Solution.objects.filter(generation=generation.number, campaign=hand_pool.campaign)
                    .values_list("provenance__candidate_id", "provenance__reason"))
-    assert reasons == {hand_pool.candidates["a"].pk: "convincing_wrong", hand_pool.candidates["b"].pk: "convincing_wrong",
+    assert reasons == {hand_pool.candidates["a"].pk: "convincing_wrong",
+                       hand_pool.candidates["b"].pk: "convincing_wrong",
                        hand_pool.candidates["f"].pk: "convincing", hand_pool.candidates["i"].pk: "convincing"}
 
 
@@ -62,7 +64,8 @@ def test_random_without_any_prm_completes_at_once(hand_pool) -> None:  # type: i
         start_labeling_round(hand_pool.campaign, strategy="convincing_wrong", batch_size=2)
     generation = start_labeling_round(hand_pool.campaign, strategy="random", batch_size=2)
     assert generation.status == "completed" and generation.scoring_job is None and generation.selected_count == 2
-    assert list(Solution.objects.filter(generation=generation.number).values_list("verifier_score", flat=True)) == [None] * 2
+    scores = Solution.objects.filter(generation=generation.number).values_list("verifier_score", flat=True)
+    assert list(scores) == [None] * 2
 
 
 def test_solutions_are_labeling_work_with_provenance(hand_pool) -> None:  # type: ignore[no-untyped-def]
@@ -106,7 +109,8 @@ def test_a_generation_never_reselects(hand_pool, tmp_path: Path) -> None:  # typ
 
     fourth = start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=1)
     assert _write_input(fourth.scoring_job) == 4  # 11 - 6 selected - k (no steps)
-    sent = [json.loads(line)["id"] for line in (Path(fourth.scoring_job.work_dir) / "input.jsonl").read_text().splitlines()]
+    sent = [json.loads(line)["id"]
+            for line in (Path(fourth.scoring_job.work_dir) / "input.jsonl").read_text().splitlines()]
     assert sorted(hand_pool.name_of(i) for i in sent) == ["d", "e", "h", "i"]
 
 def test_one_scoring_generation_at_a_time_and_bad_input_names_the_field(hand_pool) -> None:  # type: ignore[no-untyped-def]
@@ -168,7 +172,8 @@ def test_provenance_and_verifier_score_round_trip_through_prm800k_export(hand_po
     for row in rows:
         solution = chosen[row["question"]["pre_generated_steps"][0]]
         assert row["generation"] == generation.number == solution.provenance["generation"]
-        assert row["question"]["pre_generated_verifier_score"] == solution.verifier_score == solution.provenance["score"]
+        assert (row["question"]["pre_generated_verifier_score"] == solution.verifier_score
+                == solution.provenance["score"])
         assert row["question"]["pre_generated_answer"] == "-1"
     assert sorted(r["label"]["finish_reason"] for r in rows) == ["found_error", "solution"]
     again = campaign_factory("reimported")

@@ -9,8 +9,9 @@ anonymous, labeler of A, labeler of B only, researcher of A, admin of A, staff.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import pytest

@@ -126,7 +126,8 @@ def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery
 
     campaign_factory("outage")
     client.force_login(make_user("boss", is_staff=True))
-    rows = b"".join(line for _, line in zip(range(5), (shared_data / "math" / "math500.jsonl").open("rb")))
+    rows = b"".join(line for _, line in zip(range(5), (shared_data / "math" / "math500.jsonl").open("rb"),
+                                            strict=False))
     try:
         subprocess.run(["redis-cli", "-p", "6379", "shutdown", "nosave"], capture_output=True)
         _wait(lambda: not _redis_up())

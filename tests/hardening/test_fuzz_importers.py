@@ -33,12 +33,14 @@ PRM_KEYS = ["labeler", "timestamp", "generation", "is_quality_control_question",
 
 
 def _prm_like() -> st.SearchStrategy[object]:
-    completion = st.fixed_dictionaries({"text": JSON | st.text(max_size=20), "rating": JSON | st.sampled_from([-1, 0, 1, None]),
+    completion = st.fixed_dictionaries({"text": JSON | st.text(max_size=20),
+                                        "rating": JSON | st.sampled_from([-1, 0, 1, None]),
                                         "flagged": JSON | st.none()})
     step = st.fixed_dictionaries({"completions": st.lists(completion, max_size=3) | JSON,
                                   "human_completion": JSON, "chosen_completion": st.integers(-2, 4) | JSON})
     label = st.fixed_dictionaries({"steps": st.lists(step, max_size=3) | JSON, "total_time": JSON,
-                                   "finish_reason": st.sampled_from(["solution", "found_error", "give_up", "x"]) | JSON})
+                                   "finish_reason": (st.sampled_from(["solution", "found_error", "give_up", "x"])
+                                                     | JSON)})
     question = st.fixed_dictionaries({"problem": st.text(max_size=20) | JSON, "ground_truth_answer": JSON})
     return st.fixed_dictionaries({"question": question | JSON, "label": label | JSON},
                                  optional={k: JSON for k in PRM_KEYS[:5]}) | JSON
@@ -61,7 +63,8 @@ def test_prm800k_rows(value) -> None:  # type: ignore[no-untyped-def]
 
 
 @hyp_settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.sampled_from(["problem", "answer", "solution", "subject", "level", "unique_id"]), JSON) | JSON)
+@given(st.dictionaries(st.sampled_from(["problem", "answer", "solution", "subject", "level", "unique_id"]), JSON)
+       | JSON)
 def test_problem_rows(value) -> None:  # type: ignore[no-untyped-def]
     _accepts_or_names_field(parse_problem, value)
 

@@ -32,7 +32,8 @@ class Recorder:
 
 def _launch(tmp_path: Path, gpus: int = 1) -> Launch:
     return Launch(name="steplab-train-7", work_dir=tmp_path / "train-7", gpus=gpus, time_limit_minutes=90,
-                  commands=[[sys.executable, "-m", "rewards.training", "train", "--config", str(tmp_path / "job 7.json")]])
+                  commands=[[sys.executable, "-m", "rewards.training", "train", "--config",
+                             str(tmp_path / "job 7.json")]])
 
 
 def test_script_runs_commands_in_order_and_records_the_exit_status(tmp_path: Path) -> None:
@@ -60,7 +61,7 @@ def test_slurm_sbatch_script_and_options(tmp_path: Path, settings) -> None:
                      "#SBATCH --container-image=nvcr.io#pytorch"):
         assert expected in lines
     assert not any(line.startswith("#SBATCH --qos") for line in lines)  # empty: left to the cluster's default
-    assert max(i for i, l in enumerate(lines) if l.startswith("#SBATCH")) < lines.index("set -uo pipefail")
+    assert max(i for i, line in enumerate(lines) if line.startswith("#SBATCH")) < lines.index("set -uo pipefail")
     # The setup lines run inside the logged part, before the commands, and stop them when they fail.
     assert script.index("set -e\n  module load cuda/12.4\nsource /opt/steplab/.venv/bin/activate") \
         < script.index("rewards.training train --config")
@@ -125,7 +126,8 @@ def test_slurm_reads_real_sacct_output(tmp_path: Path, job_id: str, state: str, 
 
 def test_slurm_refusal_names_the_command(tmp_path: Path) -> None:
     backend = SlurmBackend(runner=Recorder({"sbatch": (1, "", "sbatch: error: invalid partition")}))
-    with pytest.raises(BackendError, match="sbatch --parsable .* failed \\(exit 1\\): sbatch: error: invalid partition"):
+    with pytest.raises(BackendError,
+                       match="sbatch --parsable .* failed \\(exit 1\\): sbatch: error: invalid partition"):
         backend.submit(_launch(tmp_path))
 
 
@@ -139,7 +141,8 @@ def test_kubernetes_manifest_and_kubectl_command_lines(tmp_path: Path, settings)
     manifest = json.loads((launch.work_dir / "job.k8s.json").read_text())
     assert manifest["apiVersion"] == "batch/v1" and manifest["kind"] == "Job"
     assert manifest["metadata"] == {"name": "steplab-train-7", "namespace": "ml",
-                                    "labels": {"app.kubernetes.io/part-of": "steplab", "steplab/job": "steplab-train-7"}}
+                                    "labels": {"app.kubernetes.io/part-of": "steplab",
+                                               "steplab/job": "steplab-train-7"}}
     spec = manifest["spec"]
     assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 90 * 60
     pod = spec["template"]["spec"]

@@ -34,7 +34,8 @@ def test_dashboard_draws_best_of_n_chart(page: Page, live_server, researcher, sc
     # Chart.js holds the datasets: PRM, ORM, majority, pass means plus their two band lines each.
     labels = page.evaluate("""() => Chart.getChart(document.querySelector('canvas[data-chart="best-of-n"]'))
                               .data.datasets.map(d => d.label)""")
-    assert [l for l in labels if "σ" not in l] == ["PRM", "ORM", "Majority vote", "pass@N"] and len(labels) == 12
+    assert [label for label in labels if "σ" not in label] == ["PRM", "ORM", "Majority vote", "pass@N"]
+    assert len(labels) == 12
     scale = page.evaluate("""() => Chart.getChart(document.querySelector('canvas[data-chart="best-of-n"]'))
                              .scales.x.type""")
     assert scale == "logarithmic"
@@ -54,7 +55,8 @@ def test_job_page_polls_and_draws_the_loss_curve(page: Page, live_server, resear
                                      dataset_path="/x.jsonl", status="running", started_at=timezone.now(),
                                      heartbeat_at=timezone.now(), step=2, total_steps=10, progress=0.2,
                                      curve=[{"step": 1, "loss": 0.8}, {"step": 2, "loss": 0.6}],
-                                     log_tail="\x1b[1mBertModel LOAD REPORT\x1b[0m from: /m\nKey | Status\n----+-------\n"
+                                     log_tail="\x1b[1mBertModel LOAD REPORT\x1b[0m from: /m\n"
+                                              "Key | Status\n----+-------\n"
                                               + "x" * 3000 + " a line longer than any screen")
     _log_in(page, live_server.url, researcher.username)
     page.goto(f"{live_server.url}/models/jobs/{job.pk}/")

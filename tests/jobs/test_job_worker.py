@@ -63,7 +63,9 @@ def test_train_score_evaluate_prm_and_orm(celery_worker_process, dataset_version
     scorings = {kind: start_scoring_job(RewardModel.objects.get(job=job), pool)
                 for kind, job in (("prm", prm_job), ("orm", orm_job))}
     for scoring in scorings.values():
-        wait_for(lambda: _status(scoring) in ("succeeded", "failed"), timeout=300, what="a scoring job to end")
+        # Waited for within this iteration: the closure never outlives its `scoring`.
+        wait_for(lambda: _status(scoring) in ("succeeded", "failed"),  # noqa: B023
+                 timeout=300, what="a scoring job to end")
         assert scoring.status == JobStatus.SUCCEEDED, scoring.error
         assert CandidateScore.objects.filter(scoring_job=scoring).count() == 24
     prm_scores = CandidateScore.objects.filter(scoring_job=scorings["prm"])

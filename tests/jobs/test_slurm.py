@@ -5,6 +5,7 @@ cluster's size differs (one node, CPU only: ``gpus_per_job`` 0, one CPU per task
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -153,7 +154,9 @@ def test_cancel_from_steplab_and_scancel_from_outside(slurm_cluster, celery_work
     theirs = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, backend="slurm",
                                                 hyper=BUSY_HYPER))
     for job in (ours, theirs):
-        wait_for(lambda: _status(job) == "running" and job.external_id and _slurm_state(job.external_id) == "RUNNING",
+        # Waited for within this iteration: the closure never outlives its `job`.
+        wait_for(lambda: _status(job) == "running" and job.external_id  # noqa: B023
+                 and _slurm_state(job.external_id) == "RUNNING",  # noqa: B023
                  timeout=120, every=0.2, what="the job to run on Slurm")
 
     request_cancel(ours)  # the watcher runs scancel
@@ -193,10 +196,8 @@ def kill_batch(job_id: str, wait_for) -> None:  # type: ignore[no-untyped-def]
     """SIGKILL the job's processes on the node at once (proctrack/linuxproc would lose track of a child whose
     parent died first, and it would go on training)."""
     for pid in wait_for(lambda: batch_pids(job_id), timeout=60, every=0.2, what="the batch process"):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.mark.django_db(transaction=True)

@@ -6,6 +6,7 @@ of tests/conftest.py.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 @pytest.fixture
 def math500_rows(shared_data: Path) -> list[dict[str, Any]]:
     with (shared_data / "math" / "math500.jsonl").open(encoding="utf-8") as handle:
-        return [json.loads(line) for _, line in zip(range(20), handle)]
+        return [json.loads(line) for _, line in zip(range(20), handle, strict=False)]
 
 
 @pytest.fixture(scope="session")

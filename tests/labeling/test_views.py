@@ -353,7 +353,7 @@ def test_give_up_from_the_page_is_answered_in_place(stepwise, member) -> None:  
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     page = client.get(f"/assignments/{assignment.pk}/").content.decode()
-    assert 'hx-post="/assignments/%d/finish" hx-target="#alerts"' % assignment.pk in page
+    assert f'hx-post="/assignments/{assignment.pk}/finish" hx-target="#alerts"' in page
     assert '<label for="reason-text">' in page and "required" in page[page.index('id="reason-text"'):][:120]
     url = f"/assignments/{assignment.pk}/finish"
     refused = client.post(url, {"reason": "give_up", "reason_text": "  "}, **HX)
@@ -453,14 +453,17 @@ def test_conversational_flow(conversational, member) -> None:  # type: ignore[no
     response = client.post(url, {"step_index": 0, "chosen_completion": 0}, **HX)
     assert response.status_code == 400 and "Rate every completion of this step first." in response.content.decode()
     response = rate(client, assignment, 1, 1, completion_index=0)
-    assert response.status_code == 400 and "Choose or write a continuation for step 1 first." in response.content.decode()
+    assert response.status_code == 400
+    assert "Choose or write a continuation for step 1 first." in response.content.decode()
     rate(client, assignment, 0, 1, completion_index=0)
     rate(client, assignment, 0, -1, completion_index=1)
     assert Assignment.objects.get(pk=assignment.pk).status == AssignmentStatus.LEASED  # −1 does not end phase 1
     response = client.post(url, {"step_index": 0, "chosen_completion": 1}, **HX)
-    assert response.status_code == 400 and "You cannot continue with a completion you rated −1." in response.content.decode()
+    assert response.status_code == 400
+    assert "You cannot continue with a completion you rated −1." in response.content.decode()
     response = client.post(url, {"step_index": 0}, **HX)
-    assert response.status_code == 400 and "Give exactly one of chosen_completion or human_text." in response.content.decode()
+    assert response.status_code == 400
+    assert "Give exactly one of chosen_completion or human_text." in response.content.decode()
     response = client.post(url, {"step_index": 0, "chosen_completion": 0}, **HX)
     assert response.status_code == 200 and 'id="step-1"' in response.content.decode()
     assert 'data-completion-index="1"' in response.content.decode()

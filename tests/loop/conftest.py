@@ -154,7 +154,8 @@ def hand_scored(loop_pool, loop_campaign):  # type: ignore[no-untyped-def]
         scoring = ScoringJob.objects.create(
             reward_model=model, pool=loop_pool, status=JobStatus.SUCCEEDED,
             step_metrics={"solutions": 6, "steps": 15, "step_auroc": 0.8125,
-                          "processbench": {"error_acc": 0.5, "correct_acc": 1.0, "f1": 0.6667}} if kind == "prm" else {})
+                          "processbench": {"error_acc": 0.5, "correct_acc": 1.0, "f1": 0.6667}}
+            if kind == "prm" else {})
         rows = []
         for candidate in Candidate.objects.filter(pool_problem__pool=loop_pool):
             score = rng.random() * 0.5 + (0.4 if candidate.is_correct else 0.0)

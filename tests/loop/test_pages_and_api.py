@@ -145,14 +145,16 @@ def test_evaluate_form_fills_the_best_of_n_table(client, campaign_admin, loop_ca
     for method in ("prm", "orm", "majority", "pass"):
         values = re.findall(rf'<td data-method="{method}">([^<]*)</td>', table)
         assert len(values) == 3 and all(0 <= float(v) <= 100 for v in values), (method, values)
-    assert float(re.findall(r'<td data-method="pass">([^<]*)</td>', table)[-1]) == 100.0  # every problem has a right one
+    # every problem has a right one
+    assert float(re.findall(r'<td data-method="pass">([^<]*)</td>', table)[-1]) == 100.0
     assert "hand PRM" in page and f"pool “{run.pool.name}”" in page  # named under the chart
     assert 'data-metric="step_auroc">0.813<' in page and 'data-metric="first_error_f1">0.667<' in page
 
 
 def test_evaluate_errors_and_api(client, campaign_admin, loop_campaign, hand_scored) -> None:  # type: ignore[no-untyped-def]
     _login(client, campaign_admin)
-    empty = client.post(reverse("jobs:evaluate_start", args=[loop_campaign.slug]), {"prm_scoring": "", "orm_scoring": ""})
+    empty = client.post(reverse("jobs:evaluate_start", args=[loop_campaign.slug]),
+                        {"prm_scoring": "", "orm_scoring": ""})
     assert empty.status_code == 400 and "choose a PRM or an ORM scoring" in empty.content.decode()
     swapped = client.post(reverse("jobs:api_evaluations", args=[loop_campaign.slug]),
                           {"prm_scoring": hand_scored["orm"].pk}, content_type="application/json")
@@ -208,7 +210,8 @@ def test_researcher_may_compare_outsider_may_not(client, loop_campaign, loop_poo
     Membership.objects.create(campaign=loop_campaign, user=researcher, role=Role.RESEARCHER)
     outsider = make_user("out-loop")
     _login(client, outsider)
-    assert client.post(reverse("jobs:compare_start", args=[loop_campaign.slug]), {"max_steps": "3"}).status_code in (403, 404)
+    response = client.post(reverse("jobs:compare_start", args=[loop_campaign.slug]), {"max_steps": "3"})
+    assert response.status_code in (403, 404)
     _login(client, researcher)
     created = client.post(reverse("jobs:api_comparisons", args=[loop_campaign.slug]), {"max_steps": 3},
                           content_type="application/json")
@@ -283,7 +286,8 @@ def test_a_failed_training_fails_the_run_with_its_reason(loop_campaign, loop_poo
     run = _run_at_training(loop_campaign, loop_pool, hand_scored)
     orm_job = hand_scored["orm"].reward_model.job
     type(orm_job).objects.filter(pk=orm_job.pk).update(
-        status="failed", error="the process exited with status 1\n--- stderr (tail) ---\nTraceback …\nerror: out of memory")
+        status="failed",
+        error="the process exited with status 1\n--- stderr (tail) ---\nTraceback …\nerror: out of memory")
     assert advance(run.pk) == "failed"
     run.refresh_from_db()
     assert run.error == f"training the ORM (job {orm_job.pk}) failed: out of memory (the process exited with status 1)"

@@ -39,7 +39,8 @@ def test_cohen_kappa_matches_sklearn_on_random_data() -> None:
         second = [f if rng.random() < 0.7 else rng.choice(["found_error", "solution"]) for f in first]
         if len(set(first + second)) < 2:
             continue
-        assert cohen_kappa(list(zip(first, second))).value == pytest.approx(cohen_kappa_score(first, second))
+        pairs = list(zip(first, second, strict=True))
+        assert cohen_kappa(pairs).value == pytest.approx(cohen_kappa_score(first, second))
 
 
 def test_fleiss_kappa_hand_case() -> None:

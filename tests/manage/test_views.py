@@ -150,7 +150,8 @@ def _grow(campaign: Campaign, n: int, labeler) -> None:  # type: ignore[no-untyp
         Assignment, ["solution_id", "labeler_id", "status", "finish_reason"],
         [(s, labeler.pk, AssignmentStatus.SUBMITTED, FinishReason.SOLUTION) for s in solution_ids])
     insert_rows(Rating, ["assignment_id", "completion_id", "rating"],
-                [(a, c, 1) for a, cs in zip(assignment_ids, zip(*[iter(completion_ids)] * 3)) for c in cs])
+                [(a, c, 1) for a, cs in zip(assignment_ids, zip(*[iter(completion_ids)] * 3, strict=True), strict=True)
+                 for c in cs])
 
 
 @pytest.mark.django_db

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def test_layout_is_cls_prompt_sep_steps(minilm_tokenizer: Any, layout: Any) -> N
     assert encoded.label_positions == separators[1:]
     assert [labels[p] for p in separators[1:]] == [1, 0]
     assert all(label == IGNORE_INDEX for i, label in enumerate(labels) if i not in separators[1:])
-    pieces = [ids[a + 1:b] for a, b in zip(separators, separators[1:])]
+    pieces = [ids[a + 1:b] for a, b in pairwise(separators)]
     assert pieces == tokenize_texts(minilm_tokenizer, STEPS)
     assert not encoded.overlong and encoded.end_step == 2
 

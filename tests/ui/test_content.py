@@ -130,7 +130,8 @@ def test_dataset_versions_show_distribution_and_what_changed(client, campaign_fa
         DatasetVersion.objects.create(
             campaign=campaign, number=number, status=DatasetVersion.Status.READY, content_sha256=str(number) * 64,
             folder=f"d{number}", counts={"problems": 5, "solutions": labelings, "assignments": labelings,
-                                         "ratings": dict(zip(("negative", "neutral", "positive"), ratings))})
+                                         "ratings": dict(zip(("negative", "neutral", "positive"), ratings,
+                                                             strict=True))})
     client.force_login(researcher)
     page = client.get(reverse("pages:datasets")).content.decode()
     rows = {m.group(1): m.group(2) for m in re.finditer(

@@ -1,6 +1,8 @@
 """Shared bits of the import commands: campaign lookup and error reporting."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.models import Campaign
@@ -14,7 +16,7 @@ def get_campaign(slug: str) -> Campaign:
     return campaign
 
 
-def run_import(command: BaseCommand, action, *, skip_invalid: bool) -> ImportReport:  # type: ignore[no-untyped-def]
+def run_import(command: BaseCommand, action: Callable[[], ImportReport], *, skip_invalid: bool) -> ImportReport:
     try:
         report: ImportReport = action()
     except ImportFailed as failed:

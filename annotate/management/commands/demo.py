@@ -9,10 +9,11 @@ import os
 import signal
 import subprocess
 import sys
+from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from annotate.demo import DEMO_SLUG, load_demo
 
@@ -20,13 +21,13 @@ from annotate.demo import DEMO_SLUG, load_demo
 class Command(BaseCommand):
     help = "Load the demo campaign (slug 'demo') and its accounts, then serve Steplab with an embedded worker."
 
-    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--no-serve", action="store_true", help="stop after loading")
         parser.add_argument("--addrport", default=os.environ.get("STEPLAB_DEMO_ADDRPORT", "127.0.0.1:8000"),
                             help="serve on HOST:PORT (or PORT) instead of 127.0.0.1:8000")
         parser.add_argument("--no-worker", action="store_true", help="serve without the embedded Celery worker")
 
-    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+    def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         report = load_demo(password=os.environ.get("STEPLAB_DEMO_PASSWORD") or None)
         if report.loaded:
@@ -40,7 +41,8 @@ class Command(BaseCommand):
             self.stdout.write("accounts labeler, admin, researcher exist (passwords unchanged; "
                               "set STEPLAB_DEMO_PASSWORD to reset them)")
         db = settings.DATABASES["default"]
-        self.stdout.write(f"database: {db['ENGINE'].rsplit('.', 1)[-1]} {db['NAME']}; broker: {settings.CELERY_BROKER_URL.split('@')[-1]}")
+        broker = settings.CELERY_BROKER_URL.split("@")[-1]
+        self.stdout.write(f"database: {db['ENGINE'].rsplit('.', 1)[-1]} {db['NAME']}; broker: {broker}")
         if options["no_serve"]:
             return
         worker = None

@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign, CampaignMode
 from annotate.prm800k import import_prm800k
@@ -11,23 +13,22 @@ class Command(BaseCommand):
             "command creates takes the mode its rows imply (conversational when most rows are phase-1 rows, whose "
             "steps carry several rated completions; else stepwise) unless --mode says otherwise.")
 
-    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
         parser.add_argument("--campaign", required=True, help="campaign slug (created if missing)")
         parser.add_argument("--mode", choices=CampaignMode.values,
                             help="mode of the campaign when this import creates it (default: implied by the rows)")
         parser.add_argument("--skip-invalid", action="store_true", help="import valid rows, report the rest")
 
-    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+    def handle(self, *args: Any, **options: Any) -> None:
         mode = options["mode"]
-        campaign = Campaign.objects.filter(slug=options["campaign"]).first()
-        if campaign is not None and mode and campaign.mode != mode:
-            raise CommandError(f"campaign {campaign.slug!r} exists in {campaign.mode} mode; --mode {mode} applies "
+        existing = Campaign.objects.filter(slug=options["campaign"]).first()
+        if existing is not None and mode and existing.mode != mode:
+            raise CommandError(f"campaign {existing.slug!r} exists in {existing.mode} mode; --mode {mode} applies "
                                "only to a campaign this import creates")
-        created = campaign is None
-        if created:
-            campaign = Campaign.objects.create(slug=options["campaign"], name=options["campaign"],
-                                               mode=mode or CampaignMode.STEPWISE)
+        created = existing is None
+        campaign = existing or Campaign.objects.create(slug=options["campaign"], name=options["campaign"],
+                                                       mode=mode or CampaignMode.STEPWISE)
         try:
             run_import(self, lambda: import_prm800k(options["file"], campaign, skip_invalid=options["skip_invalid"],
                                                     adopt_mode=created and not mode),

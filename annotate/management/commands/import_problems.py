@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
 
 from annotate.services.problems import import_problems
 
@@ -10,12 +12,12 @@ class Command(BaseCommand):
             "problems (--campaign), or without --campaign into the staff-only problem bank, whose problems are "
             "copied into a campaign the first time one of its imports references them.")
 
-    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file")
         parser.add_argument("--campaign", help="campaign slug; omitted: the staff-only problem bank")
         parser.add_argument("--skip-invalid", action="store_true")
 
-    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+    def handle(self, *args: Any, **options: Any) -> None:
         campaign = get_campaign(options["campaign"]) if options["campaign"] else None
         run_import(self, lambda: import_problems(options["file"], campaign, skip_invalid=options["skip_invalid"]),
                    skip_invalid=options["skip_invalid"])

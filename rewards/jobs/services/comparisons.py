@@ -13,6 +13,7 @@ Failure reasons name the stage and say what to do, in one sentence; the job page
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -56,7 +57,7 @@ DEFAULT_PER_PROBLEM = 16
 #: step-level table comes from scoring the held-out solutions), so a seeded sample keeps a CPU run in its budget
 VALIDATION_ROWS = 300
 SUBSET_SOURCE = "subset of pool"  # how a comparison's copy of a pool is told apart from the pools users bring
-STAGE_WORDS = {ComparisonStage.SNAPSHOT: "snapshot", ComparisonStage.TRAIN: "training",
+STAGE_WORDS: dict[str, str] = {ComparisonStage.SNAPSHOT: "snapshot", ComparisonStage.TRAIN: "training",
                ComparisonStage.SCORE: "scoring", ComparisonStage.EVALUATE: "evaluation"}
 
 
@@ -198,8 +199,9 @@ def _snapshot(run: ComparisonRun) -> None:
 
 
 def _train(run: ComparisonRun) -> None:
-    prm, orm = (TrainingJob.objects.select_related("reward_model").get(pk=pk) for pk in (run.prm_job_id,
-                                                                                       run.orm_job_id))
+    # Past the snapshot stage both training jobs are set.
+    prm, orm = (TrainingJob.objects.select_related("reward_model").get(pk=pk)  # type: ignore[misc]
+                for pk in (run.prm_job_id, run.orm_job_id))
     failure = _job_failure("training the PRM", prm) or _job_failure("training the ORM", orm)
     if failure:
         _fail(run, failure)
@@ -221,7 +223,8 @@ def _train(run: ComparisonRun) -> None:
 
 
 def _score(run: ComparisonRun) -> None:
-    prm, orm = (ScoringJob.objects.select_related("reward_model__job").get(pk=pk)
+    # Past the training stage both scoring jobs are set.
+    prm, orm = (ScoringJob.objects.select_related("reward_model__job").get(pk=pk)  # type: ignore[misc]
                 for pk in (run.prm_scoring_id, run.orm_scoring_id))
     failure = _job_failure("scoring the pool with the PRM", prm) or _job_failure("scoring the pool with the ORM", orm)
     if failure:
@@ -241,7 +244,8 @@ def _score(run: ComparisonRun) -> None:
         _fail(run, f"evaluation: {exc}")
 
 
-STAGES = {ComparisonStage.SNAPSHOT: _snapshot, ComparisonStage.TRAIN: _train, ComparisonStage.SCORE: _score}
+STAGES: dict[str, Callable[[ComparisonRun], None]] = {
+    ComparisonStage.SNAPSHOT: _snapshot, ComparisonStage.TRAIN: _train, ComparisonStage.SCORE: _score}
 
 
 def advance(run_id: int) -> str | None:

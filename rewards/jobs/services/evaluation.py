@@ -79,7 +79,8 @@ def data_efficiency(campaign: Campaign | None, pool: CandidatePool) -> dict[str,
         prm, orm = (job, None) if model.kind == Kind.PRM else (None, job)
         enc = encode_pools(pools_for(pool, prm, orm), pool.pool_size or None)
         exact = exact_best_of_n(enc, [enc.pool_size])
-        value = exact[model.kind][str(enc.pool_size)] if exact.get(model.kind) else None
+        by_n = exact.get(model.kind)
+        value = by_n[str(enc.pool_size)] if by_n else None
         points[model.kind].append({"model": model.name, "model_id": model.pk, "trained_on": model.trained_on,
                                    "n": enc.pool_size, "accuracy": value,
                                    "dataset_version": str(model.dataset_version) if model.dataset_version else None})

@@ -111,7 +111,8 @@ def parse_line(obj: Any, split_rule: str = "auto") -> ParsedProblem:
                 raise RowError("generated_answers", f"has {len(answers)} entries, generated_responses has "
                                                     f"{len(responses)}")
         parsed = ParsedProblem(text=problem, source_id=_text(obj, "id", required=False) or "", gold=gold)
-        parsed.candidates = [_candidate(text, None, answer, split_rule) for text, answer in zip(responses, answers)]
+        parsed.candidates = [_candidate(text, None, answer, split_rule)
+                             for text, answer in zip(responses, answers, strict=True)]
         return parsed
     problem = _text(obj, "problem", required=False)
     problem_id = _text(obj, "problem_id", required=False)
@@ -124,6 +125,7 @@ def parse_line(obj: Any, split_rule: str = "auto") -> ParsedProblem:
             raise RowError("steps", "is empty")
         text = "\n\n".join(steps)
     else:
+        # required=True (the default): never None.
         text = _text(obj, "solution")  # type: ignore[assignment]
     answer = _text(obj, "answer", required=False)
     parsed = ParsedProblem(text=problem, source_id=problem_id or "", gold=_text(obj, "ground_truth", required=False))

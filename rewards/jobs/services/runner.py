@@ -38,7 +38,7 @@ class JobHooks:
 
     launch: Launch
     progress: Callable[[], dict[str, Any]]
-    on_success: Callable[[], None]
+    on_success: Callable[[], object]  # what it returns is not used
 
 
 def heartbeat_timeout() -> timedelta:

@@ -136,8 +136,8 @@ def register_pool(job: SamplingJob) -> None:
                               split_rule="lines", user=job.started_by, purpose=PoolPurpose.LABELING)
     except ImportFailed as failed:
         first = failed.report.rejected[0] if failed.report.rejected else None
-        raise ValueError(f"{failed.report.rejected_count} sample line(s) could not be imported"
-                         + (f", e.g. line {first.line} field {first.field!r}: {first.message}" if first else "")) from None
+        example = f", e.g. line {first.line} field {first.field!r}: {first.message}" if first else ""
+        raise ValueError(f"{failed.report.rejected_count} sample line(s) could not be imported{example}") from None
     summary = {**summary, "samples_done": count_lines(samples), "samples_total": _expected(job)}
     job.pool, job.summary = pool, summary
     SamplingJob.objects.filter(pk=job.pk).update(pool=pool, summary=summary)

@@ -56,10 +56,10 @@ def _write_input(job: ScoringJob) -> int:
     candidates = Candidate.objects.filter(pool_problem__pool=job.pool)
     if hasattr(job, "labeling_round"):  # a labeling round's scoring: only what could still be selected
         candidates = candidates.filter(solution__isnull=True)
-    candidates = candidates.values_list("id", "steps", "pool_problem__problem__text").order_by(
+    listed = candidates.values_list("id", "steps", "pool_problem__problem__text").order_by(
         "pool_problem__index", "index")
     with (work / INPUT).open("w", encoding="utf-8") as handle:
-        for candidate_id, steps, prompt in candidates.iterator(chunk_size=2000):
+        for candidate_id, steps, prompt in listed.iterator(chunk_size=2000):
             if kind == Kind.PRM and not steps:
                 continue
             row: dict[str, Any] = {"id": candidate_id, "prompt": prompt}

@@ -232,7 +232,8 @@ def auto_train(min_new: int | None = None, *, base_model: str = "default") -> li
     threshold = settings.STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS if min_new is None else min_new
     hyper = dict(settings.STEPLAB_AUTO_TRAIN_HYPER)
     started: list[TrainingJob] = []
-    for campaign in Campaign.objects.filter(is_active=True, dataset_versions__status=DatasetVersion.Status.READY).distinct():
+    ready = Campaign.objects.filter(is_active=True, dataset_versions__status=DatasetVersion.Status.READY)
+    for campaign in ready.distinct():
         newest = campaign.dataset_versions.filter(status=DatasetVersion.Status.READY).order_by("-number").first()
         if newest is None or TrainingJob.objects.filter(dataset_version=newest, auto_started=True).exists():
             continue

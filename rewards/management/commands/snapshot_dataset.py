@@ -1,7 +1,9 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign
-from rewards.exports import NEUTRAL_POLICIES, STEP_MODES, ExportOptions
+from rewards.management.export_options import add_export_arguments, export_options
 from rewards.models import DatasetVersion
 from rewards.services.datasets import create_dataset_version
 
@@ -9,31 +11,19 @@ from rewards.services.datasets import create_dataset_version
 class Command(BaseCommand):
     help = "Snapshot a campaign's labels as a new dataset version (every format) and print its id and folder."
 
-    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--campaign", required=True)
-        parser.add_argument("--neutral", choices=NEUTRAL_POLICIES, default="positive")
-        parser.add_argument("--seed", type=int, default=0, help="seed of the train/test split by problem")
-        parser.add_argument("--test-fraction", type=float, default=0.1)
-        qc = parser.add_mutually_exclusive_group()
-        qc.add_argument("--include-qc", dest="include_qc", action="store_true", default=None,
-                        help="keep QC and screening solutions (default: prm800k keeps them, like the release; "
-                             "the training formats leave them out)")
-        qc.add_argument("--exclude-qc", dest="include_qc", action="store_false",
-                        help="leave QC and screening solutions out of prm800k too")
-        parser.add_argument("--steps", choices=STEP_MODES, default="auto",
-                            help="trl-stepwise step mode (see export_dataset --steps)")
+        add_export_arguments(parser, steps_help="trl-stepwise step mode (see export_dataset --steps)")
 
-    def handle(self, *args, **options):  # type: ignore[no-untyped-def]
+    def handle(self, *args: Any, **options: Any) -> None:
         campaign = Campaign.objects.filter(slug=options["campaign"]).first()
         if campaign is None:
             raise CommandError(f"campaign {options['campaign']!r} does not exist")
         try:
-            export_options = ExportOptions(neutral=options["neutral"], seed=options["seed"],
-                                           test_fraction=options["test_fraction"], include_qc=options["include_qc"],
-                                           steps=options["steps"])
+            chosen = export_options(options)
         except ValueError as error:
             raise CommandError(str(error)) from None
-        version = create_dataset_version(campaign, options=export_options)
+        version = create_dataset_version(campaign, options=chosen)
         if version is None:
             latest = DatasetVersion.objects.filter(campaign=campaign).order_by("-number").first()
             assert latest is not None

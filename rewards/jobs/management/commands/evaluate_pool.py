@@ -1,4 +1,5 @@
-"""manage.py evaluate_pool --pool NAME [--prm-scoring ID] [--orm-scoring ID] [--trials 400] [--seed 0] [--aggregation product|min]"""
+"""manage.py evaluate_pool --pool NAME [--prm-scoring ID] [--orm-scoring ID] [--trials 400] [--seed 0]
+[--aggregation product|min]"""
 from __future__ import annotations
 
 from typing import Any
@@ -25,7 +26,7 @@ class Command(BaseCommand):
         pool = CandidatePool.objects.filter(name=options["pool"]).first()
         if pool is None:
             raise CommandError(f"--pool: no pool named {options['pool']!r}")
-        jobs = {}
+        jobs: dict[str, ScoringJob | None] = {}
         for key in ("prm_scoring", "orm_scoring"):
             if options[key] is not None:
                 jobs[key] = ScoringJob.objects.select_related("reward_model").filter(pk=options[key]).first()
@@ -33,7 +34,8 @@ class Command(BaseCommand):
                     raise CommandError(f"--{key.replace('_', '-')}: no scoring job {options[key]}")
         try:
             run = evaluate_pool(pool, trials=options["trials"], seed=options["seed"],
-                                aggregation=options["aggregation"], **jobs)
+                                aggregation=options["aggregation"], prm_scoring=jobs.get("prm_scoring"),
+                                orm_scoring=jobs.get("orm_scoring"))
         except JobInputError as exc:
             raise CommandError(str(exc)) from None
         n = str(run.results["ns"][-1])

@@ -34,7 +34,8 @@ class Command(BaseCommand):
             except FileNotFoundError:
                 raise CommandError(f"--config: {options['config']} does not exist") from None
             except json.JSONDecodeError as exc:
-                raise CommandError(f"--config: {options['config']} line {exc.lineno}: not valid JSON ({exc.msg})") from None
+                raise CommandError(f"--config: {options['config']} line {exc.lineno}: "
+                                   f"not valid JSON ({exc.msg})") from None
         try:
             job = start_sampling_job(campaign, config, backend=options["backend"])
         except JobInputError as exc:

@@ -30,13 +30,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         versions = DatasetVersion.objects.filter(campaign__slug=options["campaign"], status="ready")
-        version = (versions.filter(number=options["version"]) if options["version"] else versions.order_by("-number")).first()
+        chosen = versions.filter(number=options["version"]) if options["version"] else versions.order_by("-number")
+        version = chosen.first()
         if version is None:
             raise CommandError(f"--version: no ready dataset version of campaign {options['campaign']!r}")
         hyper = {key: options[key] for key in ("max_steps", "epochs", "learning_rate", "batch_size", "max_length",
                                                "seed") if options[key] is not None}
         try:
-            sizes = [int(s) for s in options["subsets"].split(",") if s.strip()] or [None]
+            sizes: list[int | None] = [int(s) for s in options["subsets"].split(",") if s.strip()] or [None]
         except ValueError:
             raise CommandError(f"--subsets: expected comma-separated integers, got {options['subsets']!r}") from None
         with transaction.atomic():
