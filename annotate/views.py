@@ -17,9 +17,11 @@ import nh3
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
+
+from steplab.http import AppRequest
 
 from . import forms, permissions
 from .models import Assignment, AssignmentStatus, Campaign, CampaignMode
@@ -258,7 +260,7 @@ def _rows_response(request: AppRequest, ws: Workspace, step_index: int, announce
 
 @login_required
 @require_GET
-def campaign_page(request: HttpRequest, slug: str) -> HttpResponse:
+def campaign_page(request: AppRequest, slug: str) -> HttpResponse:
     campaign = get_object_or_404(Campaign, slug=slug)
     membership = permissions.membership_of(request.user, campaign)
     if membership is None:

@@ -4,8 +4,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from celery import Celery, Task
-from celery.result import AsyncResult
+from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "steplab.settings")
 
@@ -38,8 +37,7 @@ def send_task(task: Any, *, args: list[Any], queue: str | None = None) -> Any:
     from kombu.exceptions import OperationalError
 
     try:
-        # celery takes a list of args and queue=None (default routing); celery-types' stub asks for a tuple and a str.
-        return task.apply_async(args=args, queue=queue, retry=True,  # type: ignore[arg-type]
+        return task.apply_async(args=args, queue=queue, retry=True,
                                 retry_policy={"max_retries": 2, "interval_start": 0, "interval_step": 0.5})
     except OperationalError as exc:
         log.warning("broker unreachable, %s(%s) stays queued: %s", task.name, args, exc)

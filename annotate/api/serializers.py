@@ -1,7 +1,7 @@
 """The labeling API's output serializers (what it returns) and explicit input serializers (what it accepts)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -22,7 +22,8 @@ class ProblemSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Problem
-        fields = ["id", "campaign", "source_id", "text", "text_sha256", "answer", "solution", "subject", "level", "created_at"]
+        fields = ["id", "campaign", "source_id", "text", "text_sha256", "answer", "solution", "subject", "level",
+                  "created_at"]
 
 
 class CompletionOutSerializer(serializers.Serializer):
@@ -134,7 +135,12 @@ class ImportSolutionsInputSerializer(serializers.Serializer):
     generation = serializers.IntegerField(required=False, allow_null=True, min_value=-2**31, max_value=2**31 - 1)
 
 
-SMALL_INT = {"min_value": 0, "max_value": 2**31 - 1}
+class _Bounds(TypedDict):
+    min_value: int
+    max_value: int
+
+
+SMALL_INT: _Bounds = {"min_value": 0, "max_value": 2**31 - 1}
 
 
 class RateInputSerializer(serializers.Serializer):

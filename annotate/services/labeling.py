@@ -686,6 +686,7 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
                  .filter(pk=assignment_id).first())
         if found is None or found.labeler_id != getattr(user, "pk", None):
             raise NotAllowed("This is not your assignment.")
+        assignment = found
         if not permissions.can_label(user, assignment.solution.campaign):
             raise NotAllowed("You are not an active labeler in this campaign.")
     stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE

@@ -1,7 +1,7 @@
 """The datasets API's serializers: dataset versions with their files, and the campaign filter of the list."""
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers

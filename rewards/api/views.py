@@ -76,7 +76,7 @@ class DatasetVersionViewSet(viewsets.ReadOnlyModelViewSet):
             refused = HttpResponse(str(error), status=416, content_type="text/plain")
             refused["Content-Range"] = f"bytes */{error.size}"
             return refused
-        response = StreamingHttpResponse(download.chunks, status=download.status, content_type=download.content_type)
+        streamed = StreamingHttpResponse(download.chunks, status=download.status, content_type=download.content_type)
         for header, value in download.headers.items():
             streamed[header] = value
         return streamed

@@ -1,7 +1,15 @@
 from django.contrib import admin
 
-from .models import (CandidatePool, ComparisonRun, EvaluationRun, LabelingRound, RewardModel, SamplingJob, ScoringJob,
-                     TrainingJob)
+from .models import (
+    CandidatePool,
+    ComparisonRun,
+    EvaluationRun,
+    LabelingRound,
+    RewardModel,
+    SamplingJob,
+    ScoringJob,
+    TrainingJob,
+)
 
 
 @admin.register(TrainingJob)

@@ -29,8 +29,13 @@ from steplab.http import AppRequest
 from . import selectors
 from .forms import TrainingJobForm
 from .models import CandidatePool, ComparisonRun, PoolPurpose, RewardModel, SamplingJob, ScoringJob, TrainingJob
-from .services.comparisons import (DEFAULT_MAX_STEPS, DEFAULT_PER_PROBLEM, request_cancel_comparison,
-                                   snapshot_labels, start_comparison)
+from .services.comparisons import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_PER_PROBLEM,
+    request_cancel_comparison,
+    snapshot_labels,
+    start_comparison,
+)
 from .services.evaluation import AGGREGATIONS, evaluate_scorings
 from .services.labeling_rounds import start_labeling_round
 from .services.pools import import_uploaded_pool

@@ -263,9 +263,11 @@ def _message(error: ErrorDetails) -> SamplingConfigError:
         return SamplingConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
     base, bounds = _number_field(key)
     if base is int and kind == "less_than_equal":
-        return SamplingConfigError(f"config key '{key}' must be an integer <= {bounds['Le'].le:,}, got {value!r:.80}", key=key)
+        return SamplingConfigError(f"config key '{key}' must be an integer <= {bounds['Le'].le:,}, got {value!r:.80}",
+                                   key=key)
     if base is int:
-        return SamplingConfigError(f"config key '{key}' must be an integer >= {bounds['Ge'].ge}, got {value!r:.80}", key=key)
+        return SamplingConfigError(f"config key '{key}' must be an integer >= {bounds['Ge'].ge}, got {value!r:.80}",
+                                   key=key)
     if base is float:
         low = f"({bounds['Gt'].gt:g}" if "Gt" in bounds else f"[{bounds['Ge'].ge:g}"
         high = f"{bounds['Le'].le:g}]"

@@ -225,8 +225,8 @@ def _message(error: ErrorDetails) -> TrainingConfigError:
         return TrainingConfigError(f"config key '{key}' is required", key=key)
     if kind == "literal_error":
         annotation = schema.__pydantic_fields__[name].annotation  # type: ignore[attr-defined]
-        return TrainingConfigError(f"config key '{key}' must be one of {', '.join(get_args(annotation))}, got {value!r}",
-                           key=key)
+        choices = ", ".join(get_args(annotation))
+        return TrainingConfigError(f"config key '{key}' must be one of {choices}, got {value!r}", key=key)
     if kind == "bool_type":
         return TrainingConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
     if kind == "int_type":

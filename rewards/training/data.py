@@ -109,11 +109,10 @@ def parse_prm_record(where: str, record: dict[str, Any], neutral: str) -> PrmRow
     if not isinstance(steps, list) or not steps or not all(isinstance(s, str) for s in steps):
         raise TrainingDataError(f"{where}: field 'completions' must be a non-empty list of step texts")
     ratings = record.get("ratings")
-    if ratings is not None:
-        if (not isinstance(ratings, list) or len(ratings) != len(steps)
-                or not all(r in (-1, 0, 1) and not isinstance(r, bool) for r in ratings)):
-            raise TrainingDataError(f"{where}: field 'ratings' must be a list of -1/0/1, one per step "
-                                    f"({len(steps)} steps)")
+    if ratings is not None and (not isinstance(ratings, list) or len(ratings) != len(steps)
+                                or not all(r in (-1, 0, 1) and not isinstance(r, bool) for r in ratings)):
+        raise TrainingDataError(f"{where}: field 'ratings' must be a list of -1/0/1, one per step "
+                                f"({len(steps)} steps)")
     if neutral != "positive" and ratings is not None:
         labels = step_labels(ratings, neutral)
     else:

@@ -6,7 +6,6 @@ of tests/conftest.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 

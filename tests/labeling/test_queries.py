@@ -4,6 +4,8 @@ for, so a new query shows up as a changed number with a place to say why. (The s
 savepoint inside the test's transaction, hence the SAVEPOINT / RELEASE pairs.)"""
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from django.db import connection
 from django.test import Client
@@ -63,7 +65,7 @@ def test_workspace_get_is_flat(campaign_factory, member, django_assert_num_queri
                 client.post(f"/assignments/{assignment.pk}/decide", {"step_index": index, "chosen_completion": 0},
                             **HX)
         with django_assert_num_queries(WORKSPACE_GET):
-            counts.append(_count(lambda: client.get(f"/assignments/{assignment.pk}/")))
+            counts.append(_count(partial(client.get, f"/assignments/{assignment.pk}/")))
     assert counts[0] == counts[1], counts
 
 
@@ -75,9 +77,9 @@ def test_rating_post_is_flat(campaign_factory, member, django_assert_num_queries
             client.post(f"/assignments/{assignment.pk}/rate", {"step_index": index, "rating": 1}, **HX)
         url = f"/assignments/{assignment.pk}/rate"
         with django_assert_num_queries(RATING_POST_NEW):
-            new = _count(lambda: client.post(url, {"step_index": 2, "rating": 0, "time_ms": 900}, **HX))
+            new = _count(partial(client.post, url, {"step_index": 2, "rating": 0, "time_ms": 900}, **HX))
         with django_assert_num_queries(RATING_POST_CHANGED):  # the same, plus the revision it keeps
-            changed = _count(lambda: client.post(url, {"step_index": 1, "rating": 0, "time_ms": 500}, **HX))
+            changed = _count(partial(client.post, url, {"step_index": 1, "rating": 0, "time_ms": 500}, **HX))
         counts.append((new, changed))
     assert counts[0] == counts[1], counts
 

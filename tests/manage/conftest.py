@@ -5,7 +5,6 @@ Solutions and finished labelings built row by row are ``tests.factories.numbered
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 

@@ -36,7 +36,8 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
                                                     make_user, shared_data: Path) -> None:
     campaign = campaign_factory("uploads")
     client.force_login(make_user("boss", is_staff=True))
-    rows = [json.loads(line) for _, line in zip(range(30), (shared_data / "math" / "math500.jsonl").open())]
+    with (shared_data / "math" / "math500.jsonl").open() as lines:
+        rows = [json.loads(line) for _, line in zip(range(30), lines, strict=False)]
     job = finished_import(upload(client, "uploads", "problems", jsonl(rows)).pk)
     assert job.status == JobStatus.SUCCEEDED, job.error
     assert (job.lines, job.imported, job.rejected_count, job.progress) == (30, 30, 0, 1.0)

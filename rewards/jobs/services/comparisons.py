@@ -295,7 +295,8 @@ def reconcile(older_than_s: float = 30.0) -> list[int]:
                                                                                 ComparisonStage.SCORE)):
         stage_jobs = ((run.prm_job_id, run.orm_job_id, TrainingJob) if run.stage == ComparisonStage.TRAIN
                       else (run.prm_scoring_id, run.orm_scoring_id, ScoringJob))
-        if not stage_jobs[2].objects.filter(pk__in=stage_jobs[:2], status__in=ACTIVE_STATUSES).exists():
+        ids = [pk for pk in stage_jobs[:2] if pk is not None]
+        if not stage_jobs[2].objects.filter(pk__in=ids, status__in=ACTIVE_STATUSES).exists():
             advance(run.pk)
             moved.append(run.pk)
     return moved

@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
 from rewards.training.data import TrainingDataError, iter_records
 from steplab import jobs
