@@ -404,8 +404,7 @@ class ImportJob(Job):
     created = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(Job.Meta):
         constraints = [
             models.CheckConstraint(condition=Q(progress__gte=0) & Q(progress__lte=1), name="importjob_progress_0_1"),
         ]

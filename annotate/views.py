@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import wraps
+from typing import Any
 
 import markdown
 import nh3
+from django import forms as django_forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import connection
@@ -281,10 +285,7 @@ def start(request: AppRequest, slug: str) -> HttpResponse:
         outcome = labeling.lease_next_solution(campaign, request.user)
     except NotAllowed as error:
         return _alert(request, str(error), 403)
-    if outcome.assignment is None:
-        messages.info(request, outcome.reason)
-        return redirect("annotate:campaign", slug)
-    return redirect("annotate:workspace", outcome.assignment.pk)
+    return _go_next(request, outcome, slug)
 
 
 @login_required
@@ -299,71 +300,73 @@ def workspace(request: AppRequest, assignment_id: int) -> HttpResponse:
     return render(request, "annotate/workspace.html", _workspace_context(request, ws))
 
 
-@login_required
-@require_POST
-def rate(request: AppRequest, assignment_id: int) -> HttpResponse:
-    form = forms.RatingForm(request.POST)
-    if not form.is_valid():
-        return _alert(request, forms.first_error(form), 400)
-    data = form.cleaned_data
-    try:
-        result = labeling.record_rating(assignment_id, request.user, step_index=data["step_index"],
-                                        rating=data["rating"], completion_index=data["completion_index"],
-                                        time_ms=data["time_ms"])
-        stepwise = result.workspace.assignment.solution.campaign.mode == CampaignMode.STEPWISE
-        what = f"Step {data['step_index'] + 1}" + ("" if stepwise else f", candidate {data['completion_index'] + 1},")
-        announce = f"Saved: {what} rated {RATING_WORDS[data['rating']]}."
-        first_error = result.workspace.progress.first_error
-        if stepwise and first_error == data["step_index"]:
-            announce += (" The steps after it are locked: press Enter (Submit) to finish,"
-                         " or change this rating to go on.")
-        elif stepwise and first_error is not None:
-            announce += f" Step {first_error + 1} is still −1: Submit, or change that rating to go on."
-        return _rows_response(request, result.workspace, data["step_index"], announce,
-                              result.removed_notice)
-    except LabelingError as error:
-        return _error_response(request, error, assignment_id)
+RowAction = Callable[[AppRequest, int, dict[str, Any]], HttpResponse]
+RowView = Callable[[AppRequest, int], HttpResponse]
+
+
+def _row_action(form_class: type[django_forms.Form]) -> Callable[[RowAction], RowView]:
+    """A workspace button's POST (rate, flag, decide): a bad form is answered with its first error, the action
+    gets the clean data, and a refusal is answered in place like every other."""
+    def decorate(action: RowAction) -> RowView:
+        @wraps(action)
+        def view(request: AppRequest, assignment_id: int) -> HttpResponse:
+            form = form_class(request.POST)
+            if not form.is_valid():
+                return _alert(request, forms.first_error(form), 400)
+            try:
+                return action(request, assignment_id, form.cleaned_data)
+            except LabelingError as error:
+                return _error_response(request, error, assignment_id)
+        return view
+    return decorate
 
 
 @login_required
 @require_POST
-def flag(request: AppRequest, assignment_id: int) -> HttpResponse:
-    form = forms.FlagForm(request.POST)
-    if not form.is_valid():
-        return _alert(request, forms.first_error(form), 400)
-    data = form.cleaned_data
-    try:
-        rating = labeling.flag_step(assignment_id, request.user, step_index=data["step_index"],
-                                    flagged=data["flagged"], completion_index=data["completion_index"])
-        ws = labeling.load_workspace(assignment_id, request.user, step_indexes=[data["step_index"]],
-                                     checked=rating.assignment)
-        mark = "marked Unsure" if data["flagged"] else "no longer marked Unsure"
-        return _rows_response(request, ws, data["step_index"], f"Saved: step {data['step_index'] + 1} {mark}.")
-    except LabelingError as error:
-        return _error_response(request, error, assignment_id)
+@_row_action(forms.RatingForm)
+def rate(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
+    result = labeling.record_rating(assignment_id, request.user, step_index=data["step_index"],
+                                    rating=data["rating"], completion_index=data["completion_index"],
+                                    time_ms=data["time_ms"])
+    stepwise = result.workspace.assignment.solution.campaign.mode == CampaignMode.STEPWISE
+    what = f"Step {data['step_index'] + 1}" + ("" if stepwise else f", candidate {data['completion_index'] + 1},")
+    announce = f"Saved: {what} rated {RATING_WORDS[data['rating']]}."
+    first_error = result.workspace.progress.first_error
+    if stepwise and first_error == data["step_index"]:
+        announce += (" The steps after it are locked: press Enter (Submit) to finish,"
+                     " or change this rating to go on.")
+    elif stepwise and first_error is not None:
+        announce += f" Step {first_error + 1} is still −1: Submit, or change that rating to go on."
+    return _rows_response(request, result.workspace, data["step_index"], announce, result.removed_notice)
 
 
 @login_required
 @require_POST
-def decide(request: AppRequest, assignment_id: int) -> HttpResponse:
-    form = forms.DecisionForm(request.POST)
-    if not form.is_valid():
-        return _alert(request, forms.first_error(form), 400)
-    data = form.cleaned_data
-    try:
-        decision = labeling.decide_step(assignment_id, request.user, step_index=data["step_index"],
-                                        chosen_completion=data["chosen_completion"],
-                                        human_text=data["human_text"] or None)
-        ws = labeling.load_workspace(assignment_id, request.user,
-                                     step_indexes=[data["step_index"], data["step_index"] + 1],
-                                     checked=decision.assignment)
-        return _rows_response(request, ws, data["step_index"],
-                              f"Saved: the continuation of step {data['step_index'] + 1}.")
-    except LabelingError as error:
-        return _error_response(request, error, assignment_id)
+@_row_action(forms.FlagForm)
+def flag(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
+    rating = labeling.flag_step(assignment_id, request.user, step_index=data["step_index"],
+                                flagged=data["flagged"], completion_index=data["completion_index"])
+    ws = labeling.load_workspace(assignment_id, request.user, step_indexes=[data["step_index"]],
+                                 checked=rating.assignment)
+    mark = "marked Unsure" if data["flagged"] else "no longer marked Unsure"
+    return _rows_response(request, ws, data["step_index"], f"Saved: step {data['step_index'] + 1} {mark}.")
+
+
+@login_required
+@require_POST
+@_row_action(forms.DecisionForm)
+def decide(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
+    decision = labeling.decide_step(assignment_id, request.user, step_index=data["step_index"],
+                                    chosen_completion=data["chosen_completion"],
+                                    human_text=data["human_text"] or None)
+    ws = labeling.load_workspace(assignment_id, request.user,
+                                 step_indexes=[data["step_index"], data["step_index"] + 1],
+                                 checked=decision.assignment)
+    return _rows_response(request, ws, data["step_index"], f"Saved: the continuation of step {data['step_index'] + 1}.")
 
 
 def _go_next(request: AppRequest, outcome: labeling.LeaseOutcome, slug: str) -> HttpResponse:
+    """To the leased assignment's workspace, or back to the campaign's page saying why there is none."""
     if outcome.assignment is None:
         messages.info(request, outcome.reason)
         return redirect("annotate:campaign", slug)

@@ -42,6 +42,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from import_export import generate  # noqa: E402  (same PRM800K-shaped generator as the import benchmark)
+from serving import wait_until_healthy  # noqa: E402
 
 PASSWORD = "bench-Steplab-1"
 SLUG = "bench"
@@ -226,13 +227,7 @@ def main() -> None:
              "warning"], cwd=ROOT, env=env)
         base = f"http://127.0.0.1:{port}"
         try:
-            for _ in range(120):
-                try:
-                    if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
-                        break
-                except requests.RequestException:
-                    time.sleep(0.5)
-            else:
+            if not wait_until_healthy(base, attempts=120, pause_s=0.5):
                 sys.exit("gunicorn did not come up")
             all_stats = [LabelerStats() for _ in range(args.labelers)]
             logged_in = threading.Barrier(args.labelers)

@@ -30,6 +30,7 @@ from functools import partial
 from pathlib import Path
 
 import requests
+from serving import wait_until_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT = 8123
@@ -179,12 +180,7 @@ def main() -> None:
     worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "steplab", "worker", "-B", "-c", "1",
                                "-Q", "default", "-l", "WARNING", "-s", str(media / "beat-schedule")], cwd=ROOT, env=env)
     try:
-        for _ in range(60):
-            try:
-                if requests.get(f"{BASE}/healthz", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(1)
+        wait_until_healthy(BASE, attempts=60, pause_s=1)  # best effort: the soak starts either way, as it always has
         stats = Stats()
         deadline = time.time() + args.duration
         threads = [threading.Thread(target=labeler, args=(n, "soak", deadline, stats, args.seed), daemon=True)

@@ -35,24 +35,14 @@ from typing import IO, Any
 import orjson
 from django.db.models import QuerySet
 
-from annotate.models import (
-    Assignment,
-    AssignmentStatus,
-    Campaign,
-    CampaignMode,
-    Completion,
-    FinishReason,
-    Rating,
-    Step,
-    StepDecision,
-)
+from annotate import models
 from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids
 
 FORMATS = ("prm800k", "trl-stepwise", "outcome")
 NEUTRAL_POLICIES = ("positive", "negative", "exclude")
-LABELED_REASONS = (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
+LABELED_REASONS = (models.FinishReason.SOLUTION, models.FinishReason.FOUND_ERROR)
 LABEL_SOURCES = ("raw", "resolved")
 STEP_MODES = ("auto", "chosen", "alternatives")
 
@@ -88,9 +78,10 @@ def split_of(problem_digest: str, seed: int, test_fraction: float) -> str:
     return "test" if value < test_fraction else "train"
 
 
-def labeled_assignments(campaign: Campaign, options: ExportOptions, *,
-                        all_finished: bool = False) -> QuerySet[Assignment]:
-    queryset = Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED, is_gold=False)
+def labeled_assignments(campaign: models.Campaign, options: ExportOptions, *,
+                        all_finished: bool = False) -> QuerySet[models.Assignment]:
+    queryset = models.Assignment.objects.filter(solution__campaign=campaign, status=models.AssignmentStatus.SUBMITTED,
+                                                is_gold=False)
     if not all_finished:
         queryset = queryset.filter(finish_reason__in=options.finish_reasons)
     include_qc = options.include_qc if options.include_qc is not None else all_finished  # all_finished: prm800k
@@ -101,12 +92,12 @@ def labeled_assignments(campaign: Campaign, options: ExportOptions, *,
     return queryset
 
 
-def resolve_steps(campaign: Campaign, options: ExportOptions) -> ExportOptions:
+def resolve_steps(campaign: models.Campaign, options: ExportOptions) -> ExportOptions:
     """``steps="auto"`` made explicit: ``alternatives`` when the labeled rows carry rated alternatives (a
     conversational campaign, or a rating on a completion other than a step's first), else ``chosen``."""
     if options.steps != "auto":
         return options
-    rich = campaign.mode == CampaignMode.CONVERSATIONAL or Rating.objects.filter(
+    rich = campaign.mode == models.CampaignMode.CONVERSATIONAL or models.Rating.objects.filter(
         assignment__in=labeled_assignments(campaign, options), completion__index__gt=0).exists()
     return dataclasses.replace(options, steps="alternatives" if rich else "chosen")
 
@@ -190,7 +181,7 @@ def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled
     return path, alternatives
 
 
-def iter_stepwise_groups(assignments: QuerySet[Assignment], options: ExportOptions,
+def iter_stepwise_groups(assignments: QuerySet[models.Assignment], options: ExportOptions,
                          chunk_size: int = 1000) -> Iterator[StepwiseRows]:
     resolved_done: set[int] = set()
     for chunk, data in iter_prm800k_chunks(assignments, chunk_size):
@@ -209,7 +200,7 @@ def iter_stepwise_groups(assignments: QuerySet[Assignment], options: ExportOptio
             yield _stepwise_rows(assignment, steps, data, ratings, options)
 
 
-def iter_stepwise_rows(assignments: QuerySet[Assignment], options: ExportOptions,
+def iter_stepwise_rows(assignments: QuerySet[models.Assignment], options: ExportOptions,
                        chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
     for group in iter_stepwise_groups(assignments, options, chunk_size):
         yield from group.rows(options.steps)
@@ -222,7 +213,7 @@ def _stepwise_inputs(data: ChunkData) -> tuple[dict[tuple[int, int], tuple[int, 
     return texts, {key: value for key, (value, _) in data.ratings.items()}
 
 
-def _resolved_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
+def _resolved_row(assignment: models.Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
                   resolved: dict[int, int], options: ExportOptions) -> dict[str, Any] | None:
     """A TRL row from a solution's resolved labels: steps in order until one lacks a label or is −1."""
     completions: list[str] = []
@@ -244,7 +235,7 @@ def _resolved_row(assignment: Assignment, step_ids: list[int], texts: dict[tuple
     return _trl_row(assignment, list(zip(completions, labels, raw, strict=True)), options, assignment_id=None)
 
 
-def _trl_row(assignment: Assignment, steps: Labeled, options: ExportOptions, *,
+def _trl_row(assignment: models.Assignment, steps: Labeled, options: ExportOptions, *,
              assignment_id: int | None) -> dict[str, Any]:
     problem = assignment.solution.problem
     return {
@@ -259,7 +250,7 @@ def _trl_row(assignment: Assignment, steps: Labeled, options: ExportOptions, *,
     }
 
 
-def _stepwise_rows(assignment: Assignment, step_ids: list[int], data: ChunkData,
+def _stepwise_rows(assignment: models.Assignment, step_ids: list[int], data: ChunkData,
                    ratings: dict[tuple[int, int], int | None], options: ExportOptions) -> StepwiseRows:
     positions: list[StepPosition] = []
     for step_id in step_ids:
@@ -282,17 +273,17 @@ def solution_paths(solution_ids: list[int]) -> dict[int, list[str]]:
     which is the path whose final answer was graded (not the first candidate of every step)."""
     step_order: dict[int, tuple[int, int]] = {
         step_id: (solution_id, index) for step_id, solution_id, index in select_by_ids(
-            Step, ["id", "solution_id", "index"], "solution_id", solution_ids)}
+            models.Step, ["id", "solution_id", "index"], "solution_id", solution_ids)}
     texts: dict[tuple[int, int], str] = {(step_id, index): text for step_id, index, text in select_by_ids(
-        Completion, ["step_id", "index", "text"], "step_id", list(step_order))}
+        models.Completion, ["step_id", "index", "text"], "step_id", list(step_order))}
     first_labeling: dict[int, int] = {}
-    for assignment_id, solution_id, status in sorted(select_by_ids(Assignment, ["id", "solution_id", "status"],
+    for assignment_id, solution_id, status in sorted(select_by_ids(models.Assignment, ["id", "solution_id", "status"],
                                                                    "solution_id", solution_ids)):
-        if status == AssignmentStatus.SUBMITTED:
+        if status == models.AssignmentStatus.SUBMITTED:
             first_labeling.setdefault(solution_id, assignment_id)
     decided: dict[int, tuple[int | None, Any]] = {}
     for _assignment_id, step_id, chosen, human in select_by_ids(
-            StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], "assignment_id",
+            models.StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], "assignment_id",
             list(first_labeling.values())):
         decided[step_id] = (chosen, human)
     paths: dict[int, list[str]] = defaultdict(list)
@@ -305,7 +296,7 @@ def solution_paths(solution_ids: list[int]) -> dict[int, list[str]]:
     return paths
 
 
-def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
+def iter_outcome_rows(assignments: QuerySet[models.Assignment], options: ExportOptions,
                       chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
     """One row per labeled solution with a grader verdict (deduplicated across overlapping labelers)."""
     from annotate.models import Solution
@@ -331,7 +322,7 @@ def iter_outcome_rows(assignments: QuerySet[Assignment], options: ExportOptions,
             }
 
 
-def iter_format_rows(campaign: Campaign, fmt: str, options: ExportOptions) -> Iterator[dict[str, Any]]:
+def iter_format_rows(campaign: models.Campaign, fmt: str, options: ExportOptions) -> Iterator[dict[str, Any]]:
     if fmt == "prm800k":
         if options.labels != "raw":
             raise ValueError("prm800k is the lossless raw format: labels='resolved' applies to trl-stepwise")
@@ -467,7 +458,7 @@ def write_rows_multi(rows: Iterable[dict[str, Any]], outs: list[Path], fmt: str,
         raise
 
 
-def iter_prm800k_and_stepwise_rows(campaign: Campaign, options: ExportOptions
+def iter_prm800k_and_stepwise_rows(campaign: models.Campaign, options: ExportOptions
                                    ) -> Iterator[tuple[dict[str, Any], StepwiseRows | None]]:
     """One read of the database for both the PRM800K file and the TRL stepwise file (raw labels): each finished
     assignment's PRM800K row, with its stepwise rows when its finish reason is one the dataset keeps (else None).
@@ -515,5 +506,6 @@ def write_rows(rows: Iterable[dict[str, Any]], out: Path, fmt: str, *, batch_row
     return write_rows_multi(rows, [out], fmt, batch_rows=batch_rows)[0]
 
 
-def export_campaign(campaign: Campaign, fmt: str, out: Path, options: ExportOptions | None = None) -> WrittenFile:
+def export_campaign(campaign: models.Campaign, fmt: str, out: Path,
+                    options: ExportOptions | None = None) -> WrittenFile:
     return write_rows(iter_format_rows(campaign, fmt, options or ExportOptions()), out, fmt)

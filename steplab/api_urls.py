@@ -2,9 +2,14 @@
 all and one OpenAPI schema documents them. Pages live elsewhere (``pages``, ``annotate``, ``jobs``)."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-from rest_framework.routers import DefaultRouter
+from rest_framework import routers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
 
 from annotate.api.urls import ROUTES as LABELING_ROUTES
 from rewards.api.urls import ROUTES as DATASET_ROUTES
@@ -12,7 +17,28 @@ from rewards.jobs import api as jobs_api
 
 app_name = "api"
 
-router = DefaultRouter()
+
+class ApiRootView(routers.APIRootView):
+    """Every API under /api/: the router's resources, the jobs API, the schema and its docs. A route whose path
+    holds an id is listed as a URI template (``{campaign}``, ``{pk}``), as the schema writes it."""
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().get(request, *args, **kwargs)
+        root = request.build_absolute_uri(request.path)
+        for prefix, _, _ in router.registry:  # a resource with no list (your assignments): its detail route
+            response.data.setdefault(prefix, f"{root}{prefix}/{{pk}}/")
+        for route, _, name in jobs_api.ROUTES:
+            response.data[name.replace("_", "-")] = root + route.replace("<int:pk>", "{pk}")
+        response.data["schema"] = reverse("api:schema", request=request)
+        response.data["docs"] = reverse("api:docs", request=request)
+        return response
+
+
+class Router(routers.DefaultRouter):
+    APIRootView = ApiRootView
+
+
+router = Router()
 for prefix, viewset, basename in (*LABELING_ROUTES, *DATASET_ROUTES):
     router.register(prefix, viewset, basename=basename)
 

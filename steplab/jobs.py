@@ -15,6 +15,7 @@ Progress of a job whose work runs inside one long transaction (an import) is wri
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from importlib import import_module
 from typing import Any, ClassVar, TypeVar
@@ -62,6 +63,7 @@ class Job(models.Model):
 
     class Meta:
         abstract = True
+        ordering = ["-created_at", "-id"]  # every list of jobs shows the newest first
 
     def task_queue(self) -> str | None:
         """The Celery queue its task goes to; None: the task's own routing."""
@@ -119,14 +121,17 @@ def dispatch_pending(model: type[Job], *, older_than: timedelta = timedelta(seco
     return [job.pk for job in undispatched(model, older_than=older_than) if dispatch(job)]
 
 
-def claim(model: type[J], job_id: int, *, where: dict[str, Any] | None = None, **updates: Any) -> J | None:
+def claim(model: type[J], job_id: int, *, where: dict[str, Any] | None = None, related: Sequence[str] = (),
+          **updates: Any) -> J | None:
     """queued → running for exactly one caller (``where``: further conditions, ``updates``: further values);
-    the claimed job, or None when it is gone, no longer queued, or fails ``where``."""
+    the claimed job (with the ``related`` rows its work reads), or None when it is gone, no longer queued, or
+    fails ``where``."""
     claimed = model._default_manager.filter(pk=job_id, status=JobStatus.QUEUED, **(where or {})).update(
         status=JobStatus.RUNNING, started_at=timezone.now(), **updates)
     if not claimed:
         return None
-    return model._default_manager.get(pk=job_id)
+    jobs = model._default_manager.select_related(*related) if related else model._default_manager
+    return jobs.get(pk=job_id)
 
 
 def finish(job: Job, status: str, *, error: str = "", **fields: Any) -> bool:

@@ -10,6 +10,13 @@ from annotate.models import Assignment, Campaign, FinishReason, Problem, Solutio
 from annotate.steps import SPLIT_RULES
 
 
+class RelatedId(serializers.IntegerField):
+    """The id of a related row, read from its ``…_id`` column, so the row itself is never fetched."""
+
+    def __init__(self, source: str, **kwargs: Any) -> None:
+        super().__init__(source=source, read_only=True, **kwargs)
+
+
 class CampaignSerializer(serializers.ModelSerializer):
     class Meta:
         model = Campaign
@@ -18,7 +25,7 @@ class CampaignSerializer(serializers.ModelSerializer):
 
 
 class ProblemSerializer(serializers.ModelSerializer):
-    campaign = serializers.IntegerField(source="campaign_id", read_only=True)
+    campaign = RelatedId("campaign_id")
 
     class Meta:
         model = Problem
@@ -43,8 +50,8 @@ def steps_of(solution: Solution) -> list[dict[str, Any]]:
 
 
 class SolutionSerializer(serializers.ModelSerializer):
-    campaign = serializers.IntegerField(source="campaign_id", read_only=True)
-    problem = serializers.IntegerField(source="problem_id", read_only=True)
+    campaign = RelatedId("campaign_id")
+    problem = RelatedId("problem_id")
     steps = serializers.SerializerMethodField()
 
     class Meta:
@@ -74,9 +81,9 @@ class DecisionOutSerializer(serializers.Serializer):
 class LabelSerializer(serializers.ModelSerializer):
     """One finished labeling of one solution (PRM800K's ``label``), with its ratings."""
 
-    solution = serializers.IntegerField(source="solution_id", read_only=True)
-    campaign = serializers.IntegerField(source="solution.campaign_id", read_only=True)
-    labeler = serializers.IntegerField(source="labeler_id", read_only=True, allow_null=True)
+    solution = RelatedId("solution_id")
+    campaign = RelatedId("solution.campaign_id")
+    labeler = RelatedId("labeler_id", allow_null=True)
     ratings = serializers.SerializerMethodField()
     decisions = serializers.SerializerMethodField()
 

@@ -7,13 +7,14 @@ says why.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
@@ -116,61 +117,65 @@ def _report_body(report: ImportReport, name: str) -> dict[str, Any]:
     return body
 
 
+class FilteredViewSet(viewsets.ReadOnlyModelViewSet):
+    """A research list narrowed by the shared query filters (``campaign``, ``generation``, ``updated_since``):
+    ``lookups`` says what each filter means for this model, a field lookup or a condition on the value."""
+
+    lookups: ClassVar[dict[str, str | Callable[[Any], Q]]]
+
+    def readable(self) -> QuerySet[Any]:
+        """Everything the user may read here, before the filters."""
+        raise NotImplementedError
+
+    def get_queryset(self) -> QuerySet[Any]:
+        filters = _filters(self.request)
+        queryset = self.readable()
+        for name, lookup in self.lookups.items():
+            if name in filters:
+                condition = Q(**{lookup: filters[name]}) if isinstance(lookup, str) else lookup(filters[name])
+                queryset = queryset.filter(condition)
+        return queryset.order_by("pk")
+
+
 @extend_schema(parameters=FILTERS)
-class ProblemViewSet(viewsets.ReadOnlyModelViewSet):
+class ProblemViewSet(FilteredViewSet):
     """The problems of campaigns you can read (problems are owned by one campaign; the staff bank is not here)."""
 
     serializer_class = s.ProblemSerializer
+    lookups = {
+        "campaign": "campaign_id",
+        "generation": lambda generation: Q(pk__in=Solution.objects.filter(generation=generation)
+                                           .values("problem_id")),
+        "updated_since": "created_at__gte",
+    }
 
-    def get_queryset(self) -> QuerySet[Problem]:
-        filters = _filters(self.request)
-        problems = Problem.objects.filter(campaign__in=research_campaigns(self.request.user))
-        if "campaign" in filters:
-            problems = problems.filter(campaign_id=filters["campaign"])
-        if "generation" in filters:
-            problems = problems.filter(pk__in=Solution.objects.filter(generation=filters["generation"])
-                                       .values("problem_id"))
-        if "updated_since" in filters:
-            problems = problems.filter(created_at__gte=filters["updated_since"])
-        return problems.order_by("pk")
+    def readable(self) -> QuerySet[Problem]:
+        return Problem.objects.filter(campaign__in=research_campaigns(self.request.user))
 
 
 @extend_schema(parameters=FILTERS)
-class SolutionViewSet(viewsets.ReadOnlyModelViewSet):
+class SolutionViewSet(FilteredViewSet):
     """Solutions with their steps and completions; ``updated_since`` compares the creation time."""
 
     serializer_class = s.SolutionSerializer
+    lookups = {"campaign": "campaign_id", "generation": "generation", "updated_since": "created_at__gte"}
 
-    def get_queryset(self) -> QuerySet[Solution]:
-        filters = _filters(self.request)
-        queryset = selectors.solutions_with_steps().filter(campaign__in=research_campaigns(self.request.user))
-        if "campaign" in filters:
-            queryset = queryset.filter(campaign_id=filters["campaign"])
-        if "generation" in filters:
-            queryset = queryset.filter(generation=filters["generation"])
-        if "updated_since" in filters:
-            queryset = queryset.filter(created_at__gte=filters["updated_since"])
-        return queryset.order_by("pk")
+    def readable(self) -> QuerySet[Solution]:
+        return selectors.solutions_with_steps().filter(campaign__in=research_campaigns(self.request.user))
 
 
 @extend_schema(parameters=FILTERS)
-class LabelViewSet(viewsets.ReadOnlyModelViewSet):
+class LabelViewSet(FilteredViewSet):
     """Finished labelings (not gold answers) with their ratings and decisions."""
 
     serializer_class = s.LabelSerializer
+    lookups = {"campaign": "solution__campaign_id", "generation": "solution__generation",
+               "updated_since": "updated_at__gte"}
 
-    def get_queryset(self) -> QuerySet[Assignment]:
-        filters = _filters(self.request)
-        queryset = selectors.assignments_with_ratings().filter(
+    def readable(self) -> QuerySet[Assignment]:
+        return selectors.assignments_with_ratings().filter(
             solution__campaign__in=research_campaigns(self.request.user), status=AssignmentStatus.SUBMITTED,
             is_gold=False)
-        if "campaign" in filters:
-            queryset = queryset.filter(solution__campaign_id=filters["campaign"])
-        if "generation" in filters:
-            queryset = queryset.filter(solution__generation=filters["generation"])
-        if "updated_since" in filters:
-            queryset = queryset.filter(updated_at__gte=filters["updated_since"])
-        return queryset.order_by("pk")
 
 
 class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -181,7 +186,11 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     def get_queryset(self) -> QuerySet[Assignment]:
         return selectors.assignments_with_ratings().filter(labeler_id=self.request.user.pk).order_by("pk")
 
-    def _act(self, pk: str | None, call: Any, extra: Any = None) -> Response:
+    def _act(self, pk: str | None, given: type[serializers.Serializer], service: Any, extra: Any = None) -> Response:
+        """Validate the body with ``given``, call ``service(assignment_id, user, **body)`` on one of your own
+        assignments and answer with the assignment (plus ``extra(result)``); refusals map to HTTP codes."""
+        data = given(data=self.request.data)
+        data.is_valid(raise_exception=True)
         try:
             assignment_id = int(pk or "")
         except ValueError:
@@ -189,7 +198,7 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         if not Assignment.objects.filter(pk=assignment_id, labeler_id=self.request.user.pk).exists():
             raise NotFound("No such assignment of yours.")
         try:
-            result = call(assignment_id)
+            result = service(assignment_id, self.request.user, **data.validated_data)
         except labeling.NotAllowed as error:
             raise PermissionDenied(str(error)) from None
         except labeling.LeaseExpired as error:
@@ -204,9 +213,7 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     def rate(self, request: Request, pk: str | None = None) -> Response:
         """Stepwise: a −1 does not finish the pass (``finish`` with ``found_error`` does); a −1 on an earlier
         step takes the later steps' ratings out of the pass and lists them in ``removed_ratings``."""
-        data = s.RateInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        return self._act(pk, lambda a: labeling.record_rating(a, request.user, **data.validated_data),
+        return self._act(pk, s.RateInputSerializer, labeling.record_rating,
                          lambda result: {
                              "removed_ratings": [{"step_index": r.step_index, "completion_index": r.completion_index,
                                                   "rating": r.rating, "flagged": r.flagged} for r in result.removed],
@@ -215,20 +222,14 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @extend_schema(request=s.FlagInputSerializer, responses={200: s.AssignmentSerializer})
     @action(detail=True, methods=["post"])
     def flag(self, request: Request, pk: str | None = None) -> Response:
-        data = s.FlagInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        return self._act(pk, lambda a: labeling.flag_step(a, request.user, **data.validated_data))
+        return self._act(pk, s.FlagInputSerializer, labeling.flag_step)
 
     @extend_schema(request=s.DecideInputSerializer, responses={200: s.AssignmentSerializer})
     @action(detail=True, methods=["post"])
     def decide(self, request: Request, pk: str | None = None) -> Response:
-        data = s.DecideInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        return self._act(pk, lambda a: labeling.decide_step(a, request.user, **data.validated_data))
+        return self._act(pk, s.DecideInputSerializer, labeling.decide_step)
 
     @extend_schema(request=s.FinishInputSerializer, responses={200: s.AssignmentSerializer})
     @action(detail=True, methods=["post"])
     def finish(self, request: Request, pk: str | None = None) -> Response:
-        data = s.FinishInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        return self._act(pk, lambda a: labeling.finish_assignment(a, request.user, **data.validated_data))
+        return self._act(pk, s.FinishInputSerializer, labeling.finish_assignment)

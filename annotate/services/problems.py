@@ -14,18 +14,8 @@ from ..grading import answers_match
 from ..models import Campaign, Completion, Problem, Solution, Step, problem_key
 from ..prm800k import content_digest
 from ..steps import SPLIT_RULES, answer_from_steps, split_solution
+from . import importing
 from .campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
-from .importing import (
-    ImportFailed,
-    ImportReport,
-    ProgressCallback,
-    RowError,
-    bulk_insert,
-    import_transaction,
-    refresh_planner_statistics,
-    valid_rows,
-    validate_file,
-)
 
 # "Level ?" is in the MATH train split (two problems whose level is unknown): accepted as no level.
 LEVEL = re.compile(r"^(?:Level\s*)?(\d+|\?)$", re.IGNORECASE)
@@ -35,12 +25,12 @@ def _string(obj: dict[str, Any], key: str, *, required: bool = False, blank: boo
     value = obj.get(key)
     if value is None:
         if required:
-            raise RowError(key, "is missing")
+            raise importing.RowError(key, "is missing")
         return None
     if not isinstance(value, str):
-        raise RowError(key, f"must be a string, got {type(value).__name__}")
+        raise importing.RowError(key, f"must be a string, got {type(value).__name__}")
     if required and not blank and not value.strip():
-        raise RowError(key, "must not be empty")
+        raise importing.RowError(key, "must not be empty")
     return value
 
 
@@ -56,21 +46,21 @@ class ProblemRow:
 
 def parse_problem(obj: Any) -> ProblemRow:
     if not isinstance(obj, dict):
-        raise RowError("", "a row must be a JSON object")
+        raise importing.RowError("", "a row must be a JSON object")
     text = _string(obj, "problem", required=True, blank=False)
     level_raw = obj.get("level")
     level = None
     if level_raw is not None:
         match = LEVEL.match(str(level_raw).strip()) if isinstance(level_raw, (str, int)) else None
         if match is None or isinstance(level_raw, bool):
-            raise RowError("level", f"must look like 'Level 3', 3 or 'Level ?', got {level_raw!r}")
+            raise importing.RowError("level", f"must look like 'Level 3', 3 or 'Level ?', got {level_raw!r}")
         level = None if match.group(1) == "?" else int(match.group(1))
     source_id = _string(obj, "unique_id") or ""
     if len(source_id) > 200:
-        raise RowError("unique_id", "is longer than 200 characters")
+        raise importing.RowError("unique_id", "is longer than 200 characters")
     subject = _string(obj, "subject") or ""
     if len(subject) > 100:
-        raise RowError("subject", "is longer than 100 characters")
+        raise importing.RowError("subject", "is longer than 100 characters")
     return ProblemRow(
         text=text or "", answer=_string(obj, "answer"), solution=_string(obj, "solution"),
         subject=subject, level=level, source_id=source_id,
@@ -95,21 +85,21 @@ def regrade_solutions(problem_ids: Iterable[int]) -> int:
 
 
 def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_invalid: bool = False,
-                    progress: ProgressCallback | None = None) -> ImportReport:
+                    progress: importing.ProgressCallback | None = None) -> importing.ImportReport:
     """Create or update ``campaign``'s problems (``None``: the staff bank), matched on ``unique_id``, else on
     the normalised text (``normalized_problem_text``). A row whose text is already the problem of another
     ``unique_id`` is counted in ``duplicate_texts`` and changes nothing. Solutions of a problem whose answer
     changed are graded again."""
     path = Path(path)
-    report = ImportReport(file=str(path))
-    validate_file(path, parse_problem, report, progress)
+    report = importing.ImportReport(file=str(path))
+    importing.validate_file(path, parse_problem, report, progress)
     if report.rejected_count and not skip_invalid:
-        raise ImportFailed(report)
+        raise importing.ImportFailed(report)
     created = updated = duplicates = 0
     answer_changed: set[int] = set()
-    clashes: list[tuple[int, RowError]] = []
-    with import_transaction():
-        for batch in valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH, progress):
+    clashes: list[tuple[int, importing.RowError]] = []
+    with importing.import_transaction():
+        for batch in importing.valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH, progress):
             rows = [row for _, row in batch]
             by_source: dict[str, Problem] = {}
             by_key: dict[str, Problem] = {}
@@ -125,8 +115,8 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
                 problem = problem or by_key.get(key)
                 other = by_key.get(key)
                 if problem is not None and other is not None and other.pk != problem.pk:
-                    clashes.append((number, RowError("problem", f"this text is already the problem "
-                                                                f"{other.source_id or other.pk!s}")))
+                    clashes.append((number, importing.RowError("problem", f"this text is already the problem "
+                                                                          f"{other.source_id or other.pk!s}")))
                     continue
                 if problem is not None and row.source_id and problem.source_id and problem.source_id != row.source_id:
                     # The same problem under a second unique_id (MATH train has one such pair): one problem is
@@ -154,7 +144,7 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
         if clashes and not skip_invalid:  # raised inside the transaction: nothing is kept
             report.rejected.sort(key=lambda item: item.line)
             report.imported = 0
-            raise ImportFailed(report)
+            raise importing.ImportFailed(report)
         regraded = regrade_solutions(answer_changed)
     report.created = {"problems": created, "updated": updated, "duplicate_texts": duplicates, "regraded": regraded}
     return report
@@ -183,24 +173,24 @@ def make_solution_parser(split_rule: str = "auto") -> Callable[[Any], SolutionRo
 
     def parse(obj: Any) -> SolutionRow:
         if not isinstance(obj, dict):
-            raise RowError("", "a row must be a JSON object")
+            raise importing.RowError("", "a row must be a JSON object")
         problem_id = _string(obj, "problem_id")
         problem_text = _string(obj, "problem")
         if not problem_id and not problem_text:
-            raise RowError("problem_id", "is missing (give `problem_id` or the `problem` text)")
+            raise importing.RowError("problem_id", "is missing (give `problem_id` or the `problem` text)")
         text, raw_steps = obj.get("solution"), obj.get("steps")
         answer = _string(obj, "answer")
         candidates: list[list[str]] | None = None
         if raw_steps is not None:
             if not isinstance(raw_steps, list) or not raw_steps:
-                raise RowError("steps", "must be a non-empty list")
+                raise importing.RowError("steps", "must be a non-empty list")
             steps: list[str] = []
             candidates = []
             for position, item in enumerate(raw_steps):
                 # A step is a string, or (conversational mode) a list of candidate completions.
                 options = item if isinstance(item, list) else [item]
                 if not options or not all(isinstance(o, str) and o.strip() for o in options):
-                    raise RowError(f"steps[{position}]", "must be a non-empty string or a list of them")
+                    raise importing.RowError(f"steps[{position}]", "must be a non-empty string or a list of them")
                 candidates.append([o.strip() for o in options])
                 steps.append(options[0].strip())
             if all(len(options) == 1 for options in candidates):
@@ -210,31 +200,34 @@ def make_solution_parser(split_rule: str = "auto") -> Callable[[Any], SolutionRo
             split = split_solution(text, split_rule)
             steps, answer = split.steps, answer if answer is not None else split.final_answer
         else:
-            raise RowError("solution", "is missing (give `solution` text or a `steps` list)")
+            raise importing.RowError("solution", "is missing (give `solution` text or a `steps` list)")
         if len(steps) > settings.STEPLAB_MAX_STEPS_PER_SOLUTION:
-            raise RowError("steps", f"has {len(steps)} steps; the limit is {settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
+            raise importing.RowError("steps", f"has {len(steps)} steps; the limit is "
+                                              f"{settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
         for position, step in enumerate(steps):
             if len(step) > settings.STEPLAB_MAX_STEP_CHARS:
-                raise RowError(f"steps[{position}]", f"is longer than {settings.STEPLAB_MAX_STEP_CHARS} characters")
+                raise importing.RowError(f"steps[{position}]",
+                                         f"is longer than {settings.STEPLAB_MAX_STEP_CHARS} characters")
         score = obj.get("verifier_score")
         if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-            raise RowError("verifier_score", "must be a number")
+            raise importing.RowError("verifier_score", "must be a number")
         for key in ("sample_index", "generation", "gold_first_error"):
             value = obj.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise RowError(key, "must be an integer")
+                raise importing.RowError(key, "must be an integer")
         gold = obj.get("gold_first_error")
         if gold is not None and not -1 <= gold < len(steps):
-            raise RowError("gold_first_error", f"is {gold}, out of range for {len(steps)} steps (-1 = no error)")
+            raise importing.RowError("gold_first_error",
+                                     f"is {gold}, out of range for {len(steps)} steps (-1 = no error)")
         flags = {}
         for key in ("is_quality_control", "is_screening"):
             value = obj.get(key, False)
             if not isinstance(value, bool):
-                raise RowError(key, "must be a boolean")
+                raise importing.RowError(key, "must be a boolean")
             flags[key] = value
         provenance = obj.get("provenance", {})
         if not isinstance(provenance, dict):
-            raise RowError("provenance", "must be an object")
+            raise importing.RowError("provenance", "must be an object")
         return SolutionRow(
             problem_id=problem_id, problem_text=problem_text, steps=steps, candidates=candidates, answer=answer,
             verifier_score=None if score is None else float(score), generator=_string(obj, "generator") or "",
@@ -263,30 +256,30 @@ def _problem_key(row: SolutionRow) -> str:
 
 def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False,
                      split_rule: str = "auto", generation: int | None = None,
-                     progress: ProgressCallback | None = None) -> ImportReport:
+                     progress: importing.ProgressCallback | None = None) -> importing.ImportReport:
     """Import generator samples into a campaign, split into steps and graded against the ground truth."""
     path = Path(path)
     parse = make_solution_parser(split_rule)
-    report = ImportReport(file=str(path))
-    validate_file(path, parse, report, progress)
+    report = importing.ImportReport(file=str(path))
+    importing.validate_file(path, parse, report, progress)
     # Unknown problems are row errors too: check them in a second, batched pass.
-    unknown: list[tuple[int, RowError]] = []
-    for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress, "check"):
+    unknown: list[tuple[int, importing.RowError]] = []
+    for batch in importing.valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress, "check"):
         problems = _resolve_problems(campaign, [row for _, row in batch], copy_from_bank=False)
         for number, row in batch:
             if _problem_key(row) not in problems:
                 field, value = (("problem_id", row.problem_id) if row.problem_id
                                 else ("problem", (row.problem_text or "")[:60]))
-                unknown.append((number, RowError(field, UNKNOWN_PROBLEM.format(value=value))))
+                unknown.append((number, importing.RowError(field, UNKNOWN_PROBLEM.format(value=value))))
     for number, error in unknown:
         report.reject(number, error)
     if report.rejected_count and not skip_invalid:
         report.rejected.sort(key=lambda item: item.line)
-        raise ImportFailed(report)
+        raise importing.ImportFailed(report)
     bad_lines = {number for number, _ in unknown}
     counts = {"solutions": 0, "steps": 0, "graded_correct": 0, "graded_wrong": 0, "ungraded": 0}
-    with import_transaction():
-        for batch in valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress):
+    with importing.import_transaction():
+        for batch in importing.valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress):
             batch = [(n, r) for n, r in batch if n not in bad_lines]
             problems = _resolve_problems(campaign, [row for _, row in batch])
             solutions = []
@@ -303,10 +296,10 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
                     provenance={"source": "import_solutions", "file": path.name, **row.provenance},
                     content_sha256=content_digest(problem.text, row.steps),
                 ))
-            bulk_insert(solutions)
+            importing.bulk_insert(solutions)
             steps = [Step(solution=s, index=i) for s, (_, row) in zip(solutions, batch, strict=True)
                      for i in range(len(row.steps))]
-            bulk_insert(steps)
+            importing.bulk_insert(steps)
             completions: list[Completion] = []
             step_iter = iter(steps)
             for _, row in batch:
@@ -314,10 +307,10 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
                     step = next(step_iter)
                     options = row.candidates[position] if row.candidates else [text]
                     completions.extend(Completion(step=step, index=i, text=o) for i, o in enumerate(options))
-            bulk_insert(completions)
+            importing.bulk_insert(completions)
             counts["solutions"] += len(solutions)
             counts["steps"] += len(steps)
             report.imported += len(batch)
-    refresh_planner_statistics(Solution, Step, Completion)
+    importing.refresh_planner_statistics(Solution, Step, Completion)
     report.created = counts
     return report

@@ -6,6 +6,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from annotate.api.serializers import RelatedId
 from rewards.models import DatasetVersion
 
 
@@ -20,7 +21,7 @@ class DatasetFileSerializer(serializers.Serializer):
 
 class DatasetVersionSerializer(serializers.ModelSerializer):
     campaign_slug = serializers.CharField(source="campaign.slug", read_only=True)
-    campaign = serializers.IntegerField(source="campaign_id", read_only=True)
+    campaign = RelatedId("campaign_id")
     files = serializers.SerializerMethodField()
 
     class Meta:

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..node import JsonLineError, json_lines
+
 __all__ = ["Pool", "ScoredSamplesError", "load_scored_samples", "parse_scored_sample", "pools_from_records",
            "sample_answer"]
 
@@ -166,16 +168,13 @@ def load_scored_samples(path: str | Path) -> list[Pool]:
     path = Path(path)
     groups: dict[str, list[tuple[str | None, bool, float, float]]] = {}
     with _open_text(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                message = f"invalid JSON ({exc.msg} at column {exc.colno})"
-                raise ScoredSamplesError(path, lineno, None, message) from None
-            problem, answer, correct, prm, orm = parse_scored_sample(obj, path, lineno)
-            groups.setdefault(problem, []).append((answer, correct, prm, orm))
+        try:
+            for lineno, obj in json_lines(fh):
+                problem, answer, correct, prm, orm = parse_scored_sample(obj, path, lineno)
+                groups.setdefault(problem, []).append((answer, correct, prm, orm))
+        except JsonLineError as exc:
+            message = f"invalid JSON ({exc.error.msg} at column {exc.error.colno})"
+            raise ScoredSamplesError(path, exc.number, None, message) from None
     if not groups:
         raise ScoredSamplesError(path, 0, None, "no samples in file")
     pools = []

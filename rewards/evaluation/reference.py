@@ -18,8 +18,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from itertools import combinations
+from typing import TYPE_CHECKING, TypedDict
 
 from .pools import Pool
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.12 on
 
 __all__ = ["enumerate_expected", "reference_best_of_n", "reference_trials"]
 
@@ -86,17 +90,20 @@ def reference_trials(
     return out
 
 
-def reference_best_of_n(
-    pools: Sequence[Pool],
-    ns: Iterable[int],
-    trials: int = 400,
-    seed: int | None = 0,
-    pool_size: int | None = None,
-    methods: Sequence[str] = METHODS,
-) -> dict[str, dict[str, dict[str, float]]]:
-    """{method: {"N": {"mean", "std"}}} (population std, like ``np.std``)."""
+class TrialOptions(TypedDict, total=False):
+    """``reference_trials``' keyword options, which ``reference_best_of_n`` passes on."""
+
+    trials: int
+    seed: int | None
+    pool_size: int | None
+    methods: Sequence[str]
+
+
+def reference_best_of_n(pools: Sequence[Pool], ns: Iterable[int],
+                        **options: Unpack[TrialOptions]) -> dict[str, dict[str, dict[str, float]]]:
+    """{method: {"N": {"mean", "std"}}} (population std, like ``np.std``) over ``reference_trials``."""
     ns = list(ns)
-    per = reference_trials(pools, ns, trials, seed, pool_size, methods)
+    per = reference_trials(pools, ns, **options)
     result: dict[str, dict[str, dict[str, float]]] = {}
     for m, rows in per.items():
         result[m] = {}

@@ -43,20 +43,7 @@ from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from rewards.models import DatasetVersion
 
-from . import selectors
-from .models import (
-    BackendKind,
-    CandidatePool,
-    ComparisonRun,
-    JobStatus,
-    Kind,
-    LabelingRound,
-    PoolPurpose,
-    RewardModel,
-    SamplingJob,
-    ScoringJob,
-    TrainingJob,
-)
+from . import models, selectors
 from .services.comparisons import (
     DEFAULT_MAX_STEPS,
     DEFAULT_PER_PROBLEM,
@@ -144,7 +131,7 @@ class GenerationOut(serializers.ModelSerializer):
     campaign = CampaignRef()
 
     class Meta:
-        model = LabelingRound
+        model = models.LabelingRound
         fields = ("id", "campaign", "number", "status", "strategy", "strategy_config", "batch_size", "selected_count",
                   "pool", "reward_model", "dataset_version", "scoring_job", "auto_started", "error", "created_at",
                   "finished_at")
@@ -157,7 +144,7 @@ class GenerationsView(JobsApiView):
         campaign = self.campaign(key)
         figures = {row["id"]: row for row in selectors.labeling_round_rows(campaign)}
         return self.listing(
-            LabelingRound.objects.filter(campaign=campaign).select_related("campaign").order_by("number", "id"),
+            models.LabelingRound.objects.filter(campaign=campaign).select_related("campaign").order_by("number", "id"),
             lambda page: [{**row, "figures": figures.get(row["id"])}
                           for row in self.out(GenerationOut, page, many=True)])
 
@@ -172,12 +159,12 @@ class GenerationsView(JobsApiView):
         values = data.validated_data
         pool = model = None
         if "pool" in values:
-            pool = CandidatePool.objects.filter(pk=values["pool"], campaign=campaign,
-                                                purpose=PoolPurpose.LABELING).first()
+            pool = models.CandidatePool.objects.filter(pk=values["pool"], campaign=campaign,
+                                                purpose=models.PoolPurpose.LABELING).first()
             if pool is None:
                 raise ValidationError({"pool": [f"no labeling pool {values['pool']} in campaign {campaign.slug}"]})
         if "reward_model" in values:
-            model = RewardModel.objects.filter(pk=values["reward_model"], campaign=campaign).first()
+            model = models.RewardModel.objects.filter(pk=values["reward_model"], campaign=campaign).first()
             if model is None:
                 raise ValidationError({"reward_model": [
                     f"no reward model {values['reward_model']} in campaign {campaign.slug}"]})
@@ -196,11 +183,11 @@ class GenerationsView(JobsApiView):
 # --- training jobs ------------------------------------------------------------------------------------
 
 class StartTrainingInput(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=Kind.choices)
+    kind = serializers.ChoiceField(choices=models.Kind.choices)
     dataset_version = serializers.IntegerField(max_value=MAX_ID,
                                                help_text="A ready dataset version of a campaign you work on.")
     base_model = serializers.CharField(default="default", help_text="'default' (CPU MiniLM) or a configured backbone.")
-    backend = serializers.ChoiceField(choices=BackendKind.choices, default=BackendKind.LOCAL)
+    backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
     hyper = serializers.DictField(required=False, default=dict,
                                   help_text=f"Trainer settings: {', '.join(USER_KEYS)}.")
 
@@ -210,24 +197,24 @@ class TrainingJobOut(serializers.ModelSerializer):
     reward_model = serializers.SerializerMethodField()
 
     class Meta:
-        model = TrainingJob
+        model = models.TrainingJob
         fields = ("id", "kind", "campaign", "dataset_version", "backend", "status", "progress", "step", "total_steps",
                   "config", "metrics", "curve", "error", "log_tail", "external_id", "attempts", "auto_started",
                   "reward_model", "created_at", "started_at", "finished_at", "heartbeat_at")
 
-    def get_reward_model(self, job: TrainingJob) -> int | None:
+    def get_reward_model(self, job: models.TrainingJob) -> int | None:
         model = getattr(job, "reward_model", None)
         return model.pk if model is not None else None
 
 
 class ListJobsInput(serializers.Serializer):
     campaign = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="campaign id")
-    status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
+    status = serializers.ChoiceField(choices=models.JobStatus.choices, required=False)
 
 
 class LegacyListJobsInput(serializers.Serializer):
     campaign = serializers.SlugField(required=False, help_text="campaign slug")
-    status = serializers.ChoiceField(choices=JobStatus.choices, required=False)
+    status = serializers.ChoiceField(choices=models.JobStatus.choices, required=False)
 
 
 def _require_area(request: Request) -> None:
@@ -237,7 +224,7 @@ def _require_area(request: Request) -> None:
 
 def _visible_jobs(request: Request) -> Any:
     _require_area(request)
-    jobs = TrainingJob.objects.select_related("campaign", "reward_model")
+    jobs = models.TrainingJob.objects.select_related("campaign", "reward_model")
     return jobs if is_staff(request.user) else jobs.filter(campaign__in=research_campaigns(request.user))
 
 
@@ -278,7 +265,7 @@ class TrainingJobsView(JobsApiView):
         return Response(self.out(TrainingJobOut, job), status=status.HTTP_201_CREATED)
 
 
-def _training_job(request: Request, pk: int) -> TrainingJob:
+def _training_job(request: Request, pk: int) -> models.TrainingJob:
     job = _visible_jobs(request).filter(pk=pk).first()
     if job is None:
         raise NotFound("no such job")
@@ -304,7 +291,7 @@ class TrainingJobCancelView(JobsApiView):
 # --- sampling jobs ------------------------------------------------------------------------------------
 
 class StartSamplingInput(serializers.Serializer):
-    backend = serializers.ChoiceField(choices=BackendKind.choices, default=BackendKind.LOCAL)
+    backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
     config = serializers.DictField(required=False, default=dict,
                                    help_text=f"Sampler settings: {', '.join(SAMPLING_KEYS)}.")
 
@@ -313,7 +300,7 @@ class SamplingJobOut(serializers.ModelSerializer):
     campaign = CampaignRef()
 
     class Meta:
-        model = SamplingJob
+        model = models.SamplingJob
         fields = ("id", "campaign", "backend", "status", "progress", "config", "problem_count", "summary", "pool",
                   "error", "created_at", "started_at", "finished_at")
 
@@ -323,7 +310,7 @@ class SamplingJobsView(JobsApiView):
     def get(self, request: Request, **key: Any) -> Response:
         """The campaign's sampling jobs, newest first."""
         campaign = self.campaign(key)
-        return self.listing(SamplingJob.objects.filter(campaign=campaign).select_related("campaign"),
+        return self.listing(models.SamplingJob.objects.filter(campaign=campaign).select_related("campaign"),
                             lambda page: self.out(SamplingJobOut, page, many=True), cut=100)
 
     @extend_schema(request=StartSamplingInput, responses={201: SamplingJobOut})
@@ -366,7 +353,7 @@ class PoolOut(serializers.ModelSerializer):
     campaign = CampaignRef(allow_null=True)
 
     class Meta:
-        model = CandidatePool
+        model = models.CandidatePool
         fields = ("id", "name", "campaign", "purpose", "source", "split_rule", "problem_count", "candidate_count",
                   "pool_size", "created_at")
 
@@ -374,7 +361,7 @@ class PoolOut(serializers.ModelSerializer):
 class UploadPoolInput(serializers.Serializer):
     file = serializers.FileField(help_text="JSONL pool file (see the pool upload page for the two layouts).")
     name = serializers.CharField(required=False, default="", allow_blank=True)
-    purpose = serializers.ChoiceField(choices=PoolPurpose.choices, default=PoolPurpose.EVALUATION)
+    purpose = serializers.ChoiceField(choices=models.PoolPurpose.choices, default=models.PoolPurpose.EVALUATION)
     split_rule = serializers.ChoiceField(choices=["auto", "lines", "paragraphs"], default="auto")
 
 
@@ -383,7 +370,7 @@ class PoolsView(JobsApiView):
     def get(self, request: Request, **key: Any) -> Response:
         """The campaign's candidate pools, newest first."""
         campaign = self.campaign(key)
-        return self.listing(CandidatePool.objects.filter(campaign=campaign).select_related("campaign")
+        return self.listing(models.CandidatePool.objects.filter(campaign=campaign).select_related("campaign")
                             .order_by("-created_at", "-id"), lambda page: self.out(PoolOut, page, many=True), cut=100)
 
     @extend_schema(request={"multipart/form-data": UploadPoolInput}, responses={201: PoolOut})
@@ -409,7 +396,7 @@ class PoolsView(JobsApiView):
 
 class ScoringJobOut(serializers.ModelSerializer):
     class Meta:
-        model = ScoringJob
+        model = models.ScoringJob
         fields = ("id", "reward_model", "pool", "backend", "status", "progress", "step_metrics", "error",
                   "created_at", "started_at", "finished_at")
 
@@ -418,7 +405,7 @@ class StartScoringInput(serializers.Serializer):
     pool = serializers.IntegerField(help_text="A candidate pool of this campaign.")
     reward_models = serializers.ListField(child=serializers.IntegerField(), min_length=1,
                                           help_text="Reward models of this campaign: one scoring job each.")
-    backend = serializers.ChoiceField(choices=BackendKind.choices, default=BackendKind.LOCAL)
+    backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
 
 
 class ScoringJobsView(JobsApiView):
@@ -426,7 +413,8 @@ class ScoringJobsView(JobsApiView):
     def get(self, request: Request, **key: Any) -> Response:
         """Scoring jobs of the campaign's models, newest first."""
         campaign = self.campaign(key)
-        return self.listing(ScoringJob.objects.filter(reward_model__campaign=campaign).order_by("-created_at", "-id"),
+        return self.listing(models.ScoringJob.objects.filter(reward_model__campaign=campaign)
+                            .order_by("-created_at", "-id"),
                             lambda page: self.out(ScoringJobOut, page, many=True), cut=100)
 
     @extend_schema(request=StartScoringInput, responses={201: ScoringJobOut(many=True)})
@@ -436,25 +424,25 @@ class ScoringJobsView(JobsApiView):
         data = StartScoringInput(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        pool = CandidatePool.objects.filter(pk=values["pool"], campaign=campaign).first()
+        pool = models.CandidatePool.objects.filter(pk=values["pool"], campaign=campaign).first()
         if pool is None:
             raise ValidationError({"pool": [f"no candidate pool {values['pool']} in campaign {campaign.slug}"]})
-        models = {m.pk: m for m in RewardModel.objects.filter(pk__in=values["reward_models"], campaign=campaign)}
-        missing = [pk for pk in values["reward_models"] if pk not in models]
+        chosen = {m.pk: m for m in models.RewardModel.objects.filter(pk__in=values["reward_models"], campaign=campaign)}
+        missing = [pk for pk in values["reward_models"] if pk not in chosen]
         if missing:
             raise ValidationError({"reward_models": [f"no reward model {pk} in campaign {campaign.slug}"
                                                      for pk in missing]})
         try:
-            jobs = [start_scoring_job(models[pk], pool, backend=values["backend"], user=request.user)
+            jobs = [start_scoring_job(chosen[pk], pool, backend=values["backend"], user=request.user)
                     for pk in values["reward_models"]]
         except JobInputError as exc:
             return _input_error(exc)
         return Response(self.out(ScoringJobOut, jobs, many=True), status=status.HTTP_201_CREATED)
 
 
-def _scoring_job(request: Request, pk: int) -> ScoringJob:
+def _scoring_job(request: Request, pk: int) -> models.ScoringJob:
     _require_area(request)
-    job = ScoringJob.objects.select_related("reward_model__campaign").filter(pk=pk).first()
+    job = models.ScoringJob.objects.select_related("reward_model__campaign").filter(pk=pk).first()
     if job is None or not can_research(request.user, job.reward_model.campaign):
         raise NotFound("no such scoring job")
     return job
@@ -503,13 +491,13 @@ class ComparisonOut(serializers.ModelSerializer):
     best_of_n = serializers.SerializerMethodField()
 
     class Meta:
-        model = ComparisonRun
+        model = models.ComparisonRun
         fields = ("id", "campaign", "status", "stage", "max_steps", "per_problem", "base_model", "source_pool", "pool",
                   "dataset_version",
                   "new_version", "prm_job", "orm_job", "prm_scoring", "orm_scoring", "evaluation", "error",
                   "best_of_n", "created_at", "started_at", "finished_at")
 
-    def get_best_of_n(self, run: ComparisonRun) -> list[dict[str, Any]]:
+    def get_best_of_n(self, run: models.ComparisonRun) -> list[dict[str, Any]]:
         return selectors.best_of_n_rows(run.evaluation) if run.evaluation is not None else []
 
 
@@ -526,7 +514,8 @@ class ComparisonsView(JobsApiView):
     def get(self, request: Request, **key: Any) -> Response:
         """The campaign's comparisons, newest first."""
         campaign = self.campaign(key)
-        return self.listing(ComparisonRun.objects.filter(campaign=campaign).select_related("campaign", "evaluation"),
+        return self.listing(models.ComparisonRun.objects.filter(campaign=campaign)
+                            .select_related("campaign", "evaluation"),
                             lambda page: self.out(ComparisonOut, page, many=True), cut=50)
 
     @extend_schema(request=StartComparisonInput, responses={201: ComparisonOut})
@@ -544,9 +533,9 @@ class ComparisonsView(JobsApiView):
         return Response(self.out(ComparisonOut, run), status=status.HTTP_201_CREATED)
 
 
-def _comparison(request: Request, pk: int) -> ComparisonRun:
+def _comparison(request: Request, pk: int) -> models.ComparisonRun:
     _require_area(request)
-    run = ComparisonRun.objects.select_related("campaign", "evaluation").filter(pk=pk).first()
+    run = models.ComparisonRun.objects.select_related("campaign", "evaluation").filter(pk=pk).first()
     if run is None or not can_research(request.user, run.campaign):
         raise NotFound("no such comparison")
     return run

@@ -46,7 +46,7 @@ class LaunchedJob(Job):
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
 
-    class Meta:
+    class Meta(Job.Meta):
         abstract = True
 
     def task_queue(self) -> str:
@@ -81,8 +81,7 @@ class TrainingJob(LaunchedJob):
     metrics = models.JSONField(default=dict, blank=True)
     auto_started = models.BooleanField(default=False, help_text="Started by the periodic new-data task.")
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(LaunchedJob.Meta):
         indexes = [
             models.Index(fields=["heartbeat_at"], name="trainingjob_running_idx", condition=Q(status="running")),
             models.Index(fields=["campaign", "-created_at"], name="trainingjob_campaign_idx"),
@@ -115,12 +114,25 @@ class RewardModel(models.Model):
         return self.name
 
 
+class Recorded(models.Model):
+    """A record someone made from the pages or the API (a pool, an evaluation): when and by whom; lists show
+    the newest first."""
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at", "-id"]
+
+
 class PoolPurpose(models.TextChoices):
     EVALUATION = "evaluation", "Held-out problems for best-of-N evaluation"
     LABELING = "labeling", "Candidates to label (active learning chooses from it)"
 
 
-class CandidatePool(models.Model):
+class CandidatePool(Recorded):
     """N sampled solutions per problem, graded against the ground truth: held-out problems for best-of-N,
     or (``purpose`` labeling) the campaign's candidate pool its labeling rounds choose from."""
 
@@ -133,12 +145,6 @@ class CandidatePool(models.Model):
     problem_count = models.PositiveIntegerField(default=0)
     candidate_count = models.PositiveIntegerField(default=0)
     pool_size = models.PositiveIntegerField(default=0, help_text="Largest number of candidates of one problem.")
-    created_at = models.DateTimeField(auto_now_add=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return self.name
@@ -191,9 +197,6 @@ class ScoringJob(LaunchedJob):
     step_metrics = models.JSONField(default=dict, blank=True,
                                     help_text="PRM on held-out labeled solutions: step AUROC, ProcessBench F1.")
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
     def __str__(self) -> str:
         return f"scoring job {self.pk} ({self.status})"
 
@@ -210,9 +213,6 @@ class SamplingJob(LaunchedJob):
     summary = models.JSONField(default=dict, blank=True, help_text="The sampler's counts and tokens/s.")
     pool = models.OneToOneField(CandidatePool, null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="sampling_job")
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"sampling job {self.pk} ({self.status})"
@@ -232,7 +232,7 @@ class CandidateScore(models.Model):
         return f"score {self.score:.3f} of candidate {self.candidate_id}"
 
 
-class EvaluationRun(models.Model):
+class EvaluationRun(Recorded):
     """Best-of-N figures for one pool from a PRM and an ORM scoring, computed with rewards.evaluation."""
 
     campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
@@ -246,18 +246,14 @@ class EvaluationRun(models.Model):
     results = models.JSONField(default=dict, help_text="rewards.evaluation.best_of_n document.")
     step_metrics = models.JSONField(default=dict, blank=True)
     data_efficiency = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"evaluation {self.pk} on {self.pool}"
 
 
 class LabelingRoundStatus(models.TextChoices):
+    """A round's own states, not the job layer's: its work is its scoring job (docs/architecture.md)."""
+
     SCORING = "scoring", "Scoring the pool"
     COMPLETED = "completed", "Selected: labeling work created"
     FAILED = "failed", "Failed"
@@ -306,6 +302,8 @@ class LabelingRound(models.Model):
 
 
 class ComparisonStage(models.TextChoices):
+    """The chain's stages in the order a run goes through them; ``status`` says whether it is still moving."""
+
     SNAPSHOT = "snapshot", "Snapshot the labels"
     TRAIN = "train", "Train a PRM and an ORM"
     SCORE = "score", "Score the pool with both"
@@ -344,8 +342,7 @@ class ComparisonRun(Job):
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(Job.Meta):
         constraints = [
             # one run at a time per campaign: two clicks do not train four models on the same labels
             models.UniqueConstraint(fields=["campaign"], condition=Q(status__in=["queued", "running"]),

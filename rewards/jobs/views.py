@@ -314,26 +314,37 @@ def work_cancel(request: AppRequest, kind: str, pk: int) -> HttpResponse:
     return redirect(f"jobs:{kind}_job", pk=pk)
 
 
+def _startable_campaign(request: HttpRequest, slug: str, what: str) -> Campaign:
+    """The dashboard's campaign, for a user who may start ``what`` in it (staff and the campaign's admins)."""
+    _, campaign = _dashboard_scope(request, slug)
+    assert campaign is not None
+    if not can_start_labeling_round(request.user, campaign):
+        raise PermissionDenied(f"only staff and the campaign's admins start {what}")
+    return campaign
+
+
+def _json_config(text: str) -> Any:
+    """A form's optional ``config`` field: the decoded JSON ({} when empty), or a JobInputError naming it."""
+    try:
+        return jsonlimits.loads(text) if text else {}
+    except json.JSONDecodeError as exc:
+        raise JobInputError("config", f"is not valid JSON ({exc.msg})") from None
+    except jsonlimits.JSONTooDeep as exc:
+        raise JobInputError("config", f"is not usable: {exc}") from None
+
+
 @login_required
 @require_POST
 def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "start next generation" button (staff and campaign admins)."""
-    _, campaign = _dashboard_scope(request, slug)
-    assert campaign is not None
-    if not can_start_labeling_round(request.user, campaign):
-        raise PermissionDenied("only staff and the campaign's admins start generations")
+    campaign = _startable_campaign(request, slug, "generations")
     form = {key: request.POST.get(key, "").strip() for key in ("strategy", "batch_size", "config")}
     try:
         try:
             batch_size = int(form["batch_size"])
         except ValueError:
             raise JobInputError("batch_size", f"must be an integer >= 1, got {form['batch_size']!r}") from None
-        try:
-            config = jsonlimits.loads(form["config"]) if form["config"] else {}
-        except json.JSONDecodeError as exc:
-            raise JobInputError("config", f"is not valid JSON ({exc.msg})") from None
-        except jsonlimits.JSONTooDeep as exc:
-            raise JobInputError("config", f"is not usable: {exc}") from None
+        config = _json_config(form["config"])
         start_labeling_round(campaign, strategy=form["strategy"], batch_size=batch_size, config=config,
                              user=request.user)
     except JobInputError as exc:
@@ -345,18 +356,10 @@ def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "sample candidates" form: N solutions per campaign problem from a local LM."""
-    _, campaign = _dashboard_scope(request, slug)
-    assert campaign is not None
-    if not can_start_labeling_round(request.user, campaign):
-        raise PermissionDenied("only staff and the campaign's admins start sampling jobs")
+    campaign = _startable_campaign(request, slug, "sampling jobs")
     form = {key: request.POST.get(key, "").strip() for key in ("n", "temperature", "max_new_tokens", "config")}
     try:
-        try:
-            config = jsonlimits.loads(form["config"]) if form["config"] else {}
-        except json.JSONDecodeError as exc:
-            raise JobInputError("config", f"is not valid JSON ({exc.msg})") from None
-        except jsonlimits.JSONTooDeep as exc:
-            raise JobInputError("config", f"is not usable: {exc}") from None
+        config = _json_config(form["config"])
         if not isinstance(config, dict):
             raise JobInputError("config", f"must be a JSON object, got {type(config).__name__}")
         for key, parse in (("n", int), ("temperature", float), ("max_new_tokens", int)):

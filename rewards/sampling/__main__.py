@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import traceback
 from pathlib import Path
 
+from ..node import run_cli
 from .config import SamplingConfigError, load_config
+from .sampler import ProblemsError, read_problems, run_sampling
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,26 +23,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _sample(args: argparse.Namespace) -> None:
+    config = load_config(args.config)
+    read_problems(config.problems, config.limit)  # bad rows fail before the model loads
+    print(json.dumps(run_sampling(config)))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; returns the exit status."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = _parser().parse_args(argv)
-    from .sampler import ProblemsError, read_problems, run_sampling
-
-    try:
-        config = load_config(args.config)
-        read_problems(config.problems, config.limit)  # bad rows fail before the model loads
-        summary = run_sampling(config)
-        print(json.dumps(summary))
-    except (SamplingConfigError, ProblemsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - the CLI reports every failure the same way
-        traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return run_cli(_parser(), {"sample": _sample}, argv, usage_errors=(SamplingConfigError, ProblemsError))
 
 
 if __name__ == "__main__":

@@ -5,18 +5,17 @@ model, prompt template, temperature, N and token budget produced it.
 """
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import importlib.util
-import json
 import string
 from dataclasses import asdict, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 from pydantic_core import ErrorDetails
+
+from ..node import ConfigError, first_refusal, key_refusal, number_field, read_job_file
 
 Backend = Literal["transformers", "vllm"]
 DEVICES = ("cpu", "cuda")
@@ -39,13 +38,9 @@ Whole = Annotated[int, Field(strict=True)]
 Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
 
-class SamplingConfigError(ValueError):
-    """A configuration problem: the message names the offending key, ``key`` holds it, or None for the file as
-    a whole."""
-
-    def __init__(self, message: str, *, key: str | None = None) -> None:
-        super().__init__(message)
-        self.key = key
+class SamplingConfigError(ConfigError):
+    """A problem in a sampling job file: the message names the offending key, ``key`` holds it, or None for the
+    file as a whole."""
 
 
 def _invalid(key: str, problem: str) -> SamplingConfigError:
@@ -155,7 +150,6 @@ class SampleConfig:
 
 
 _SCHEMA_ADAPTER = TypeAdapter(SampleConfig)
-_KNOWN = tuple(f.name for f in dataclasses.fields(SampleConfig) if f.init)
 
 
 def _base_dir(info: ValidationInfo) -> Path:
@@ -250,18 +244,10 @@ def _message(error: ErrorDetails) -> SamplingConfigError:
     key = str(error["loc"][0]) if error["loc"] else None
     if key is None:
         return SamplingConfigError(f"config is not valid: {error['msg']}")
-    if kind == "unexpected_keyword_argument":
-        close = difflib.get_close_matches(key, _KNOWN, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(_KNOWN)}"
-        return SamplingConfigError(f"config key '{key}' is unknown{hint}", key=key)
-    if kind == "missing":
-        return SamplingConfigError(f"config key '{key}' is required", key=key)
-    if kind == "literal_error":
-        choices = get_args(SampleConfig.__pydantic_fields__[key].annotation)  # type: ignore[attr-defined]
-        return SamplingConfigError(f"config key '{key}' must be one of {', '.join(choices)}, got {value!r}", key=key)
-    if kind == "bool_type":
-        return SamplingConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
-    base, bounds = _number_field(key)
+    refusal = key_refusal(error, SamplingConfigError, schema=SampleConfig, name=key, key=key)
+    if refusal is not None:
+        return refusal
+    base, bounds = number_field(SampleConfig, key)
     if base is int and kind == "less_than_equal":
         return SamplingConfigError(f"config key '{key}' must be an integer <= {bounds['Le'].le:,}, got {value!r:.80}",
                                    key=key)
@@ -273,17 +259,6 @@ def _message(error: ErrorDetails) -> SamplingConfigError:
         high = f"{bounds['Le'].le:g}]"
         return SamplingConfigError(f"config key '{key}' must be a number in {low}, {high}, got {value!r}", key=key)
     return SamplingConfigError(f"config key '{key}' is not valid: {error['msg']}", key=key)
-
-
-def _number_field(name: str) -> tuple[Any, dict[str, Any]]:
-    """(int or float, the key's bounds by name: Ge, Le, …); an optional key keeps both inside its union."""
-    declared = SampleConfig.__pydantic_fields__[name]  # type: ignore[attr-defined]
-    base, metadata = declared.annotation, list(declared.metadata)
-    for member in get_args(declared.annotation):  # Annotated[int, …] | None
-        if member is not type(None):
-            base, *extras = get_args(member) or (member,)
-            metadata += [item for extra in extras for item in getattr(extra, "metadata", [extra])]
-    return base, {type(item).__name__: item for item in metadata}
 
 
 def parse_config(raw: Any, *, base_dir: Path | None = None, models_dir: Path | None = None) -> SampleConfig:
@@ -298,18 +273,10 @@ def parse_config(raw: Any, *, base_dir: Path | None = None, models_dir: Path | N
     try:
         return _SCHEMA_ADAPTER.validate_python(raw, context=context)
     except ValidationError as exc:
-        # One refusal, the most basic first: a misspelt key explains the "missing" one that follows from it.
-        rank = {"unexpected_keyword_argument": 0, "missing": 1}
-        raise _message(min(exc.errors(), key=lambda error: rank.get(error["type"], 2))) from None
+        raise _message(first_refusal(exc)) from None
 
 
 def load_config(path: Path | str) -> SampleConfig:
     """Read and validate a job file; relative paths are relative to its folder."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SamplingConfigError(f"config file {str(path)!r} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise SamplingConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
-    return parse_config(raw, base_dir=path.parent)
+    return parse_config(read_job_file(path, SamplingConfigError), base_dir=path.parent)

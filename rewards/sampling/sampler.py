@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from annotate.steps import split_solution  # Django-free: the importer's own splitting rule
 
+from ..node import JsonLineError, json_lines
 from .config import SampleConfig
 
 
@@ -54,22 +55,19 @@ def read_problems(path: Path, limit: int | None = None) -> list[ProblemIn]:
     """MATH-style JSONL (``problem``, optional ``unique_id``); every row is checked before any model loads."""
     problems: list[ProblemIn] = []
     with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ProblemsError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise ProblemsError(f"{path} line {number}: a row must be a JSON object")
-            text = row.get("problem")
-            if not isinstance(text, str) or not text.strip():
-                raise ProblemsError(f"{path} line {number}: field 'problem' must be a non-empty string")
-            unique_id = row.get("unique_id")
-            if unique_id is not None and (not isinstance(unique_id, str) or not unique_id.strip()):
-                raise ProblemsError(f"{path} line {number}: field 'unique_id' must be a non-empty string")
-            problems.append(ProblemIn(text=text, unique_id=unique_id))
+        try:
+            for number, row in json_lines(handle):
+                if not isinstance(row, dict):
+                    raise ProblemsError(f"{path} line {number}: a row must be a JSON object")
+                text = row.get("problem")
+                if not isinstance(text, str) or not text.strip():
+                    raise ProblemsError(f"{path} line {number}: field 'problem' must be a non-empty string")
+                unique_id = row.get("unique_id")
+                if unique_id is not None and (not isinstance(unique_id, str) or not unique_id.strip()):
+                    raise ProblemsError(f"{path} line {number}: field 'unique_id' must be a non-empty string")
+                problems.append(ProblemIn(text=text, unique_id=unique_id))
+        except JsonLineError as exc:
+            raise ProblemsError(f"{path} line {exc.number}: not valid JSON ({exc.error.msg})") from None
     if not problems:
         raise ProblemsError(f"{path}: no problems")
     return problems[:limit] if limit is not None else problems

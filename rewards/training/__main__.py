@@ -6,11 +6,10 @@ with the traceback and a final ``error: ...`` line on stderr.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import traceback
 from pathlib import Path
 
+from ..node import run_cli
 from .config import TrainingConfigError, load_config
 
 
@@ -29,32 +28,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _train(args: argparse.Namespace) -> None:
+    from .train import run_training
+
+    config = load_config(args.config)
+    metrics = run_training(config)
+    print(f"trained {metrics['kind']} in {metrics['runtime_s']:.1f}s -> {config.output_dir}")
+
+
+def _score(args: argparse.Namespace) -> None:
+    from .scoring import load_reward_model, score_file
+
+    model = load_reward_model(args.model, device=args.device, batch_size=args.batch_size)
+    rows = score_file(model, args.input, args.out)
+    print(f"scored {rows} rows -> {args.out}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command; returns the exit status."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = _parser().parse_args(argv)
-    try:
-        if args.command == "train":
-            from .train import run_training
-
-            config = load_config(args.config)
-            metrics = run_training(config)
-            print(f"trained {metrics['kind']} in {metrics['runtime_s']:.1f}s -> {config.output_dir}")
-        else:
-            from .scoring import load_reward_model, score_file
-
-            model = load_reward_model(args.model, device=args.device, batch_size=args.batch_size)
-            rows = score_file(model, args.input, args.out)
-            print(f"scored {rows} rows -> {args.out}")
-    except TrainingConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # noqa: BLE001 - the CLI reports every failure the same way
-        traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return run_cli(_parser(), {"train": _train, "score": _score}, argv, usage_errors=(TrainingConfigError,))
 
 
 if __name__ == "__main__":

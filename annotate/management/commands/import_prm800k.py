@@ -1,24 +1,22 @@
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from annotate.models import Campaign, CampaignMode
 from annotate.prm800k import import_prm800k
 
-from ._common import run_import
+from ._common import ImportCommand, run_import
 
 
-class Command(BaseCommand):
+class Command(ImportCommand):
     help = ("Import PRM800K JSONL rows (exactly as OpenAI released them) into a campaign. A campaign this "
             "command creates takes the mode its rows imply (conversational when most rows are phase-1 rows, whose "
             "steps carry several rated completions; else stepwise) unless --mode says otherwise.")
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file")
+    def add_options(self, parser: CommandParser) -> None:
         parser.add_argument("--campaign", required=True, help="campaign slug (created if missing)")
         parser.add_argument("--mode", choices=CampaignMode.values,
                             help="mode of the campaign when this import creates it (default: implied by the rows)")
-        parser.add_argument("--skip-invalid", action="store_true", help="import valid rows, report the rest")
 
     def handle(self, *args: Any, **options: Any) -> None:
         mode = options["mode"]

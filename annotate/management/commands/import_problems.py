@@ -1,21 +1,19 @@
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from annotate.services.problems import import_problems
 
-from ._common import get_campaign, run_import
+from ._common import ImportCommand, get_campaign, run_import
 
 
-class Command(BaseCommand):
+class Command(ImportCommand):
     help = ("Import MATH / MATH-500 rows (problem, solution, answer, subject, level, unique_id) into a campaign's "
             "problems (--campaign), or without --campaign into the staff-only problem bank, whose problems are "
             "copied into a campaign the first time one of its imports references them.")
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("file")
+    def add_options(self, parser: CommandParser) -> None:
         parser.add_argument("--campaign", help="campaign slug; omitted: the staff-only problem bank")
-        parser.add_argument("--skip-invalid", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
         campaign = get_campaign(options["campaign"]) if options["campaign"] else None

@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from annotate.models import Campaign
@@ -44,6 +44,7 @@ from .scoring import start_scoring_job
 from .training import EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
 log = logging.getLogger(__name__)
+J = TypeVar("J", TrainingJob, ScoringJob)
 
 #: optimizer steps per model when the form is left as it is: 8-10 CPU-seconds a step with the MiniLM default at
 #: max length 512. With 30 the demo's comparison took 927.5 s from the click on 2 idle cores (README, "The loop in
@@ -198,16 +199,27 @@ def _snapshot(run: ComparisonRun) -> None:
         _fail(run, f"training could not start: {exc}")
 
 
-def _train(run: ComparisonRun) -> None:
-    # Past the snapshot stage both training jobs are set.
-    prm, orm = (TrainingJob.objects.select_related("reward_model").get(pk=pk)  # type: ignore[misc]
-                for pk in (run.prm_job_id, run.orm_job_id))
-    failure = _job_failure("training the PRM", prm) or _job_failure("training the ORM", orm)
+def _both_succeeded(run: ComparisonRun, stage_jobs: QuerySet[J], ids: tuple[int | None, int | None],
+                    doing: str) -> tuple[J, J] | None:
+    """The stage's PRM and ORM jobs once both succeeded; None while either is still on its way, or when one
+    did not succeed (the run then fails, naming what it was ``doing`` with which model)."""
+    prm, orm = (stage_jobs.get(pk=pk) for pk in ids)  # type: ignore[misc]  # set once the stage began
+    failure = _job_failure(f"{doing} the PRM", prm) or _job_failure(f"{doing} the ORM", orm)
     if failure:
         _fail(run, failure)
-        return
+        return None
     if prm.status != JobStatus.SUCCEEDED or orm.status != JobStatus.SUCCEEDED:
+        return None
+    return prm, orm
+
+
+def _train(run: ComparisonRun) -> None:
+    # Past the snapshot stage both training jobs are set.
+    both = _both_succeeded(run, TrainingJob.objects.select_related("reward_model"), (run.prm_job_id, run.orm_job_id),
+                           "training")
+    if both is None:
         return
+    prm, orm = both
     pool = run.pool
     if pool is None:
         _fail(run, "scoring: the candidate pool of this comparison was deleted")
@@ -224,14 +236,11 @@ def _train(run: ComparisonRun) -> None:
 
 def _score(run: ComparisonRun) -> None:
     # Past the training stage both scoring jobs are set.
-    prm, orm = (ScoringJob.objects.select_related("reward_model__job").get(pk=pk)  # type: ignore[misc]
-                for pk in (run.prm_scoring_id, run.orm_scoring_id))
-    failure = _job_failure("scoring the pool with the PRM", prm) or _job_failure("scoring the pool with the ORM", orm)
-    if failure:
-        _fail(run, failure)
+    both = _both_succeeded(run, ScoringJob.objects.select_related("reward_model__job"),
+                           (run.prm_scoring_id, run.orm_scoring_id), "scoring the pool with")
+    if both is None:
         return
-    if prm.status != JobStatus.SUCCEEDED or orm.status != JobStatus.SUCCEEDED:
-        return
+    prm, orm = both
     assert run.pool is not None
     try:
         with transaction.atomic():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -49,11 +49,11 @@ def poll_interval() -> float:
     return float(settings.STEPLAB_JOB_POLL_INTERVAL_S)
 
 
-def claim(model: type[J], job_id: int) -> J | None:
-    """queued → running for exactly one watcher, counting the attempt and starting the heartbeats; None when
-    the job is gone, cancelled or already claimed."""
-    return jobs.claim(model, job_id, where={"cancel_requested": False}, heartbeat_at=timezone.now(),
-                      attempts=F("attempts") + 1)
+def claim(model: type[J], job_id: int, *, related: Sequence[str] = ()) -> J | None:
+    """queued → running for exactly one watcher, counting the attempt and starting the heartbeats; the job with
+    its ``related`` rows, or None when it is gone, cancelled or already claimed."""
+    return jobs.claim(model, job_id, where={"cancel_requested": False}, related=related,
+                      heartbeat_at=timezone.now(), attempts=F("attempts") + 1)
 
 
 def finish(job: LaunchedJob, status: str, *, error: str = "", **fields: Any) -> bool:

@@ -149,11 +149,8 @@ def sampling_hooks(job: SamplingJob) -> runner.JobHooks:
 
 
 def run_sampling_job(job_id: int) -> str | None:
-    job = runner.claim(SamplingJob, job_id)
-    if job is None:
-        return None
-    job = SamplingJob.objects.select_related("campaign", "started_by").get(pk=job.pk)
-    return runner.watch(job, sampling_hooks(job))
+    job = runner.claim(SamplingJob, job_id, related=("campaign", "started_by"))
+    return None if job is None else runner.watch(job, sampling_hooks(job))
 
 
 def reap_sampling_jobs() -> list[int]:

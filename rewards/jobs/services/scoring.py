@@ -157,10 +157,9 @@ def scoring_hooks(job: ScoringJob, *, heldout: bool | None = None) -> runner.Job
 
 
 def run_scoring_job(job_id: int) -> str | None:
-    job = runner.claim(ScoringJob, job_id)
+    job = runner.claim(ScoringJob, job_id, related=("reward_model__job", "pool"))
     if job is None:
         return None
-    job = ScoringJob.objects.select_related("reward_model__job", "pool").get(pk=job.pk)
     if _write_input(job) == 0:
         runner.finish(job, "failed", error=f"pool {job.pool} has no candidate this {job.reward_model.kind} can score")
         return job.status
