@@ -53,6 +53,7 @@ from .services.importing import (
     ProgressCallback,
     RowError,
     bulk_insert,
+    fewer_collections,
     import_transaction,
     insert_rows,
     read_ahead,
@@ -129,6 +130,7 @@ HUMAN_COMPLETION_SCHEMA: dict[str, Field] = {  # exported in this order
     "flagged": Field(("bool", "null")),
 }
 _OBJECT = Field(("object",))
+_STRING = Field(("string",))
 ROW_KEYS = tuple(ROW_SCHEMA)
 QUESTION_KEYS = tuple(QUESTION_SCHEMA)
 LABEL_KEYS = tuple(LABEL_SCHEMA)
@@ -269,15 +271,18 @@ def parse_row(obj: Any) -> ParsedRow:
     _check_object(question, QUESTION_SCHEMA, "question", closed=False)
     if not question["problem"].strip():
         raise RowError("question.problem", "is empty")
-    for position, item in enumerate(question.get("pre_generated_steps") or ()):
-        _check(item, Field(("string",)), f"question.pre_generated_steps[{position}]")
+    pre_generated_steps = question.get("pre_generated_steps") or ()
+    if not all(type(item) is str for item in pre_generated_steps):  # the field name only for a bad item
+        for position, item in enumerate(pre_generated_steps):
+            _check(item, _STRING, f"question.pre_generated_steps[{position}]")
     label = obj["label"]
     _check_object(label, LABEL_SCHEMA, "label", closed=False)
     raw_steps = label["steps"]
     if len(raw_steps) > settings.STEPLAB_MAX_STEPS_PER_SOLUTION:
         raise RowError("label.steps",
                        f"has {len(raw_steps)} steps; the limit is {settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
-    steps = [_parse_step(raw_step, f"label.steps[{index}]") for index, raw_step in enumerate(raw_steps)]
+    max_chars = settings.STEPLAB_MAX_STEP_CHARS
+    steps = [_parse_step(raw_step, index, max_chars) for index, raw_step in enumerate(raw_steps)]
     total_time = label.get("total_time")
     if total_time is not None and not 0 <= total_time < 2**63:
         raise RowError("label.total_time", f"must be between 0 and 2**63-1 (milliseconds), got {total_time}")
@@ -304,29 +309,43 @@ def _is_plain_completion(item: Any) -> bool:
             and (item["flagged"] is None or type(item["flagged"]) is bool))
 
 
-def _parse_step(raw_step: Any, where: str) -> ParsedStep:
-    _check(raw_step, _OBJECT, where)
-    _check_object(raw_step, STEP_SCHEMA, where, closed=True)
+_STEP_KEYS = frozenset(STEP_SCHEMA)
+
+
+def _is_plain_step(raw_step: Any) -> bool:
+    """The shape nearly every step has (exactly the three keys, values of accepted types): accepted without the
+    general checks, like ``_is_plain_completion``."""
+    return (type(raw_step) is dict and raw_step.keys() == _STEP_KEYS
+            and (raw_step["completions"] is None or type(raw_step["completions"]) is list)
+            and (raw_step["human_completion"] is None or type(raw_step["human_completion"]) in (str, dict))
+            and (raw_step["chosen_completion"] is None or type(raw_step["chosen_completion"]) is int))
+
+
+def _parse_step(raw_step: Any, index: int, max_chars: int) -> ParsedStep:
+    """Step ``index`` of ``label.steps``; its field names are spelled out only for an error."""
+    if not _is_plain_step(raw_step):  # the checks that name the field, for anything out of the ordinary
+        _check(raw_step, _OBJECT, f"label.steps[{index}]")
+        _check_object(raw_step, STEP_SCHEMA, f"label.steps[{index}]", closed=True)
     completions: list[ParsedCompletion] | None = None
     if raw_step["completions"] is not None:
         completions = []
-        max_chars = settings.STEPLAB_MAX_STEP_CHARS
         for position, item in enumerate(raw_step["completions"]):
-            if not _is_plain_completion(item):  # the checks that name the field, for anything out of the ordinary
-                here = f"{where}.completions[{position}]"
+            if not _is_plain_completion(item):
+                here = f"label.steps[{index}].completions[{position}]"
                 _check(item, _OBJECT, here)
                 _check_object(item, COMPLETION_SCHEMA, here, closed=True)
             if len(item["text"]) > max_chars:
-                raise RowError(f"{where}.completions[{position}].text", f"is longer than {max_chars} characters")
+                raise RowError(f"label.steps[{index}].completions[{position}].text",
+                               f"is longer than {max_chars} characters")
             rating = item["rating"]
             completions.append(ParsedCompletion(item["text"], None if rating is None else int(rating), item["flagged"]))
     chosen = raw_step["chosen_completion"]
     if chosen is not None and not 0 <= chosen < len(completions or ()):
-        raise RowError(f"{where}.chosen_completion",
+        raise RowError(f"label.steps[{index}].chosen_completion",
                        f"is {chosen}, out of range for {len(completions or ())} completion(s)")
     human = raw_step["human_completion"]
     if isinstance(human, dict):
-        _check_object(human, HUMAN_COMPLETION_SCHEMA, f"{where}.human_completion", closed=True)
+        _check_object(human, HUMAN_COMPLETION_SCHEMA, f"label.steps[{index}].human_completion", closed=True)
     return ParsedStep(completions, human, chosen)
 
 
@@ -560,7 +579,7 @@ def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool =
     lookups = _Lookups(campaign)
     conversational = 0
     try:
-        with import_transaction():
+        with fewer_collections(), import_transaction():
             for batch in read_ahead(lambda relay: valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, relay,
                                                              report=report), progress):
                 if report.rejected_count and not skip_invalid:
