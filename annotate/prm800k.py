@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ from .services.importing import (
     bulk_insert,
     fewer_collections,
     import_transaction,
+    insert_columns,
     insert_rows,
     read_ahead,
     refresh_planner_statistics,
@@ -421,6 +423,16 @@ class _Lookups:
         self.campaign = campaign
         self.problems: dict[str, Problem] = {}
         self.users: dict[str, int] = {}
+        self.keys: dict[str, str] = {}  # problem text as given -> its key
+
+    def key_of(self, text: str) -> str:
+        """``problem_key(text)``, computed once per distinct text: every labeler's row repeats its problem's."""
+        key = self.keys.get(text)
+        if key is None:
+            if len(self.keys) > 50_000:  # bound the cache on huge files
+                self.keys.clear()
+            key = self.keys[text] = problem_key(text)
+        return key
 
     def problems_for(self, rows: list[ParsedRow], keys: list[str], created: dict[str, int]) -> None:
         """Load or create the problems of ``rows``, whose normalised-text keys are ``keys``."""
@@ -500,7 +512,7 @@ _PROVENANCE = {"source": "prm800k"}
 
 def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, created: dict[str, int]) -> None:
     # Solutions and assignments go in as value tuples: model instances cost more than their COPY.
-    keys = [problem_key(row.question["problem"]) for row in rows]
+    keys = [lookups.key_of(row.question["problem"]) for row in rows]
     lookups.problems_for(rows, keys, created)
     lookups.users_for(rows, created)
     solution_rows: list[tuple[Any, ...]] = []
@@ -541,25 +553,46 @@ def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, 
         ))
     assignment_ids = insert_rows(Assignment, _ASSIGNMENT_COLUMNS, assignment_rows)
 
-    step_ids = insert_rows(Step, ["solution_id", "index"],
-                           [(solution_id, i) for row, solution_id in zip(rows, solution_ids, strict=True)
-                            for i in range(len(row.steps))])
-    completion_rows: list[tuple[Any, ...]] = []
-    rating_rows: list[tuple[Any, ...]] = []  # (assignment, rating, flagged); the completion id is added below
-    decision_rows: list[tuple[Any, ...]] = []
+    # The big tables (a row per step or per completion) are built a column at a time: no tuple per row.
+    step_solutions: list[int] = []
+    step_indexes: list[int] = []
+    decision_assignments: list[int] = []
+    for row, solution_id, assignment_id in zip(rows, solution_ids, assignment_ids, strict=True):
+        step_solutions.extend(repeat(solution_id, len(row.steps)))
+        step_indexes.extend(range(len(row.steps)))
+        decision_assignments.extend(repeat(assignment_id, len(row.steps)))
+    step_ids = insert_columns(Step, ["solution_id", "index"], [step_solutions, step_indexes])
+    completion_steps: list[int] = []
+    completion_indexes: list[int] = []
+    texts: list[str] = []
+    rating_assignments: list[int] = []
+    values: list[int | None] = []
+    flags: list[bool | None] = []
+    chosen: list[int | None] = []
+    human: list[Any] = []
     step_iter = iter(step_ids)
     for row, assignment_id in zip(rows, assignment_ids, strict=True):
         for parsed_step in row.steps:
             step_id = next(step_iter)
-            for position, parsed in enumerate(parsed_step.completions or ()):
-                completion_rows.append((step_id, position, parsed.text))
-                rating_rows.append((assignment_id, parsed.rating, parsed.flagged))
-            decision_rows.append((assignment_id, step_id, parsed_step.chosen_completion, parsed_step.human_completion))
-    completion_ids = insert_rows(Completion, ["step_id", "index", "text"], completion_rows)
-    insert_rows(Rating, ["assignment_id", "completion_id", "rating", "flagged"],
-                [(a, c, r, f) for (a, r, f), c in zip(rating_rows, completion_ids, strict=True)])
-    insert_rows(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], decision_rows)
-    for name, count in (("solutions", len(solution_ids)), ("steps", len(step_ids)), ("ratings", len(rating_rows))):
+            chosen.append(parsed_step.chosen_completion)
+            human.append(parsed_step.human_completion)
+            if parsed_step.completions:
+                count = len(parsed_step.completions)
+                completion_steps.extend(repeat(step_id, count))
+                completion_indexes.extend(range(count))
+                rating_assignments.extend(repeat(assignment_id, count))
+                for parsed in parsed_step.completions:
+                    texts.append(parsed.text)
+                    values.append(parsed.rating)
+                    flags.append(parsed.flagged)
+    completion_ids = insert_columns(Completion, ["step_id", "index", "text"],
+                                    [completion_steps, completion_indexes, texts])
+    insert_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged"],
+                   [rating_assignments, completion_ids, values, flags])
+    # One decision per step, in the steps' order: the step column is the steps' ids as they were allocated.
+    insert_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"],
+                   [decision_assignments, step_ids, chosen, human])
+    for name, count in (("solutions", len(solution_ids)), ("steps", len(step_ids)), ("ratings", len(values))):
         created[name] = created.get(name, 0) + count
 
 
