@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
@@ -510,16 +510,85 @@ _ASSIGNMENT_COLUMNS = ["solution_id", "labeler_id", "status", "finished_at", "fi
 _PROVENANCE = {"source": "prm800k"}
 
 
-def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, created: dict[str, int]) -> None:
+_NO_EXTRA: dict[str, Any] = {}  # shared by the assignments that need no extra (never mutated): dumped once
+
+
+@dataclass
+class _Batch:
+    """A batch of valid rows with everything of theirs that needs no database — answers, assignment extras, and
+    the columns of their steps, completions, ratings and decisions except the ids — made in the read-ahead
+    thread, so that it overlaps the server's work on the previous batch. The main thread then adds the new
+    ids with C-level repeats (``_repeated``), without a Python loop over steps or completions."""
+
+    rows: list[ParsedRow]
+    answers: list[str | None]
+    assignment_extras: list[dict[str, Any]]
+    finished_at: list[datetime | None]
+    steps_per_row: list[int]
+    completions_per_row: list[int]
+    completions_per_step: list[int]
+    step_indexes: list[int]
+    completion_indexes: list[int]
+    texts: list[str]
+    values: list[int | None]
+    flags: list[bool | None]
+    chosen: list[int | None]
+    human: list[Any]
+    conversational: int
+
+
+def _prepare(batch: list[tuple[int, ParsedRow]]) -> _Batch:
+    rows = [row for _, row in batch]
+    prepared = _Batch(rows=rows, answers=[row.final_answer() for row in rows], assignment_extras=[],
+                      finished_at=[_parse_timestamp(row.timestamp) for row in rows], steps_per_row=[],
+                      completions_per_row=[], completions_per_step=[], step_indexes=[], completion_indexes=[],
+                      texts=[], values=[], flags=[], chosen=[], human=[],
+                      conversational=sum(row.is_conversational for row in rows))
+    for row in rows:
+        assignment_extra: dict[str, Any] = {}
+        if row.timestamp is None:
+            assignment_extra["timestamp_null"] = True
+        elif not row.timestamp:
+            assignment_extra["timestamp"] = ""  # an empty source_timestamp means "none recorded"
+        if row.finish_reason is None:
+            assignment_extra["finish_reason_null"] = True  # kept as give_up: the pass did not finish labeling
+        if row.labeler is not None and imported_username(row.labeler) is None:
+            assignment_extra["labeler"] = row.labeler
+        prepared.assignment_extras.append(assignment_extra or _NO_EXTRA)
+        prepared.steps_per_row.append(len(row.steps))
+        prepared.step_indexes.extend(range(len(row.steps)))
+        in_row = 0
+        for parsed_step in row.steps:
+            prepared.chosen.append(parsed_step.chosen_completion)
+            prepared.human.append(parsed_step.human_completion)
+            count = len(parsed_step.completions) if parsed_step.completions else 0
+            prepared.completions_per_step.append(count)
+            in_row += count
+            if count:
+                prepared.completion_indexes.extend(range(count))
+                for parsed in parsed_step.completions or ():
+                    prepared.texts.append(parsed.text)
+                    prepared.values.append(parsed.rating)
+                    prepared.flags.append(parsed.flagged)
+        prepared.completions_per_row.append(in_row)
+    return prepared
+
+
+def _repeated(ids: list[int], counts: list[int]) -> list[int]:
+    """Each id as many times as its count says, in order."""
+    return list(chain.from_iterable(map(repeat, ids, counts)))
+
+
+def _import_batch(campaign: Campaign, batch: _Batch, lookups: _Lookups, created: dict[str, int]) -> None:
     # Solutions and assignments go in as value tuples: model instances cost more than their COPY.
+    rows = batch.rows
     keys = [lookups.key_of(row.question["problem"]) for row in rows]
     lookups.problems_for(rows, keys, created)
     lookups.users_for(rows, created)
     solution_rows: list[tuple[Any, ...]] = []
-    for row, key in zip(rows, keys, strict=True):
+    for row, key, answer in zip(rows, keys, batch.answers, strict=True):
         problem = lookups.problems[key]
         question = row.question
-        answer = row.final_answer()
         ground_truth = problem.answer if problem.answer is not None else question.get("ground_truth_answer")
         verdict = answers_match(ground_truth, answer)
         outcome = "graded_correct" if verdict else "graded_wrong" if verdict is False else "ungraded"
@@ -535,64 +604,23 @@ def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, 
                               digest, _solution_extra(row, question, derived)))
     solution_ids = insert_rows(Solution, _SOLUTION_COLUMNS, solution_rows)
 
-    assignment_rows: list[tuple[Any, ...]] = []
-    for row, solution_id in zip(rows, solution_ids, strict=True):
-        assignment_extra: dict[str, Any] = {}
-        if row.timestamp is None:
-            assignment_extra["timestamp_null"] = True
-        elif not row.timestamp:
-            assignment_extra["timestamp"] = ""  # an empty source_timestamp means "none recorded"
-        if row.finish_reason is None:
-            assignment_extra["finish_reason_null"] = True  # kept as give_up: the pass did not finish labeling
-        if row.labeler is not None and imported_username(row.labeler) is None:
-            assignment_extra["labeler"] = row.labeler
-        assignment_rows.append((
-            solution_id, lookups.users[_labeler_account(row.labeler)] if row.labeler is not None else None,
-            AssignmentStatus.SUBMITTED.value, _parse_timestamp(row.timestamp),
-            row.finish_reason or FinishReason.GIVE_UP.value, row.total_time, row.timestamp or "", assignment_extra,
-        ))
-    assignment_ids = insert_rows(Assignment, _ASSIGNMENT_COLUMNS, assignment_rows)
+    assignment_ids = insert_rows(Assignment, _ASSIGNMENT_COLUMNS, [
+        (solution_id, lookups.users[_labeler_account(row.labeler)] if row.labeler is not None else None,
+         AssignmentStatus.SUBMITTED.value, finished_at, row.finish_reason or FinishReason.GIVE_UP.value,
+         row.total_time, row.timestamp or "", extra)
+        for row, solution_id, finished_at, extra in zip(rows, solution_ids, batch.finished_at,
+                                                        batch.assignment_extras, strict=True)])
 
-    # The big tables (a row per step or per completion) are built a column at a time: no tuple per row.
-    step_solutions: list[int] = []
-    step_indexes: list[int] = []
-    decision_assignments: list[int] = []
-    for row, solution_id, assignment_id in zip(rows, solution_ids, assignment_ids, strict=True):
-        step_solutions.extend(repeat(solution_id, len(row.steps)))
-        step_indexes.extend(range(len(row.steps)))
-        decision_assignments.extend(repeat(assignment_id, len(row.steps)))
-    step_ids = insert_columns(Step, ["solution_id", "index"], [step_solutions, step_indexes])
-    completion_steps: list[int] = []
-    completion_indexes: list[int] = []
-    texts: list[str] = []
-    rating_assignments: list[int] = []
-    values: list[int | None] = []
-    flags: list[bool | None] = []
-    chosen: list[int | None] = []
-    human: list[Any] = []
-    step_iter = iter(step_ids)
-    for row, assignment_id in zip(rows, assignment_ids, strict=True):
-        for parsed_step in row.steps:
-            step_id = next(step_iter)
-            chosen.append(parsed_step.chosen_completion)
-            human.append(parsed_step.human_completion)
-            if parsed_step.completions:
-                count = len(parsed_step.completions)
-                completion_steps.extend(repeat(step_id, count))
-                completion_indexes.extend(range(count))
-                rating_assignments.extend(repeat(assignment_id, count))
-                for parsed in parsed_step.completions:
-                    texts.append(parsed.text)
-                    values.append(parsed.rating)
-                    flags.append(parsed.flagged)
-    completion_ids = insert_columns(Completion, ["step_id", "index", "text"],
-                                    [completion_steps, completion_indexes, texts])
-    insert_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged"],
-                   [rating_assignments, completion_ids, values, flags])
+    step_ids = insert_columns(Step, ["solution_id", "index"],
+                              [_repeated(solution_ids, batch.steps_per_row), batch.step_indexes])
+    completion_ids = insert_columns(Completion, ["step_id", "index", "text"], [
+        _repeated(step_ids, batch.completions_per_step), batch.completion_indexes, batch.texts])
+    insert_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged"], [
+        _repeated(assignment_ids, batch.completions_per_row), completion_ids, batch.values, batch.flags])
     # One decision per step, in the steps' order: the step column is the steps' ids as they were allocated.
-    insert_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"],
-                   [decision_assignments, step_ids, chosen, human])
-    for name, count in (("solutions", len(solution_ids)), ("steps", len(step_ids)), ("ratings", len(values))):
+    insert_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], [
+        _repeated(assignment_ids, batch.steps_per_row), step_ids, batch.chosen, batch.human])
+    for name, count in (("solutions", len(solution_ids)), ("steps", len(step_ids)), ("ratings", len(batch.values))):
         created[name] = created.get(name, 0) + count
 
 
@@ -613,14 +641,14 @@ def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool =
     conversational = 0
     try:
         with fewer_collections(), import_transaction():
-            for batch in read_ahead(lambda relay: valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, relay,
-                                                             report=report), progress):
+            batches = read_ahead(lambda relay: map(_prepare, valid_rows(
+                path, parse_row, settings.STEPLAB_IMPORT_BATCH, relay, report=report)), progress)
+            for batch in batches:
                 if report.rejected_count and not skip_invalid:
                     continue
-                rows = [row for _, row in batch]
-                conversational += sum(row.is_conversational for row in rows)
-                _import_batch(campaign, rows, lookups, report.created)
-                report.imported += len(batch)
+                conversational += batch.conversational
+                _import_batch(campaign, batch, lookups, report.created)
+                report.imported += len(batch.rows)
             if report.rejected_count and not skip_invalid:
                 raise ImportFailed(report)
             if adopt_mode:
