@@ -1,4 +1,4 @@
-"""Four foreign keys lose their own index: each is the first column of a unique constraint, whose index serves
+"""Three foreign keys lose their own index: each is the first column of a unique constraint, whose index serves
 the same lookups. Only the indexes are dropped (the generated AlterField would also drop and re-add, and so
 re-validate, every foreign-key constraint)."""
 
@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 # (table, column, index name as Django named it): the same name on PostgreSQL and SQLite.
 INDEXES = [
-    ("annotate_completion", "step_id", "annotate_completion_step_id_9e39626d"),
     ("annotate_rating", "assignment_id", "annotate_rating_assignment_id_2e0a66a2"),
     ("annotate_step", "solution_id", "annotate_step_solution_id_b1d8c544"),
     ("annotate_stepdecision", "assignment_id", "annotate_stepdecision_assignment_id_a8ac4fea"),
@@ -28,12 +27,6 @@ class Migration(migrations.Migration):
                 for table, column, name in INDEXES
             ],
             state_operations=[
-                migrations.AlterField(
-                    model_name='completion',
-                    name='step',
-                    field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE,
-                                            related_name='completions', to='annotate.step'),
-                ),
                 migrations.AlterField(
                     model_name='rating',
                     name='assignment',
