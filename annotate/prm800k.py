@@ -522,6 +522,13 @@ class _Batch:
 
     rows: list[ParsedRow]
     answers: list[str | None]
+    verifier_scores: list[float | None]
+    # Per row: its question's (problem, ground truth answer, ground truth solution), and the content digest and
+    # source_extra its solution gets when its campaign problem has exactly those fields (nearly always: the
+    # problem was made from the first row that names it) — the main thread recomputes them otherwise.
+    problem_fields: list[tuple[str, str | None, str | None]]
+    digests: list[str]
+    solution_extras: list[dict[str, Any]]
     assignment_extras: list[dict[str, Any]]
     finished_at: list[datetime | None]
     steps_per_row: list[int]
@@ -539,12 +546,23 @@ class _Batch:
 
 def _prepare(batch: list[tuple[int, ParsedRow]]) -> _Batch:
     rows = [row for _, row in batch]
-    prepared = _Batch(rows=rows, answers=[row.final_answer() for row in rows], assignment_extras=[],
+    prepared = _Batch(rows=rows, answers=[row.final_answer() for row in rows],
+                      verifier_scores=[_float_or_none(row.question.get("pre_generated_verifier_score"))
+                                       for row in rows],
+                      problem_fields=[], digests=[], solution_extras=[], assignment_extras=[],
                       finished_at=[_parse_timestamp(row.timestamp) for row in rows], steps_per_row=[],
                       completions_per_row=[], completions_per_step=[], step_indexes=[], completion_indexes=[],
                       texts=[], values=[], flags=[], chosen=[], human=[],
                       conversational=sum(row.is_conversational for row in rows))
-    for row in rows:
+    for row, answer, verifier_score in zip(rows, prepared.answers, prepared.verifier_scores, strict=True):
+        fields = (row.question["problem"], row.question.get("ground_truth_answer"),
+                  row.question.get("ground_truth_solution"))
+        as_given = Problem(text=fields[0], answer=fields[1], solution=fields[2])  # unsaved: its fields only
+        prepared.problem_fields.append(fields)
+        prepared.digests.append(_solution_digest(as_given, row))
+        prepared.solution_extras.append(_solution_extra(row, row.question, question_from_fields(
+            as_given, pre_generated_steps=row.question.get("pre_generated_steps"), final_answer=answer,
+            verifier_score=verifier_score)))
         assignment_extra: dict[str, Any] = {}
         if row.timestamp is None:
             assignment_extra["timestamp_null"] = True
@@ -574,6 +592,12 @@ def _prepare(batch: list[tuple[int, ParsedRow]]) -> _Batch:
     return prepared
 
 
+def _solution_digest(problem: Problem, row: ParsedRow) -> str:
+    """``content_sha256`` of a row's solution: its problem's text and the steps it labels."""
+    return content_digest(problem.text, row.question.get("pre_generated_steps")
+                          or [s.completions[0].text if s.completions else "" for s in row.steps])
+
+
 def _repeated(ids: list[int], counts: list[int]) -> list[int]:
     """Each id as many times as its count says, in order."""
     return list(chain.from_iterable(map(repeat, ids, counts)))
@@ -586,22 +610,24 @@ def _import_batch(campaign: Campaign, batch: _Batch, lookups: _Lookups, created:
     lookups.problems_for(rows, keys, created)
     lookups.users_for(rows, created)
     solution_rows: list[tuple[Any, ...]] = []
-    for row, key, answer in zip(rows, keys, batch.answers, strict=True):
+    for position, (row, key) in enumerate(zip(rows, keys, strict=True)):
         problem = lookups.problems[key]
         question = row.question
+        answer, verifier_score = batch.answers[position], batch.verifier_scores[position]
         ground_truth = problem.answer if problem.answer is not None else question.get("ground_truth_answer")
         verdict = answers_match(ground_truth, answer)
         outcome = "graded_correct" if verdict else "graded_wrong" if verdict is False else "ungraded"
         created[outcome] = created.get(outcome, 0) + 1
-        verifier_score = _float_or_none(question.get("pre_generated_verifier_score"))
         pre_generated_steps = question.get("pre_generated_steps")
-        derived = question_from_fields(problem, pre_generated_steps=pre_generated_steps, final_answer=answer,
-                                       verifier_score=verifier_score)
-        digest = content_digest(problem.text, pre_generated_steps or [s.completions[0].text if s.completions else ""
-                                                                      for s in row.steps])
+        if (problem.text, problem.answer, problem.solution) == batch.problem_fields[position]:
+            digest, extra = batch.digests[position], batch.solution_extras[position]
+        else:  # the campaign's problem differs from this row's question (spacing, another ground truth)
+            digest = _solution_digest(problem, row)
+            extra = _solution_extra(row, question, question_from_fields(
+                problem, pre_generated_steps=pre_generated_steps, final_answer=answer, verifier_score=verifier_score))
         solution_rows.append((campaign.pk, problem.pk, row.generation, row.is_quality_control, row.is_screening,
                               answer, verdict, verifier_score, pre_generated_steps, "prm800k", 1, _PROVENANCE,
-                              digest, _solution_extra(row, question, derived)))
+                              digest, extra))
     solution_ids = insert_rows(Solution, _SOLUTION_COLUMNS, solution_rows)
 
     assignment_ids = insert_rows(Assignment, _ASSIGNMENT_COLUMNS, [
