@@ -10,8 +10,6 @@ import threading
 from fractions import Fraction
 from functools import lru_cache
 
-from math_verify import parse, verify
-
 MAX_ANSWER_CHARS = 2_000
 
 
@@ -51,8 +49,12 @@ def exact_rational(normalized: str) -> Fraction | None:
     return -value if sign else value
 
 
+# math-verify (and the sympy it loads, half a second) is imported on first use: most answers are graded by an
+# exact comparison, and an import whose answers all are never needs it.
 @lru_cache(maxsize=4096)
 def _parsed(answer: str) -> tuple[object, ...]:
+    from math_verify import parse
+
     return tuple(parse(f"${answer}$", parsing_timeout=_timeout()))
 
 
@@ -73,6 +75,8 @@ def answers_match(ground_truth: str | None, answer: str | None) -> bool | None:
     gold, target = _parsed(ground_truth), _parsed(answer)
     if not gold or not target:
         return False
+    from math_verify import verify
+
     return bool(verify(list(gold), list(target), timeout_seconds=_timeout()))
 
 

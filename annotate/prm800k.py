@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,9 @@ from .services.importing import (
     ProgressCallback,
     RowError,
     bulk_insert,
+    fewer_collections,
     import_transaction,
+    insert_columns,
     insert_rows,
     read_ahead,
     refresh_planner_statistics,
@@ -129,6 +132,7 @@ HUMAN_COMPLETION_SCHEMA: dict[str, Field] = {  # exported in this order
     "flagged": Field(("bool", "null")),
 }
 _OBJECT = Field(("object",))
+_STRING = Field(("string",))
 ROW_KEYS = tuple(ROW_SCHEMA)
 QUESTION_KEYS = tuple(QUESTION_SCHEMA)
 LABEL_KEYS = tuple(LABEL_SCHEMA)
@@ -269,15 +273,18 @@ def parse_row(obj: Any) -> ParsedRow:
     _check_object(question, QUESTION_SCHEMA, "question", closed=False)
     if not question["problem"].strip():
         raise RowError("question.problem", "is empty")
-    for position, item in enumerate(question.get("pre_generated_steps") or ()):
-        _check(item, Field(("string",)), f"question.pre_generated_steps[{position}]")
+    pre_generated_steps = question.get("pre_generated_steps") or ()
+    if not all(type(item) is str for item in pre_generated_steps):  # the field name only for a bad item
+        for position, item in enumerate(pre_generated_steps):
+            _check(item, _STRING, f"question.pre_generated_steps[{position}]")
     label = obj["label"]
     _check_object(label, LABEL_SCHEMA, "label", closed=False)
     raw_steps = label["steps"]
     if len(raw_steps) > settings.STEPLAB_MAX_STEPS_PER_SOLUTION:
         raise RowError("label.steps",
                        f"has {len(raw_steps)} steps; the limit is {settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
-    steps = [_parse_step(raw_step, f"label.steps[{index}]") for index, raw_step in enumerate(raw_steps)]
+    max_chars = settings.STEPLAB_MAX_STEP_CHARS
+    steps = [_parse_step(raw_step, index, max_chars) for index, raw_step in enumerate(raw_steps)]
     total_time = label.get("total_time")
     if total_time is not None and not 0 <= total_time < 2**63:
         raise RowError("label.total_time", f"must be between 0 and 2**63-1 (milliseconds), got {total_time}")
@@ -304,29 +311,43 @@ def _is_plain_completion(item: Any) -> bool:
             and (item["flagged"] is None or type(item["flagged"]) is bool))
 
 
-def _parse_step(raw_step: Any, where: str) -> ParsedStep:
-    _check(raw_step, _OBJECT, where)
-    _check_object(raw_step, STEP_SCHEMA, where, closed=True)
+_STEP_KEYS = frozenset(STEP_SCHEMA)
+
+
+def _is_plain_step(raw_step: Any) -> bool:
+    """The shape nearly every step has (exactly the three keys, values of accepted types): accepted without the
+    general checks, like ``_is_plain_completion``."""
+    return (type(raw_step) is dict and raw_step.keys() == _STEP_KEYS
+            and (raw_step["completions"] is None or type(raw_step["completions"]) is list)
+            and (raw_step["human_completion"] is None or type(raw_step["human_completion"]) in (str, dict))
+            and (raw_step["chosen_completion"] is None or type(raw_step["chosen_completion"]) is int))
+
+
+def _parse_step(raw_step: Any, index: int, max_chars: int) -> ParsedStep:
+    """Step ``index`` of ``label.steps``; its field names are spelled out only for an error."""
+    if not _is_plain_step(raw_step):  # the checks that name the field, for anything out of the ordinary
+        _check(raw_step, _OBJECT, f"label.steps[{index}]")
+        _check_object(raw_step, STEP_SCHEMA, f"label.steps[{index}]", closed=True)
     completions: list[ParsedCompletion] | None = None
     if raw_step["completions"] is not None:
         completions = []
-        max_chars = settings.STEPLAB_MAX_STEP_CHARS
         for position, item in enumerate(raw_step["completions"]):
-            if not _is_plain_completion(item):  # the checks that name the field, for anything out of the ordinary
-                here = f"{where}.completions[{position}]"
+            if not _is_plain_completion(item):
+                here = f"label.steps[{index}].completions[{position}]"
                 _check(item, _OBJECT, here)
                 _check_object(item, COMPLETION_SCHEMA, here, closed=True)
             if len(item["text"]) > max_chars:
-                raise RowError(f"{where}.completions[{position}].text", f"is longer than {max_chars} characters")
+                raise RowError(f"label.steps[{index}].completions[{position}].text",
+                               f"is longer than {max_chars} characters")
             rating = item["rating"]
             completions.append(ParsedCompletion(item["text"], None if rating is None else int(rating), item["flagged"]))
     chosen = raw_step["chosen_completion"]
     if chosen is not None and not 0 <= chosen < len(completions or ()):
-        raise RowError(f"{where}.chosen_completion",
+        raise RowError(f"label.steps[{index}].chosen_completion",
                        f"is {chosen}, out of range for {len(completions or ())} completion(s)")
     human = raw_step["human_completion"]
     if isinstance(human, dict):
-        _check_object(human, HUMAN_COMPLETION_SCHEMA, f"{where}.human_completion", closed=True)
+        _check_object(human, HUMAN_COMPLETION_SCHEMA, f"label.steps[{index}].human_completion", closed=True)
     return ParsedStep(completions, human, chosen)
 
 
@@ -402,6 +423,16 @@ class _Lookups:
         self.campaign = campaign
         self.problems: dict[str, Problem] = {}
         self.users: dict[str, int] = {}
+        self.keys: dict[str, str] = {}  # problem text as given -> its key
+
+    def key_of(self, text: str) -> str:
+        """``problem_key(text)``, computed once per distinct text: every labeler's row repeats its problem's."""
+        key = self.keys.get(text)
+        if key is None:
+            if len(self.keys) > 50_000:  # bound the cache on huge files
+                self.keys.clear()
+            key = self.keys[text] = problem_key(text)
+        return key
 
     def problems_for(self, rows: list[ParsedRow], keys: list[str], created: dict[str, int]) -> None:
         """Load or create the problems of ``rows``, whose normalised-text keys are ``keys``."""
@@ -479,33 +510,59 @@ _ASSIGNMENT_COLUMNS = ["solution_id", "labeler_id", "status", "finished_at", "fi
 _PROVENANCE = {"source": "prm800k"}
 
 
-def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, created: dict[str, int]) -> None:
-    # Solutions and assignments go in as value tuples: model instances cost more than their COPY.
-    keys = [problem_key(row.question["problem"]) for row in rows]
-    lookups.problems_for(rows, keys, created)
-    lookups.users_for(rows, created)
-    solution_rows: list[tuple[Any, ...]] = []
-    for row, key in zip(rows, keys, strict=True):
-        problem = lookups.problems[key]
-        question = row.question
-        answer = row.final_answer()
-        ground_truth = problem.answer if problem.answer is not None else question.get("ground_truth_answer")
-        verdict = answers_match(ground_truth, answer)
-        outcome = "graded_correct" if verdict else "graded_wrong" if verdict is False else "ungraded"
-        created[outcome] = created.get(outcome, 0) + 1
-        verifier_score = _float_or_none(question.get("pre_generated_verifier_score"))
-        pre_generated_steps = question.get("pre_generated_steps")
-        derived = question_from_fields(problem, pre_generated_steps=pre_generated_steps, final_answer=answer,
-                                       verifier_score=verifier_score)
-        digest = content_digest(problem.text, pre_generated_steps or [s.completions[0].text if s.completions else ""
-                                                                      for s in row.steps])
-        solution_rows.append((campaign.pk, problem.pk, row.generation, row.is_quality_control, row.is_screening,
-                              answer, verdict, verifier_score, pre_generated_steps, "prm800k", 1, _PROVENANCE,
-                              digest, _solution_extra(row, question, derived)))
-    solution_ids = insert_rows(Solution, _SOLUTION_COLUMNS, solution_rows)
+_NO_EXTRA: dict[str, Any] = {}  # shared by the assignments that need no extra (never mutated): dumped once
 
-    assignment_rows: list[tuple[Any, ...]] = []
-    for row, solution_id in zip(rows, solution_ids, strict=True):
+
+@dataclass
+class _Batch:
+    """A batch of valid rows with everything of theirs that needs no database — answers, assignment extras, and
+    the columns of their steps, completions, ratings and decisions except the ids — made in the read-ahead
+    thread, so that it overlaps the server's work on the previous batch. The main thread then adds the new
+    ids with C-level repeats (``_repeated``), without a Python loop over steps or completions."""
+
+    rows: list[ParsedRow]
+    answers: list[str | None]
+    verifier_scores: list[float | None]
+    # Per row: its question's (problem, ground truth answer, ground truth solution), and the content digest and
+    # source_extra its solution gets when its campaign problem has exactly those fields (nearly always: the
+    # problem was made from the first row that names it) — the main thread recomputes them otherwise.
+    problem_fields: list[tuple[str, str | None, str | None]]
+    digests: list[str]
+    solution_extras: list[dict[str, Any]]
+    assignment_extras: list[dict[str, Any]]
+    finished_at: list[datetime | None]
+    steps_per_row: list[int]
+    completions_per_row: list[int]
+    completions_per_step: list[int]
+    step_indexes: list[int]
+    completion_indexes: list[int]
+    texts: list[str]
+    values: list[int | None]
+    flags: list[bool | None]
+    chosen: list[int | None]
+    human: list[Any]
+    conversational: int
+
+
+def _prepare(batch: list[tuple[int, ParsedRow]]) -> _Batch:
+    rows = [row for _, row in batch]
+    prepared = _Batch(rows=rows, answers=[row.final_answer() for row in rows],
+                      verifier_scores=[_float_or_none(row.question.get("pre_generated_verifier_score"))
+                                       for row in rows],
+                      problem_fields=[], digests=[], solution_extras=[], assignment_extras=[],
+                      finished_at=[_parse_timestamp(row.timestamp) for row in rows], steps_per_row=[],
+                      completions_per_row=[], completions_per_step=[], step_indexes=[], completion_indexes=[],
+                      texts=[], values=[], flags=[], chosen=[], human=[],
+                      conversational=sum(row.is_conversational for row in rows))
+    for row, answer, verifier_score in zip(rows, prepared.answers, prepared.verifier_scores, strict=True):
+        fields = (row.question["problem"], row.question.get("ground_truth_answer"),
+                  row.question.get("ground_truth_solution"))
+        as_given = Problem(text=fields[0], answer=fields[1], solution=fields[2])  # unsaved: its fields only
+        prepared.problem_fields.append(fields)
+        prepared.digests.append(_solution_digest(as_given, row))
+        prepared.solution_extras.append(_solution_extra(row, row.question, question_from_fields(
+            as_given, pre_generated_steps=row.question.get("pre_generated_steps"), final_answer=answer,
+            verifier_score=verifier_score)))
         assignment_extra: dict[str, Any] = {}
         if row.timestamp is None:
             assignment_extra["timestamp_null"] = True
@@ -515,32 +572,81 @@ def _import_batch(campaign: Campaign, rows: list[ParsedRow], lookups: _Lookups, 
             assignment_extra["finish_reason_null"] = True  # kept as give_up: the pass did not finish labeling
         if row.labeler is not None and imported_username(row.labeler) is None:
             assignment_extra["labeler"] = row.labeler
-        assignment_rows.append((
-            solution_id, lookups.users[_labeler_account(row.labeler)] if row.labeler is not None else None,
-            AssignmentStatus.SUBMITTED.value, _parse_timestamp(row.timestamp),
-            row.finish_reason or FinishReason.GIVE_UP.value, row.total_time, row.timestamp or "", assignment_extra,
-        ))
-    assignment_ids = insert_rows(Assignment, _ASSIGNMENT_COLUMNS, assignment_rows)
-
-    step_ids = insert_rows(Step, ["solution_id", "index"],
-                           [(solution_id, i) for row, solution_id in zip(rows, solution_ids, strict=True)
-                            for i in range(len(row.steps))])
-    completion_rows: list[tuple[Any, ...]] = []
-    rating_rows: list[tuple[Any, ...]] = []  # (assignment, rating, flagged); the completion id is added below
-    decision_rows: list[tuple[Any, ...]] = []
-    step_iter = iter(step_ids)
-    for row, assignment_id in zip(rows, assignment_ids, strict=True):
+        prepared.assignment_extras.append(assignment_extra or _NO_EXTRA)
+        prepared.steps_per_row.append(len(row.steps))
+        prepared.step_indexes.extend(range(len(row.steps)))
+        in_row = 0
         for parsed_step in row.steps:
-            step_id = next(step_iter)
-            for position, parsed in enumerate(parsed_step.completions or ()):
-                completion_rows.append((step_id, position, parsed.text))
-                rating_rows.append((assignment_id, parsed.rating, parsed.flagged))
-            decision_rows.append((assignment_id, step_id, parsed_step.chosen_completion, parsed_step.human_completion))
-    completion_ids = insert_rows(Completion, ["step_id", "index", "text"], completion_rows)
-    insert_rows(Rating, ["assignment_id", "completion_id", "rating", "flagged"],
-                [(a, c, r, f) for (a, r, f), c in zip(rating_rows, completion_ids, strict=True)])
-    insert_rows(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], decision_rows)
-    for name, count in (("solutions", len(solution_ids)), ("steps", len(step_ids)), ("ratings", len(rating_rows))):
+            prepared.chosen.append(parsed_step.chosen_completion)
+            prepared.human.append(parsed_step.human_completion)
+            count = len(parsed_step.completions) if parsed_step.completions else 0
+            prepared.completions_per_step.append(count)
+            in_row += count
+            if count:
+                prepared.completion_indexes.extend(range(count))
+                for parsed in parsed_step.completions or ():
+                    prepared.texts.append(parsed.text)
+                    prepared.values.append(parsed.rating)
+                    prepared.flags.append(parsed.flagged)
+        prepared.completions_per_row.append(in_row)
+    return prepared
+
+
+def _solution_digest(problem: Problem, row: ParsedRow) -> str:
+    """``content_sha256`` of a row's solution: its problem's text and the steps it labels."""
+    return content_digest(problem.text, row.question.get("pre_generated_steps")
+                          or [s.completions[0].text if s.completions else "" for s in row.steps])
+
+
+def _repeated(ids: list[int], counts: list[int]) -> list[int]:
+    """Each id as many times as its count says, in order."""
+    return list(chain.from_iterable(map(repeat, ids, counts)))
+
+
+def _import_batch(campaign: Campaign, batch: _Batch, lookups: _Lookups, created: dict[str, int]) -> None:
+    # Solutions and assignments go in as value tuples: model instances cost more than their COPY.
+    rows = batch.rows
+    keys = [lookups.key_of(row.question["problem"]) for row in rows]
+    lookups.problems_for(rows, keys, created)
+    lookups.users_for(rows, created)
+    solution_rows: list[tuple[Any, ...]] = []
+    for position, (row, key) in enumerate(zip(rows, keys, strict=True)):
+        problem = lookups.problems[key]
+        question = row.question
+        answer, verifier_score = batch.answers[position], batch.verifier_scores[position]
+        ground_truth = problem.answer if problem.answer is not None else question.get("ground_truth_answer")
+        verdict = answers_match(ground_truth, answer)
+        outcome = "graded_correct" if verdict else "graded_wrong" if verdict is False else "ungraded"
+        created[outcome] = created.get(outcome, 0) + 1
+        pre_generated_steps = question.get("pre_generated_steps")
+        if (problem.text, problem.answer, problem.solution) == batch.problem_fields[position]:
+            digest, extra = batch.digests[position], batch.solution_extras[position]
+        else:  # the campaign's problem differs from this row's question (spacing, another ground truth)
+            digest = _solution_digest(problem, row)
+            extra = _solution_extra(row, question, question_from_fields(
+                problem, pre_generated_steps=pre_generated_steps, final_answer=answer, verifier_score=verifier_score))
+        solution_rows.append((campaign.pk, problem.pk, row.generation, row.is_quality_control, row.is_screening,
+                              answer, verdict, verifier_score, pre_generated_steps, "prm800k", 1, _PROVENANCE,
+                              digest, extra))
+    solution_ids = insert_rows(Solution, _SOLUTION_COLUMNS, solution_rows)
+
+    assignment_ids = insert_rows(Assignment, _ASSIGNMENT_COLUMNS, [
+        (solution_id, lookups.users[_labeler_account(row.labeler)] if row.labeler is not None else None,
+         AssignmentStatus.SUBMITTED.value, finished_at, row.finish_reason or FinishReason.GIVE_UP.value,
+         row.total_time, row.timestamp or "", extra)
+        for row, solution_id, finished_at, extra in zip(rows, solution_ids, batch.finished_at,
+                                                        batch.assignment_extras, strict=True)])
+
+    step_ids = insert_columns(Step, ["solution_id", "index"],
+                              [_repeated(solution_ids, batch.steps_per_row), batch.step_indexes])
+    completion_ids = insert_columns(Completion, ["step_id", "index", "text"], [
+        _repeated(step_ids, batch.completions_per_step), batch.completion_indexes, batch.texts])
+    insert_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged"], [
+        _repeated(assignment_ids, batch.completions_per_row), completion_ids, batch.values, batch.flags])
+    # One decision per step, in the steps' order: the step column is the steps' ids as they were allocated.
+    insert_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], [
+        _repeated(assignment_ids, batch.steps_per_row), step_ids, batch.chosen, batch.human])
+    for name, count in (("solutions", len(solution_ids)), ("steps", len(step_ids)), ("ratings", len(batch.values))):
         created[name] = created.get(name, 0) + count
 
 
@@ -560,15 +666,15 @@ def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool =
     lookups = _Lookups(campaign)
     conversational = 0
     try:
-        with import_transaction():
-            for batch in read_ahead(lambda relay: valid_rows(path, parse_row, settings.STEPLAB_IMPORT_BATCH, relay,
-                                                             report=report), progress):
+        with fewer_collections(), import_transaction():
+            batches = read_ahead(lambda relay: map(_prepare, valid_rows(
+                path, parse_row, settings.STEPLAB_IMPORT_BATCH, relay, report=report)), progress)
+            for batch in batches:
                 if report.rejected_count and not skip_invalid:
                     continue
-                rows = [row for _, row in batch]
-                conversational += sum(row.is_conversational for row in rows)
-                _import_batch(campaign, rows, lookups, report.created)
-                report.imported += len(batch)
+                conversational += batch.conversational
+                _import_batch(campaign, batch, lookups, report.created)
+                report.imported += len(batch.rows)
             if report.rejected_count and not skip_invalid:
                 raise ImportFailed(report)
             if adopt_mode:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
@@ -40,14 +41,30 @@ def check_depth(value: Any, limit: int = MAX_JSON_DEPTH) -> Any:
     return value
 
 
+# 19 digits in a row: the shortest integer literal that orjson may read as a float (below -2**63). Found by
+# mapping every digit to "0" and the rest to "x" (a regular expression cost more than orjson's parse).
+_DIGITS_AS_ZEROS = bytes(ord("0") if ord("0") <= byte <= ord("9") else ord("x") for byte in range(256))
+_LONG_DIGITS = b"0" * 19
+
+
 def loads(text: str | bytes, limit: int = MAX_JSON_DEPTH) -> Any:
     """``json.loads`` that raises JSONTooDeep (a ValueError) instead of RecursionError or a too-deep document.
 
-    (Not orjson, though faster: it reads an integer beyond 64 bits as a float, and a row must come back as it
-    came.)
+    Bytes go through orjson first (3x faster; the JSON decoding was an eighth of a PRM800K import's CPU), whose
+    values are json's for every document both accept. Where they differ, json decides: a document orjson refuses
+    (NaN, Infinity, a lone surrogate, a BOM, a number past a double) is read again by json, which accepts it or
+    raises its own error, and a line with a run of 19 digits (an integer orjson would read as a float past 64
+    bits) never reaches orjson.
     """
+    value: Any
     try:
-        value = json.loads(text)
+        if isinstance(text, bytes) and _LONG_DIGITS not in text.translate(_DIGITS_AS_ZEROS):
+            try:
+                value = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                value = json.loads(text)
+        else:
+            value = json.loads(text)
     except RecursionError:
         raise JSONTooDeep(limit) from None
     # A document opens at most as many levels as it has brackets: most lines need no walk (the walk was a
