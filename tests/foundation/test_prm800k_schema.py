@@ -4,6 +4,7 @@ holds (a step whose completions are null, float ratings, null finish reasons); Q
 prm800k export by default; imported labelers in their own namespace; the campaign mode the rows imply."""
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from pathlib import Path
@@ -84,8 +85,24 @@ def _step(draw: st.DrawFn) -> dict[str, Any]:
                         chosen_completion=st.just(chosen)))
 
 
+def _stop_at_first_error(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A stepwise-shaped pass (one completion per step, none written by the labeler) as a labeler could have
+    given it: once a step is unrated or −1, the later steps are unrated (the importer refuses anything else)."""
+    steps = copy.deepcopy(steps)
+    if any(len(step["completions"] or ()) > 1 or step.get("human_completion") is not None for step in steps):
+        return steps
+    closed = False
+    for step in steps:
+        completion = step["completions"][0] if step["completions"] else None
+        if closed and completion is not None and completion.get("rating") is not None:
+            completion["rating"] = None
+        rating = completion.get("rating") if completion is not None else None
+        closed = closed or rating is None or rating == -1
+    return steps
+
+
 def _row() -> st.SearchStrategy[dict[str, Any]]:
-    label = _object(LABEL_SCHEMA, steps=st.lists(_step(), max_size=4))
+    label = _object(LABEL_SCHEMA, steps=st.lists(_step(), max_size=4).map(_stop_at_first_error))
     question = _object(QUESTION_SCHEMA)
     row = _object(ROW_SCHEMA, question=question, label=label)
     # Keys the schema does not model (the reconstructed files carry `_derived`) are kept as they came.
