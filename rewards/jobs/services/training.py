@@ -170,8 +170,11 @@ def register_model(job: TrainingJob) -> RewardModel:
     metrics = json.loads((output / "metrics.json").read_text(encoding="utf-8"))
     if not (output / "steplab_reward_model.json").is_file():
         raise FileNotFoundError(f"{output} has no steplab_reward_model.json: not a trained model folder")
-    TrainingJob.objects.filter(pk=job.pk).update(metrics=metrics)
-    job.metrics = metrics
+    # The last "log" event is the last logged step (step 20 of 24 when every tenth is logged); the trainer's
+    # metrics hold the step it ended on, which the finished job shows.
+    steps = int(metrics.get("train", {}).get("steps", job.step))
+    TrainingJob.objects.filter(pk=job.pk).update(metrics=metrics, step=steps)
+    job.metrics, job.step = metrics, steps
     version = job.dataset_version
     source = str(version) if version else Path(job.dataset_path).name
     trained_on = int(metrics.get("data", {}).get("train", {}).get("rows_used", 0))
