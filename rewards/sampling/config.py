@@ -9,7 +9,7 @@ import importlib.util
 import string
 from dataclasses import asdict, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.dataclasses import dataclass
@@ -48,43 +48,40 @@ def _invalid(key: str, problem: str) -> SamplingConfigError:
     return SamplingConfigError(f"config key '{key}' {problem}", key=key)
 
 
-@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
-class SampleConfig:
-    """A validated sampling job. ``model_path`` is a folder; ``gguf_file`` names a GGUF file inside it."""
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"), kw_only=True)
+class ModelSettings:
+    """What every job that generates text shares: the model, the backend and how it samples.
 
-    problems: Path
+    ``model_path`` is a folder; ``gguf_file`` names a GGUF file inside it. Each job adds its input and output
+    files (``output`` is always a JSONL file); keyword-only, so a job's required keys may follow these defaults.
+    """
+
     output: Path
     model: str = SMOLLM2
     model_path: Path = field(init=False, default=Path())
     gguf_file: str | None = field(init=False, default=None)
     backend: Backend = "transformers"
     device: str | None = None
-    n: Annotated[Whole, Field(ge=1, le=1024)] = 4
     temperature: Annotated[Real, Field(ge=0, le=10)] = 0.7
     top_p: Annotated[Real, Field(gt=0, le=1)] = 0.95
     max_new_tokens: Annotated[Whole, Field(ge=1, le=32_768)] = 512
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE
     use_chat_template: bool = Field(default=True, strict=True)
     seed: Annotated[Whole, Field(ge=0, le=2**32 - 1)] = 0
-    limit: Annotated[Whole, Field(ge=1, le=10_000_000)] | None = None
     generator: str | None = None
     # Jobs started on the web carry it (STEPLAB_MODELS_DIR): ``model`` is then a folder name inside it.
     models_dir: Path | None = None
 
-    @field_validator("problems", "output", "models_dir", mode="before")
+    #: the job's own file keys, left out of the provenance with the other paths
+    input_keys: ClassVar[tuple[str, ...]] = ()
+
+    @field_validator("output", "models_dir", mode="before")
     @classmethod
     def _absolute(cls, value: Any, info: ValidationInfo) -> Path | None:
         assert info.field_name is not None
         if info.field_name == "models_dir" and value is None:
             return None
         return _path(info.field_name, value, _base_dir(info))
-
-    @field_validator("problems")
-    @classmethod
-    def _problems_file(cls, value: Path) -> Path:
-        if not value.is_file():
-            raise _invalid("problems", f"names a file that does not exist: {str(value)!r}")
-        return value
 
     @field_validator("output")
     @classmethod
@@ -120,7 +117,7 @@ class SampleConfig:
         return value
 
     @model_validator(mode="after")
-    def _resolve_model(self, info: ValidationInfo) -> SampleConfig:
+    def _resolve_model(self, info: ValidationInfo) -> Self:
         models_dir = (info.context or {}).get("models_dir") or self.models_dir
         model_path, gguf_file = _resolve_model(self.model, _base_dir(info), models_dir)
         if self.backend == "vllm":
@@ -135,9 +132,9 @@ class SampleConfig:
         return self
 
     def provenance(self) -> dict[str, Any]:
-        """What each sample stores: everything that decides the text, not where files went."""
+        """What each result stores: everything that decides the text, not where files went."""
         data = asdict(self)
-        for key in ("problems", "output", "model_path", "models_dir"):
+        for key in ("output", "model_path", "models_dir", *self.input_keys):
             data.pop(key)
         data["generator"] = self.generator_name
         return data
@@ -149,7 +146,55 @@ class SampleConfig:
         return "SmolLM2-135M-Instruct" if self.model == SMOLLM2 else Path(self.model).name
 
 
-_SCHEMA_ADAPTER = TypeAdapter(SampleConfig)
+def _input_file(key: str, value: Any, info: ValidationInfo) -> Path:
+    """A job's input file, relative to the job file's folder; it must exist."""
+    path = _path(key, value, _base_dir(info))
+    if not path.is_file():
+        raise _invalid(key, f"names a file that does not exist: {str(path)!r}")
+    return path
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"), kw_only=True)
+class SampleConfig(ModelSettings):
+    """A validated sampling job: ``n`` solutions for each problem of ``problems``."""
+
+    problems: Path
+    n: Annotated[Whole, Field(ge=1, le=1024)] = 4
+    limit: Annotated[Whole, Field(ge=1, le=10_000_000)] | None = None
+
+    input_keys: ClassVar[tuple[str, ...]] = ("problems",)
+
+    @field_validator("problems", mode="before")
+    @classmethod
+    def _problems_file(cls, value: Any, info: ValidationInfo) -> Path:
+        return _input_file("problems", value, info)
+
+
+Strategy = Literal["binary_search", "every_step"]
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"), kw_only=True)
+class RolloutConfig(ModelSettings):
+    """A validated Monte-Carlo labeling job: ``rollouts`` continuations from step prefixes of each solution of
+    ``solutions``; ``every_step`` estimates every prefix (Math-Shepherd), ``binary_search`` only those a search
+    for the first prefix that no longer reaches the answer visits (OmegaPRM)."""
+
+    solutions: Path
+    rollouts: Annotated[Whole, Field(ge=1, le=256)] = 4
+    strategy: Strategy = "binary_search"
+    limit: Annotated[Whole, Field(ge=1, le=10_000_000)] | None = None
+    max_steps: Annotated[Whole, Field(ge=1, le=10_000)] | None = None
+
+    input_keys: ClassVar[tuple[str, ...]] = ("solutions",)
+
+    @field_validator("solutions", mode="before")
+    @classmethod
+    def _solutions_file(cls, value: Any, info: ValidationInfo) -> Path:
+        return _input_file("solutions", value, info)
+
+
+_ADAPTERS: dict[type[ModelSettings], TypeAdapter[Any]] = {
+    schema: TypeAdapter(schema) for schema in (SampleConfig, RolloutConfig)}
 
 
 def _base_dir(info: ValidationInfo) -> Path:
@@ -236,7 +281,7 @@ def _path(key: str, value: Any, base: Path) -> Path:
     return (path if path.is_absolute() else base / path).resolve()
 
 
-def _message(error: ErrorDetails) -> SamplingConfigError:
+def _message(error: ErrorDetails, schema: type[ModelSettings]) -> SamplingConfigError:
     """The schema's refusal in the words of this module (and of the README): the key, the rule, the value."""
     kind, value, ctx = error["type"], error["input"], error.get("ctx", {})
     if kind == "value_error" and isinstance(ctx.get("error"), SamplingConfigError):
@@ -244,10 +289,10 @@ def _message(error: ErrorDetails) -> SamplingConfigError:
     key = str(error["loc"][0]) if error["loc"] else None
     if key is None:
         return SamplingConfigError(f"config is not valid: {error['msg']}")
-    refusal = key_refusal(error, SamplingConfigError, schema=SampleConfig, name=key, key=key)
+    refusal = key_refusal(error, SamplingConfigError, schema=schema, name=key, key=key)
     if refusal is not None:
         return refusal
-    base, bounds = number_field(SampleConfig, key)
+    base, bounds = number_field(schema, key)
     if base is int and kind == "less_than_equal":
         return SamplingConfigError(f"config key '{key}' must be an integer <= {bounds['Le'].le:,}, got {value!r:.80}",
                                    key=key)
@@ -261,22 +306,42 @@ def _message(error: ErrorDetails) -> SamplingConfigError:
     return SamplingConfigError(f"config key '{key}' is not valid: {error['msg']}", key=key)
 
 
+S = TypeVar("S", bound=ModelSettings)
+
+
+def _parse(schema: type[S], raw: Any, base_dir: Path | None, models_dir: Path | None) -> S:
+    if not isinstance(raw, dict):
+        raise SamplingConfigError(f"config must be a JSON object, got {type(raw).__name__}")
+    context = {"base_dir": (base_dir or Path.cwd()).resolve(), "models_dir": models_dir}
+    try:
+        parsed: S = _ADAPTERS[schema].validate_python(raw, context=context)
+    except ValidationError as exc:
+        raise _message(first_refusal(exc), schema) from None
+    return parsed
+
+
 def parse_config(raw: Any, *, base_dir: Path | None = None, models_dir: Path | None = None) -> SampleConfig:
     """Validate a decoded JSON object; relative paths are relative to ``base_dir`` (default: cwd).
 
     ``models_dir`` (the argument, or the job file's key, which jobs started on the web carry:
     ``STEPLAB_MODELS_DIR``) confines ``model`` to the folders in it; ``model`` is then a name relative to it.
     """
-    if not isinstance(raw, dict):
-        raise SamplingConfigError(f"config must be a JSON object, got {type(raw).__name__}")
-    context = {"base_dir": (base_dir or Path.cwd()).resolve(), "models_dir": models_dir}
-    try:
-        return _SCHEMA_ADAPTER.validate_python(raw, context=context)
-    except ValidationError as exc:
-        raise _message(first_refusal(exc)) from None
+    return _parse(SampleConfig, raw, base_dir, models_dir)
 
 
 def load_config(path: Path | str) -> SampleConfig:
     """Read and validate a job file; relative paths are relative to its folder."""
     path = Path(path)
     return parse_config(read_job_file(path, SamplingConfigError), base_dir=path.parent)
+
+
+def parse_rollout_config(raw: Any, *, base_dir: Path | None = None,
+                         models_dir: Path | None = None) -> RolloutConfig:
+    """A Monte-Carlo labeling job, validated as :func:`parse_config` validates a sampling job."""
+    return _parse(RolloutConfig, raw, base_dir, models_dir)
+
+
+def load_rollout_config(path: Path | str) -> RolloutConfig:
+    """Read and validate a rollout job file; relative paths are relative to its folder."""
+    path = Path(path)
+    return parse_rollout_config(read_job_file(path, SamplingConfigError), base_dir=path.parent)

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from annotate.steps import split_solution  # Django-free: the importer's own splitting rule
 
 from ..node import JsonLineError, json_lines
-from .config import SampleConfig
+from .config import ModelSettings, SampleConfig
 
 
 class ProblemsError(ValueError):
@@ -96,13 +96,16 @@ def to_prm800k(text: str) -> FormattedSample | None:
 
 
 class Sampler(Protocol):
-    def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]: ...
+    """``n`` texts for a prompt. ``prefix`` starts the model's answer: the texts continue it (and do not repeat
+    it), which is how Monte-Carlo rollouts continue a solution from one of its steps."""
+
+    def sample(self, prompt: str, n: int, seed: int, *, prefix: str = "") -> list[RawSample]: ...
 
 
 class TransformersSampler:
     """``model.generate`` with ``num_return_sequences=n``; a GGUF file is dequantized to fp32 on load."""
 
-    def __init__(self, config: SampleConfig) -> None:
+    def __init__(self, config: ModelSettings) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -119,19 +122,26 @@ class TransformersSampler:
             else self.tokenizer.eos_token_id
         self.stop_ids = {i for i in (self.tokenizer.eos_token_id, self.pad_id) if i is not None}
 
-    def _encode(self, prompt: str) -> Any:
+    def _encode(self, prompt: str, prefix: str) -> Any:
+        import torch
+
         if self.config.use_chat_template and self.tokenizer.chat_template:
             encoded = self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt",
                 return_dict=True)
             # with return_dict=True it is a BatchEncoding; the annotation lists only the other return forms
-            return encoded["input_ids"]  # type: ignore[call-overload, index]
-        return self.tokenizer(prompt, return_tensors="pt")["input_ids"]
+            ids: Any = encoded["input_ids"]  # type: ignore[call-overload, index]
+            if not prefix:
+                return ids
+            # the answer's first tokens follow the generation prompt, so the model goes on from them
+            started = self.tokenizer(prefix, add_special_tokens=False, return_tensors="pt")["input_ids"]
+            return torch.cat([ids, started], dim=1)
+        return self.tokenizer(prompt + ("\n\n" + prefix if prefix else ""), return_tensors="pt")["input_ids"]
 
-    def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]:
+    def sample(self, prompt: str, n: int, seed: int, *, prefix: str = "") -> list[RawSample]:
         import torch
 
-        input_ids = self._encode(prompt).to(self.device)
+        input_ids = self._encode(prompt, prefix).to(self.device)
         torch.manual_seed(seed)
         sampling = self.config.temperature > 0
         with torch.inference_mode():
@@ -155,27 +165,31 @@ class TransformersSampler:
 class VllmSampler:
     """vLLM on a GPU node. Not exercised here (no GPU, vLLM not installed); written to vLLM's public API."""
 
-    def __init__(self, config: SampleConfig) -> None:
+    def __init__(self, config: ModelSettings) -> None:
         from vllm import LLM
 
         self.config = config
         self.llm = LLM(model=str(config.model_path), seed=config.seed)
 
-    def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]:
+    def sample(self, prompt: str, n: int, seed: int, *, prefix: str = "") -> list[RawSample]:
         from vllm import SamplingParams
 
         params = SamplingParams(n=n, temperature=self.config.temperature, top_p=self.config.top_p,
                                 max_tokens=self.config.max_new_tokens, seed=seed)
         if self.config.use_chat_template:
-            result = self.llm.chat([{"role": "user", "content": prompt}], params)[0]
+            messages = [{"role": "user", "content": prompt}]
+            if prefix:  # an unfinished assistant message that the model continues
+                messages.append({"role": "assistant", "content": prefix})
+            result = self.llm.chat(messages, params, add_generation_prompt=not prefix,
+                                   continue_final_message=bool(prefix))[0]
         else:
-            result = self.llm.generate([prompt], params)[0]
+            result = self.llm.generate([prompt + ("\n\n" + prefix if prefix else "")], params)[0]
         return [RawSample(text=o.text, finish_reason="length" if o.finish_reason == "length" else "stop",
                           prompt_tokens=len(result.prompt_token_ids or []), completion_tokens=len(o.token_ids))
                 for o in result.outputs]
 
 
-def make_sampler(config: SampleConfig) -> Sampler:
+def make_sampler(config: ModelSettings) -> Sampler:
     return VllmSampler(config) if config.backend == "vllm" else TransformersSampler(config)
 
 
