@@ -56,7 +56,7 @@ class CampaignForm(forms.ModelForm):
         model = Campaign
         fields = ["name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                   "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
-                  "pause_below_threshold"]
+                  "pause_below_threshold", "suggestions", "lease_order"]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 10}),
                    "export_interval_minutes": forms.NumberInput(attrs={"min": 0, "step": 1}),
                    "quality_min_items": forms.NumberInput(attrs={"min": 0, "step": 1})}
@@ -72,9 +72,15 @@ class CampaignForm(forms.ModelForm):
             "quality_min_items": "0 or more. Gold items a labeler must have done before the quality threshold applies.",
             "pause_below_threshold": "Also pause labelers flagged below the quality threshold (an admin "
                                      "unpauses them).",
+            "suggestions": "Machine step labels (Monte-Carlo estimates, PRM scores, imported labels) in the "
+                           "workspace. Hidden by default, so they cannot anchor labelers; gold and screening "
+                           "solutions never show them.",
+            "lease_order": "“Disagreement first” serves first the solutions where machine label sources "
+                           "disagree (consensus routing).",
         }
         labels = {"slug": "Short name (slug)", "export_interval_minutes": "Snapshot every (minutes)",
-                  "quality_min_items": "Gold items before flagging", "pause_below_threshold": "Pause flagged labelers"}
+                  "quality_min_items": "Gold items before flagging", "pause_below_threshold": "Pause flagged labelers",
+                  "suggestions": "Machine labels", "lease_order": "Which solution next"}
 
 
 class MemberForm(forms.Form):
@@ -97,7 +103,7 @@ SPLIT_HELP = ("Solutions given as text: how to cut them into steps (auto: one st
 class UploadForm(forms.Form):
     kind = forms.ChoiceField(choices=ImportKind.choices, error_messages={
         "required": "kind is required.",
-        "invalid_choice": "kind must be problems, solutions or prm800k, not %(value)s."})
+        "invalid_choice": "kind must be problems, solutions, prm800k or machine_labels, not %(value)s."})
     file = forms.FileField(error_messages={"required": "file is required.", "empty": "file is empty."},
                            help_text="A .jsonl file (UTF-8, one JSON object per line).")
     skip_invalid = forms.BooleanField(required=False, label="Skip invalid lines (import the valid ones)")
@@ -108,6 +114,9 @@ class UploadForm(forms.Form):
     generation = forms.IntegerField(required=False, error_messages={"invalid": "generation must be a whole number."},
                                     help_text="Solutions only: the round these samples belong to, for rows without "
                                               "their own `generation` (empty = none).")
+    label_source = forms.CharField(required=False, max_length=200, label="Machine label source",
+                                   help_text="Machine labels only: the source's name, e.g. math-shepherd-7b "
+                                             "(labels are stored as import:<name>, beside the human ratings).")
 
     def clean_file(self) -> UploadedFile:
         upload = self.cleaned_data["file"]

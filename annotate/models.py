@@ -25,6 +25,19 @@ class CampaignMode(models.TextChoices):
     CONVERSATIONAL = "conversational", "Conversational (PRM800K phase 1: alternative completions per step)"
 
 
+class SuggestionMode(models.TextChoices):
+    """When the labeling workspace shows a step's machine labels (MC estimates, PRM scores, imported labels)."""
+
+    HIDDEN = "hidden", "Hidden (labelers never see machine labels)"
+    AFTER_RATING = "after_rating", "Revealed after the labeler rates the step"
+    SHOWN = "shown", "Shown before rating"
+
+
+class LeaseOrder(models.TextChoices):
+    IN_ORDER = "in_order", "In import order"
+    DISAGREEMENT_FIRST = "disagreement_first", "Where machine label sources disagree first"
+
+
 class Campaign(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -48,6 +61,12 @@ class Campaign(models.Model):
         default=5, help_text="Gold items a labeler must have done before the threshold applies."
     )
     pause_below_threshold = models.BooleanField(default=False, help_text="Also pause flagged labelers.")
+    suggestions = models.CharField(
+        max_length=16, choices=SuggestionMode.choices, default=SuggestionMode.HIDDEN,
+        help_text="Machine step labels in the workspace; gold and screening solutions never show them.")
+    lease_order = models.CharField(
+        max_length=24, choices=LeaseOrder.choices, default=LeaseOrder.IN_ORDER,
+        help_text="Which regular solution a labeler gets next.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -180,6 +199,11 @@ class Solution(models.Model):
     # Unmodelled PRM800K keys and values that differ from the relational ones, so export is lossless.
     source_extra = models.JSONField(default=dict, blank=True)
     content_sha256 = models.CharField(max_length=64, blank=True, help_text="Groups labelings of the same steps.")
+    # Kept by annotate.services.machine_labels whenever a machine label of the solution is recorded; NULL = no
+    # machine label yet. No index: only campaigns leasing "disagreement first" sort on it, and an index would be
+    # one more write per imported solution for every campaign.
+    machine_disagreement = models.FloatField(
+        null=True, blank=True, help_text="How much the machine label sources disagree on this solution (0–2).")
     label_count = models.PositiveSmallIntegerField(default=0, help_text="Assignments leased (open or finished).")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -309,6 +333,11 @@ class Rating(models.Model):
     rating = models.SmallIntegerField(null=True, blank=True)
     flagged = models.BooleanField(null=True, blank=True)
     time_ms = models.BigIntegerField(null=True, blank=True, help_text="Time spent on this step before rating.")
+    # What the labeler had seen of the step's machine labels when giving this rating (anchoring is measurable).
+    # A database default: the PRM800K importer writes ratings with COPY and names only the columns it knows.
+    suggestions_seen = models.CharField(max_length=8, choices=[
+        ("none", "No machine label shown"), ("before", "Shown before this rating"),
+        ("after", "Revealed only after this rating")], default="none", db_default="none")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -388,6 +417,7 @@ class ImportKind(models.TextChoices):
     PROBLEMS = "problems", "Problems (MATH-style JSONL)"
     SOLUTIONS = "solutions", "Solutions (generator samples JSONL)"
     PRM800K = "prm800k", "PRM800K labels (JSONL)"
+    MACHINE_LABELS = "machine_labels", "Machine step labels (JSONL: soft labels, first error or PRM800K rows)"
 
 
 class ImportJob(Job):
@@ -403,6 +433,7 @@ class ImportJob(Job):
     split_rule = models.CharField(max_length=20, default="auto")
     generation = models.IntegerField(null=True, blank=True)
     phase = models.CharField(max_length=20, blank=True)
+    label_source = models.CharField(max_length=200, blank=True, help_text="Machine labels: the source's name.")
     progress = models.FloatField(default=0.0, help_text="0–1")
     total_lines = models.PositiveIntegerField(default=0)
     lines = models.PositiveIntegerField(default=0)
@@ -459,3 +490,54 @@ class CampaignMetrics(models.Model):
 
     def __str__(self) -> str:
         return f"metrics of {self.campaign_id} at {self.computed_at:%Y-%m-%d %H:%M}"
+
+
+# --- Machine labels ----------------------------------------------------------------------------------------
+
+class LabelSourceKind(models.TextChoices):
+    MC = "mc", "Monte-Carlo estimate (share of sampled continuations that reach the answer)"
+    PRM = "prm", "A registered PRM's step score"
+    IMPORT = "import", "Imported from a file (external, named)"
+
+
+def says_correct(kind: str, value: float) -> bool:
+    """A source's hard label of a step. A Monte-Carlo estimate says "correct" when any sampled continuation
+    reached the answer (Math-Shepherd's hard estimate, ``value > 0``); a PRM score or an imported label when
+    ``value >= 0.5``."""
+    return value > 0 if kind == LabelSourceKind.MC else value >= 0.5
+
+
+class MachineLabel(models.Model):
+    """One machine source's label of one step: P(the step is correct) in [0, 1], beside the human ratings.
+
+    A source is ``kind`` + ``source`` (``mc:smollm2``, ``prm:<model>``, ``import:math-shepherd``); recording
+    a source again replaces its labels of those steps. ``rollouts`` is the Monte-Carlo sample size (0 for a
+    value inferred from a first-error index), ``provenance`` the model, settings and job that produced it.
+    """
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="machine_labels", db_index=False)
+    solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="machine_labels")
+    kind = models.CharField(max_length=8, choices=LabelSourceKind.choices)
+    source = models.CharField(max_length=200, help_text="The source's name: a model, an import's name.")
+    value = models.FloatField(help_text="P(step correct), 0–1.")
+    rollouts = models.PositiveIntegerField(null=True, blank=True, help_text="Monte-Carlo continuations sampled.")
+    provenance = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # its index (step first) serves the workspace's "labels of these steps" and the replace-on-record
+            models.UniqueConstraint(fields=["step", "kind", "source"], name="machinelabel_unique_per_source"),
+            models.CheckConstraint(condition=Q(value__gte=0) & Q(value__lte=1), name="machinelabel_value_0_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.source} {self.value:.2f} on step {self.step_id}"
+
+    @property
+    def source_key(self) -> str:
+        return f"{self.kind}:{self.source}"
+
+    @property
+    def says_correct(self) -> bool:
+        return says_correct(self.kind, self.value)

@@ -28,8 +28,8 @@ from django.views.decorators.http import require_GET, require_POST
 from steplab.http import AppRequest
 
 from . import forms, permissions
-from .models import Assignment, AssignmentStatus, Campaign, CampaignMode
-from .services import labeling
+from .models import Assignment, AssignmentStatus, Campaign, CampaignMode, MachineLabel
+from .services import labeling, suggestions
 from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace
 
 
@@ -144,6 +144,7 @@ class StepRow:
     can_write: bool = False
     oob: bool = False
     choosable: set[int] = field(default_factory=set)
+    suggestions: list[MachineLabel] = field(default_factory=list)  # the step's machine labels on screen now
 
     @property
     def number(self) -> int:
@@ -174,6 +175,9 @@ def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow
         state = progress.step_state(step.index, stepwise=stepwise, is_open=is_open)
         row = StepRow(index=step.index, completions=completions, state=state,
                       is_current=is_open and step.index == progress.first_open, oob=step.index in oob)
+        if ws.suggestions.get(step.index) and suggestions.visible(
+                assignment.solution.campaign, rated=bool(completions) and completions[0].rating is not None):
+            row.suggestions = ws.suggestions[step.index]
         if decision is not None and not stepwise:
             row.chosen, row.human_text = decision.chosen_completion, decision.human_text
         if not stepwise and state == "open":

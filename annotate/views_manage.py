@@ -222,7 +222,8 @@ def imports(request: AppRequest, campaign: Campaign) -> HttpResponse:
             try:
                 job = campaigns.create_import_job(
                     campaign, kind=data["kind"], upload=data["file"], user=request.user,
-                    skip_invalid=data["skip_invalid"], split_rule=data["split_rule"], generation=data["generation"])
+                    skip_invalid=data["skip_invalid"], split_rule=data["split_rule"], generation=data["generation"],
+                    label_source=data["label_source"])
             except CampaignAdminError as error:
                 form.add_error(error.field if error.field in form.fields else None, error.message)
             else:

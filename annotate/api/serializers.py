@@ -21,7 +21,7 @@ class CampaignSerializer(serializers.ModelSerializer):
     class Meta:
         model = Campaign
         fields = ["id", "slug", "name", "mode", "overlap", "qc_rate", "lease_minutes", "export_interval_minutes",
-                  "is_active", "created_at", "updated_at"]
+                  "suggestions", "lease_order", "is_active", "created_at", "updated_at"]
 
 
 class ProblemSerializer(serializers.ModelSerializer):

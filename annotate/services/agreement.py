@@ -34,11 +34,14 @@ from ..models import (
     Campaign,
     CampaignMetrics,
     FinishReason,
+    MachineLabel,
     Membership,
     Rating,
     Role,
     Solution,
+    says_correct,
 )
+from .machine_labels import first_error, labels_by_solution, source_kind
 
 ORDINAL_SCALE = (-1, 0, 1)
 
@@ -331,6 +334,33 @@ def inter_annotator_agreement(labelings: Iterable[Labeling]) -> InterAnnotator:
     )
 
 
+def machine_agreement(labelings: Iterable[Labeling], campaign: Campaign) -> dict[str, dict[str, Any]]:
+    """Per machine source: how often the humans agree with it, on steps (a human +1/0 is "correct", as the
+    neutral-as-correct rule has it) and on the first error of a solution, over the finished labelings of the
+    solutions it labels; plus how many steps and solutions it labels in the campaign."""
+    by_solution = labels_by_solution(MachineLabel.objects.filter(solution__campaign=campaign)
+                                     .values_list("solution_id", flat=True).distinct())
+    steps: dict[str, list[bool]] = defaultdict(list)
+    firsts: dict[str, list[bool]] = defaultdict(list)
+    for labeling in labelings:
+        for key, values in by_solution.get(labeling.solution_id, {}).items():
+            kind = source_kind(key)
+            for index, by_completion in labeling.ratings.items():
+                human = by_completion.get(0)
+                if human is not None and index in values:
+                    steps[key].append((human >= 0) == says_correct(kind, values[index]))
+            if labeling.first_error is not None:
+                firsts[key].append(labeling.first_error == first_error(kind, values))
+    sources: dict[str, dict[str, int]] = defaultdict(lambda: {"solutions": 0, "step_labels": 0})
+    for labels in by_solution.values():
+        for key, values in labels.items():
+            sources[key]["solutions"] += 1
+            sources[key]["step_labels"] += len(values)
+    return {key: {**counts, "step_agreement": share(steps[key]).as_dict(),
+                  "first_error_agreement": share(firsts[key]).as_dict()}
+            for key, counts in sorted(sources.items())}
+
+
 def week_of(moment: datetime) -> date:
     day = timezone.localtime(moment).date() if timezone.is_aware(moment) else moment.date()
     return day - timedelta(days=day.weekday())
@@ -400,6 +430,7 @@ def compute_campaign_metrics(campaign: Campaign, *, flag: bool = True) -> Campai
             for labeler, result in sorted(by_labeler.items(), key=lambda kv: usernames.get(kv[0], ""))
         ],
         "inter_annotator": inter_annotator_agreement(data.labelings).as_dict(),
+        "machine_agreement": machine_agreement(data.labelings, campaign),
         "quality_over_time": {str(k): v for k, v in quality_over_time(data).items()},
         "time": time_stats(data),
         "flagged": flagged,

@@ -47,7 +47,7 @@ class CampaignAdminError(Exception):
 
 CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                    "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
-                   "pause_below_threshold")
+                   "pause_below_threshold", "suggestions", "lease_order")
 
 
 @transaction.atomic
@@ -234,7 +234,7 @@ def count_lines(path: Path) -> int:
 @transaction.atomic
 def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, user: User,
                       skip_invalid: bool = False, split_rule: str = "auto",
-                      generation: int | None = None) -> ImportJob:
+                      generation: int | None = None, label_source: str = "") -> ImportJob:
     """Store the upload and queue the import (the task is sent once the job row is committed)."""
     if kind not in ImportKind.values:
         raise CampaignAdminError("kind", f"must be one of {', '.join(ImportKind.values)}, got {kind!r}")
@@ -242,8 +242,12 @@ def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, us
         raise CampaignAdminError("split_rule", f"must be one of {', '.join(SPLIT_RULES)}")
     if not upload.size:
         raise CampaignAdminError("file", "is empty")
+    label_source = label_source.strip()
+    if kind == ImportKind.MACHINE_LABELS and not label_source:
+        raise CampaignAdminError("label_source", "name the machine labels' source (e.g. math-shepherd-7b)")
     job = ImportJob(campaign=campaign, kind=kind, original_name=upload.name or "upload.jsonl",
-                    skip_invalid=skip_invalid, split_rule=split_rule, generation=generation, created_by=user)
+                    skip_invalid=skip_invalid, split_rule=split_rule, generation=generation, created_by=user,
+                    label_source=label_source if kind == ImportKind.MACHINE_LABELS else "")
     job.file.save(Path(upload.name or "upload.jsonl").name, upload, save=False)
     job.save()
     jobs.dispatch_on_commit(job)
@@ -340,6 +344,7 @@ def sweep_import_files(*, older_than: timedelta = timedelta(hours=6)) -> int:
 def _run_claimed_job(job: ImportJob) -> None:
     from ..prm800k import import_prm800k
     from .importing import ImportFailed, ImportReport
+    from .machine_labels import import_machine_labels
     from .problems import import_problems, import_solutions
 
     path = Path(job.file.path)
@@ -363,6 +368,9 @@ def _run_claimed_job(job: ImportJob) -> None:
             elif job.kind == ImportKind.SOLUTIONS:
                 report = import_solutions(path, job.campaign, skip_invalid=job.skip_invalid,
                                           split_rule=job.split_rule, generation=job.generation, progress=progress)
+            elif job.kind == ImportKind.MACHINE_LABELS:
+                report = import_machine_labels(path, job.campaign, source=job.label_source,
+                                               skip_invalid=job.skip_invalid, progress=progress)
             else:
                 report = import_prm800k(path, job.campaign, skip_invalid=job.skip_invalid, progress=progress)
     except ImportFailed as failed:

@@ -25,6 +25,8 @@ from ..models import (
     CampaignMode,
     Completion,
     FinishReason,
+    LeaseOrder,
+    MachineLabel,
     Membership,
     Rating,
     RatingRevision,
@@ -33,6 +35,7 @@ from ..models import (
     Step,
     StepDecision,
 )
+from .suggestions import seen_when_rating, step_suggestions
 
 User = AuthUser | AnonymousUser
 
@@ -85,7 +88,12 @@ def _seen_by(user: User) -> Q:
 def _claim(candidates: models.QuerySet[Solution], campaign: Campaign, user: User,
            now: datetime) -> Assignment | None:
     """Lock one candidate row (skipping rows other transactions hold), then assign it."""
-    open_candidates = candidates.filter(label_count__lt=campaign.overlap).exclude(_seen_by(user)).order_by("pk")
+    open_candidates = candidates.filter(label_count__lt=campaign.overlap).exclude(_seen_by(user))
+    if campaign.lease_order == LeaseOrder.DISAGREEMENT_FIRST:
+        # consensus routing: human time goes first where the machine sources disagree; unlabeled ones last
+        open_candidates = open_candidates.order_by(F("machine_disagreement").desc(nulls_last=True), "pk")
+    else:
+        open_candidates = open_candidates.order_by("pk")
     solution = open_candidates.select_for_update(skip_locked=True, of=("self",)).first()
     if solution is None:
         # Every open row may merely be locked by concurrent leases: wait for one rather than report "no work".
@@ -294,9 +302,12 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
             _check_decided_before(decisions, step_index)
         removed = _remove_after(assignment, ratings, step_index, user) if stepwise and rating == -1 else []
         new_flag = flagged if flagged is not None else (current.flagged if current else False)
+        suggestions = step_suggestions(campaign, assignment.solution, shown)
+        seen = seen_when_rating(campaign, has_labels=bool(suggestions.get(step_index)),
+                                rated_before=current is not None and current.rating is not None)
         if current is None:
             current = Rating.objects.create(assignment=assignment, completion=completion, rating=rating,
-                                            flagged=new_flag, time_ms=time_ms)
+                                            flagged=new_flag, time_ms=time_ms, suggestions_seen=seen)
             # Set by annotate() in the query, which django-stubs does not follow.
             current.step_index, current.completion_index = step_index, completion_index  # type: ignore[attr-defined]  # as _ratings_of has them
             ratings[(step_index, completion_index)] = current
@@ -305,10 +316,10 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
             RatingRevision.objects.create(rating=current, assignment=assignment, completion=completion,
                                           previous_rating=current.rating, previous_flagged=current.flagged,
                                           changed_by_id=user.pk)
-            current.rating, current.flagged = rating, new_flag
+            current.rating, current.flagged, current.suggestions_seen = rating, new_flag, seen
             if time_ms is not None:
                 current.time_ms = time_ms
-            current.save(update_fields=["rating", "flagged", "time_ms", "updated_at"])
+            current.save(update_fields=["rating", "flagged", "time_ms", "suggestions_seen", "updated_at"])
             changed = True
         else:
             changed = False
@@ -320,7 +331,8 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         assignment.save(update_fields=["lease_expires_at", "updated_at"])
     # Set by annotate() in the query, which django-stubs does not follow.
     progress = _progress(assignment.step_total, stepwise, ratings, decisions)  # type: ignore[attr-defined]
-    return RatingResult(current, changed, Workspace(assignment, steps, ratings, decisions, progress), removed)
+    return RatingResult(current, changed, Workspace(assignment, steps, ratings, decisions, progress, suggestions),
+                        removed)
 
 
 def _remove_after(assignment: Assignment, ratings: dict[tuple[int, int], Rating], step_index: int,
@@ -625,6 +637,8 @@ class Workspace:
     ratings: dict[tuple[int, int], Rating]  # (step index, completion index) -> rating
     decisions: dict[int, StepDecision]  # step index -> decision
     progress: Progress
+    # step index -> machine labels, filled only where the campaign shows them (annotate.services.suggestions)
+    suggestions: dict[int, list[MachineLabel]] = field(default_factory=dict)
 
 
 def _step_contents(assignment: Assignment, step_indexes: list[int] | None) -> list[StepContent]:
@@ -693,7 +707,9 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
     steps = _step_contents(assignment, step_indexes)
     total = len(steps) if step_indexes is None else Step.objects.filter(solution_id=assignment.solution_id).count()
     ratings, decisions = _ratings_of(assignment), _decisions_of(assignment)
-    return Workspace(assignment, steps, ratings, decisions, _progress(total, stepwise, ratings, decisions))
+    suggestions = step_suggestions(assignment.solution.campaign, assignment.solution, step_indexes)
+    return Workspace(assignment, steps, ratings, decisions, _progress(total, stepwise, ratings, decisions),
+                     suggestions)
 
 
 def finish_and_lease_next(assignment_id: int, user: User, *, now: datetime | None = None) -> LeaseOutcome:

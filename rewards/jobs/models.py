@@ -218,6 +218,32 @@ class SamplingJob(LaunchedJob):
         return f"sampling job {self.pk} ({self.status})"
 
 
+class LabelingMethod(models.TextChoices):
+    MC = "mc", "Monte-Carlo rollouts (sampled continuations, graded)"
+    PRM = "prm", "A registered PRM's step scores"
+
+
+class MachineLabelingJob(LaunchedJob):
+    """Machine step labels for chosen solutions of a campaign: Monte-Carlo rollouts from each step prefix
+    (``python -m rewards.sampling rollouts``) or a registered PRM's step scores (``python -m rewards.training
+    score``), through the launch backends; on success they are recorded as the source ``mc:<model>`` or
+    ``prm:<model name>`` beside the human ratings (``annotate.services.machine_labels``)."""
+
+    task_name = "jobs.run_machine_labeling_job"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="machine_labeling_jobs")
+    method = models.CharField(max_length=8, choices=LabelingMethod.choices)
+    reward_model = models.ForeignKey(RewardModel, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="machine_labeling_jobs", help_text="The PRM, for method prm.")
+    config = models.JSONField(default=dict, help_text="Settings as given (rollouts, strategy, model, …).")
+    solution_count = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True, help_text="Rollouts and tokens used, steps labeled.")
+    labels_recorded = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"machine labeling job {self.pk} ({self.method}, {self.status})"
+
+
 class CandidateScore(models.Model):
     scoring_job = models.ForeignKey(ScoringJob, on_delete=models.CASCADE, related_name="scores")
     candidate = models.ForeignKey(Candidate, on_delete=models.CASCADE, related_name="scores")

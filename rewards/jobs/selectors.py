@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
-from annotate.models import AssignmentStatus, Campaign, FinishReason, Solution
+from annotate.models import AssignmentStatus, Campaign, FinishReason, MachineLabel, Solution
 from rewards.models import DatasetVersion
 
 from .models import (
@@ -16,6 +16,7 @@ from .models import (
     JobStatus,
     Kind,
     LabelingRound,
+    MachineLabelingJob,
     PoolPurpose,
     RewardModel,
     SamplingJob,
@@ -148,6 +149,23 @@ def _validation(model: RewardModel) -> dict[str, Any]:
 def sampling_jobs(campaign: Campaign, limit: int = 10) -> list[SamplingJob]:
     """The campaign's latest sampling jobs with their pools (one query)."""
     return list(SamplingJob.objects.filter(campaign=campaign).select_related("pool")[:limit])
+
+
+def machine_labeling_jobs(campaign: Campaign, limit: int = 10) -> list[MachineLabelingJob]:
+    """The campaign's latest machine labeling jobs with their PRMs (one query)."""
+    return list(MachineLabelingJob.objects.filter(campaign=campaign).select_related("reward_model")[:limit])
+
+
+def label_sources(campaign: Campaign) -> list[dict[str, Any]]:
+    """The campaign's machine label sources: solutions and steps each labels (one query)."""
+    rows = (MachineLabel.objects.filter(solution__campaign=campaign).values("kind", "source")
+            .annotate(solutions=Count("solution_id", distinct=True), steps=Count("id")).order_by("kind", "source"))
+    return [{**row, "key": f"{row['kind']}:{row['source']}"} for row in rows]
+
+
+def campaign_prms(campaign: Campaign) -> list[RewardModel]:
+    """The PRMs that may label the campaign's steps: its own and unassigned ones (one query)."""
+    return list(RewardModel.objects.filter(Q(campaign=campaign) | Q(campaign__isnull=True), kind=Kind.PRM))
 
 
 def labeling_round_rows(campaign: Campaign) -> list[dict[str, Any]]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from .models import ComparisonRun, SamplingJob, ScoringJob, TrainingJob
-from .services import comparisons, labeling_rounds, runner, sampling, scoring, training
+from .models import ComparisonRun, MachineLabelingJob, SamplingJob, ScoringJob, TrainingJob
+from .services import comparisons, labeling_rounds, machine_labeling, runner, sampling, scoring, training
 
 REAP = "jobs.reap_stale_jobs"
 AUTO_TRAIN = "jobs.auto_train"
@@ -45,10 +45,17 @@ def run_sampling_job(job_id: int) -> str | None:
     return sampling.run_sampling_job(job_id)
 
 
+@shared_task(name=MachineLabelingJob.task_name, acks_late=True, ignore_result=True)
+def run_machine_labeling_job(job_id: int) -> str | None:
+    return machine_labeling.run_machine_labeling_job(job_id)
+
+
 @shared_task(name=REAP)
 def reap_stale_jobs() -> dict[str, list[int]]:
     done = {"training": training.reap_training_jobs(), "scoring": scoring.reap_scoring_jobs(),
-            "sampling": sampling.reap_sampling_jobs(), "generations": labeling_rounds.reconcile(),
+            "sampling": sampling.reap_sampling_jobs(),
+            "machine_labeling": machine_labeling.reap_machine_labeling_jobs(),
+            "generations": labeling_rounds.reconcile(),
             "comparisons": comparisons.reconcile()}
     return {**done, "sent_again": [pk for ids in runner.dispatch_undispatched().values() for pk in ids]}
 

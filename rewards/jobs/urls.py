@@ -17,6 +17,7 @@ urlpatterns = [
     path("dashboard/<slug:slug>/figures/<str:name>.<str:fmt>", views.figure, name="campaign_figure"),
     path("dashboard/<slug:slug>/generations/start/", views.generation_start, name="generation_start"),
     path("dashboard/<slug:slug>/sampling/start/", views.sampling_start, name="sampling_start"),
+    path("dashboard/<slug:slug>/machine-labels/start/", views.machine_labels_start, name="machine_labels_start"),
     path("dashboard/<slug:slug>/compare/", views.compare_start, name="compare_start"),
     path("dashboard/<slug:slug>/snapshot/", views.snapshot, name="snapshot"),
     path("dashboard/<slug:slug>/pools/upload/", views.pool_upload, name="pool_upload"),

@@ -28,7 +28,17 @@ from steplab.http import AppRequest
 
 from . import selectors
 from .forms import TrainingJobForm
-from .models import CandidatePool, ComparisonRun, PoolPurpose, RewardModel, SamplingJob, ScoringJob, TrainingJob
+from .models import (
+    CandidatePool,
+    ComparisonRun,
+    LabelingMethod,
+    MachineLabelingJob,
+    PoolPurpose,
+    RewardModel,
+    SamplingJob,
+    ScoringJob,
+    TrainingJob,
+)
 from .services.comparisons import (
     DEFAULT_MAX_STEPS,
     DEFAULT_PER_PROBLEM,
@@ -38,6 +48,7 @@ from .services.comparisons import (
 )
 from .services.evaluation import AGGREGATIONS, evaluate_scorings
 from .services.labeling_rounds import start_labeling_round
+from .services.machine_labeling import start_machine_labeling_job
 from .services.pools import import_uploaded_pool
 from .services.sampling import start_sampling_job
 from .services.scoring import start_scoring_job
@@ -136,11 +147,15 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str
         "can_start_labeling_round": campaign is not None and can_start_labeling_round(request.user, campaign),
         "strategies": sorted(STRATEGIES), "aggregations": AGGREGATIONS, "purposes": PoolPurpose.choices,
         "sampling_jobs": selectors.sampling_jobs(campaign) if campaign is not None else [],
+        "machine_labeling_jobs": selectors.machine_labeling_jobs(campaign) if campaign is not None else [],
+        "label_sources": selectors.label_sources(campaign) if campaign is not None else [],
+        "prms": selectors.campaign_prms(campaign) if campaign is not None else [],
         "loop": loop, "run": loop.get("run"), "default_max_steps": DEFAULT_MAX_STEPS,
         "default_per_problem": DEFAULT_PER_PROBLEM,
         "errors": errors, "forms": forms,
         "generation_error": errors.get("generation"), "generation_form": forms.get("generation", {}),
         "sampling_error": errors.get("sampling"), "sampling_form": forms.get("sampling", {}),
+        "machine_labels_error": errors.get("machine_labels"), "machine_labels_form": forms.get("machine_labels", {}),
     }, status=400 if errors else 200)
 
 
@@ -281,7 +296,8 @@ def evaluate_start(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _work(request: HttpRequest, model: type[Any], pk: int) -> Any:
-    related = ("reward_model__campaign", "pool__campaign") if model is ScoringJob else ("campaign", "pool")
+    related = {ScoringJob: ("reward_model__campaign", "pool__campaign"), SamplingJob: ("campaign", "pool"),
+               MachineLabelingJob: ("campaign", "reward_model")}[model]
     job = get_object_or_404(model.objects.select_related(*related), pk=pk)
     campaign = job.reward_model.campaign if model is ScoringJob else job.campaign
     if not can_research(request.user, campaign):
@@ -289,12 +305,12 @@ def _work(request: HttpRequest, model: type[Any], pk: int) -> Any:
     return job
 
 
-WORK = {"scoring": ScoringJob, "sampling": SamplingJob}
+WORK = {"scoring": ScoringJob, "sampling": SamplingJob, "machine-labels": MachineLabelingJob}
 
 
 @login_required
 def work_detail(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
-    """The page of a scoring or sampling job: progress, cancel, the failure and the log."""
+    """The page of a scoring, sampling or machine labeling job: progress, cancel, the failure and the log."""
     return render(request, "jobs/work_detail.html", {"job": _work(request, WORK[kind], pk), "kind": kind})
 
 
@@ -372,6 +388,34 @@ def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
     except JobInputError as exc:
         return dashboard(request, slug, errors={"sampling": exc}, forms={"sampling": form})
     return redirect("jobs:campaign_dashboard", slug=slug)
+
+
+@login_required
+@require_POST
+def machine_labels_start(request: HttpRequest, slug: str) -> HttpResponse:
+    """The dashboard's "machine step labels" form: Monte-Carlo rollouts or a PRM's scores for chosen solutions."""
+    campaign = _startable_campaign(request, slug, "machine labeling jobs")
+    form = {key: request.POST.get(key, "").strip()
+            for key in ("method", "solutions", "reward_model", "rollouts", "strategy", "max_new_tokens", "config")}
+    try:
+        config = _json_config(form["config"])
+        if not isinstance(config, dict):
+            raise JobInputError("config", f"must be a JSON object, got {type(config).__name__}")
+        if form["method"] == LabelingMethod.MC:
+            for key in ("rollouts", "max_new_tokens"):
+                if form[key]:
+                    config[key] = _integer(form, key)
+            if form["strategy"]:
+                config["strategy"] = form["strategy"]
+        reward_model = None
+        if form["method"] == LabelingMethod.PRM:
+            reward_model = RewardModel.objects.filter(pk=_integer(form, "reward_model")).first() \
+                if form["reward_model"] else None
+        start_machine_labeling_job(campaign=campaign, method=form["method"], limit=_integer(form, "solutions"),
+                                   reward_model=reward_model, config=config, user=request.user)
+    except JobInputError as exc:
+        return dashboard(request, slug, errors={"machine_labels": exc}, forms={"machine_labels": form})
+    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#machine-labels")
 
 
 @login_required

@@ -40,7 +40,17 @@ from django.db.models import Count, Max, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Rating, Solution, StepDecision
+from annotate.models import (
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    CampaignMetrics,
+    MachineLabel,
+    Rating,
+    Solution,
+    StepDecision,
+)
+from rewards.consensus import ConsensusCounts, campaign_sources, iter_consensus_rows
 from rewards.exports import (
     ExportOptions,
     StepwiseRows,
@@ -74,6 +84,8 @@ FILES: tuple[tuple[str, str, str], ...] = (
     ("outcome-parquet", "outcome", "outcome.parquet"),
 )
 CARD = ("card", "README.md")
+#: written when the campaign has machine labels: the steps on which every label source agrees (rewards.consensus)
+CONSENSUS = ("consensus", "consensus.jsonl")
 KNOWN_LICENSES = {"prm800k": "MIT (OpenAI PRM800K)", "math": "MIT (MATH, Hendrycks et al.)"}
 
 
@@ -103,13 +115,14 @@ def label_watermark(campaign: Campaign) -> dict[str, Any]:
     d = StepDecision.objects.filter(assignment__in=finished).aggregate(last=Max("updated_at"))
     s = Solution.objects.filter(campaign=campaign).aggregate(n=Count("id"),
                                                              correct=Count("id", filter=Q(is_correct=True)))
+    m = MachineLabel.objects.filter(solution__campaign=campaign).aggregate(n=Count("id"), last=Max("created_at"))
 
     def iso(value: datetime | None) -> str | None:
         return value.isoformat() if value else None
 
     return {"assignments": a["n"], "assignments_at": iso(a["last"]), "ratings": r["n"],
             "ratings_at": iso(r["last"]), "decisions_at": iso(d["last"]), "solutions": s["n"],
-            "correct": s["correct"]}
+            "correct": s["correct"], "machine_labels": m["n"], "machine_labels_at": iso(m["last"])}
 
 
 _code_version: str | None = None
@@ -232,7 +245,9 @@ def agreement_figures(campaign: Campaign) -> dict[str, Any] | None:
     metrics = CampaignMetrics.objects.filter(campaign=campaign).first()
     if metrics is None:
         return None
-    return {"computed_at": metrics.computed_at.isoformat(), **metrics.data.get("inter_annotator", {})}
+    return {"computed_at": metrics.computed_at.isoformat(), **metrics.data.get("inter_annotator", {}),
+            **({"machine_sources": metrics.data["machine_agreement"]} if metrics.data.get("machine_agreement")
+               else {})}
 
 
 def _licenses(campaign: Campaign) -> list[dict[str, Any]]:
@@ -325,12 +340,19 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
         written["prm800k"] = prm[0]
         written["trl-stepwise"], written["trl-stepwise-parquet"] = stepwise
         written["outcome"], written["outcome-parquet"] = outcome
+        consensus = ConsensusCounts()
+        if len(campaign_sources(campaign)) >= 2:  # machine labels beside the human ones
+            names[CONSENSUS[0]] = CONSENSUS[1]
+            written[CONSENSUS[0]] = write_rows_multi(iter_consensus_rows(campaign, options, None, consensus),
+                                                     [work / CONSENSUS[1]], "consensus")[0]
         content = content_hash(spec, written)
         latest = _latest(campaign)
         if latest is not None and latest.content_sha256 == content:
             return None
         counts = _counts(database_counts.result() if database_counts else
                          _database_counts(campaign, options, in_thread=False), tally, written)
+        if consensus.sources:
+            counts["consensus"] = consensus.as_dict()
         card_path = work / CARD[1]
         card_bytes = _card(campaign, spec, counts, content, written, names).encode("utf-8")
         card_path.write_bytes(card_bytes)

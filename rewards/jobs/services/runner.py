@@ -22,13 +22,13 @@ from django.utils import timezone
 from steplab import jobs
 
 from ..backends import STDERR_FILE, STDOUT_FILE, BackendError, Launch, Launcher, PollResult, get_backend, tail
-from ..models import JobStatus, LaunchedJob, SamplingJob, ScoringJob, TrainingJob
+from ..models import JobStatus, LaunchedJob, MachineLabelingJob, SamplingJob, ScoringJob, TrainingJob
 
 log = logging.getLogger(__name__)
 J = TypeVar("J", bound=LaunchedJob)
 ERROR_TAIL_BYTES = 6000
 #: every kind of launched job, for the periodic dispatcher
-LAUNCHED_JOBS: tuple[type[LaunchedJob], ...] = (TrainingJob, ScoringJob, SamplingJob)
+LAUNCHED_JOBS: tuple[type[LaunchedJob], ...] = (TrainingJob, ScoringJob, SamplingJob, MachineLabelingJob)
 LOG_TAIL_BYTES = 8000
 
 
