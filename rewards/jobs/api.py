@@ -54,6 +54,7 @@ from .services.comparisons import (
 )
 from .services.evaluation import evaluate_scorings
 from .services.labeling_rounds import MAX_BATCH_SIZE, LabelingRoundNotAllowed, start_labeling_round
+from .services.machine_labeling import DEFAULT_SOLUTIONS, MAX_SOLUTIONS, MC_KEYS, start_machine_labeling_job
 from .services.pools import import_uploaded_pool
 from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
@@ -329,6 +330,62 @@ class SamplingJobsView(JobsApiView):
         return Response(self.out(SamplingJobOut, job), status=status.HTTP_201_CREATED)
 
 
+# --- machine labeling jobs ----------------------------------------------------------------------------
+
+class StartMachineLabelingInput(serializers.Serializer):
+    method = serializers.ChoiceField(choices=models.LabelingMethod.choices)
+    solutions = serializers.IntegerField(min_value=1, max_value=MAX_SOLUTIONS, default=DEFAULT_SOLUTIONS,
+                                         help_text="How many regular solutions to label (unlabeled ones first).")
+    solution_ids = serializers.ListField(child=serializers.IntegerField(), required=False, allow_null=True,
+                                         default=None, help_text="Label these solutions instead.")
+    reward_model = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                            help_text="method prm: the registered PRM's id.")
+    backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
+    config = serializers.DictField(required=False, default=dict,
+                                   help_text=f"method mc: rollout settings: {', '.join(MC_KEYS)}.")
+
+
+class MachineLabelingJobOut(serializers.ModelSerializer):
+    campaign = CampaignRef()
+
+    class Meta:
+        model = models.MachineLabelingJob
+        fields = ("id", "campaign", "method", "reward_model", "backend", "status", "progress", "config",
+                  "solution_count", "summary", "labels_recorded", "error", "created_at", "started_at", "finished_at")
+
+
+class MachineLabelingJobsView(JobsApiView):
+    @extend_schema(responses={200: MachineLabelingJobOut(many=True)})
+    def get(self, request: Request, **key: Any) -> Response:
+        """The campaign's machine labeling jobs (Monte-Carlo rollouts, PRM step scores), newest first."""
+        campaign = self.campaign(key)
+        return self.listing(models.MachineLabelingJob.objects.filter(campaign=campaign).select_related("campaign"),
+                            lambda page: self.out(MachineLabelingJobOut, page, many=True), cut=100)
+
+    @extend_schema(request=StartMachineLabelingInput, responses={201: MachineLabelingJobOut})
+    def post(self, request: Request, **key: Any) -> Response:
+        """Label steps of chosen solutions by machine: recorded as the source ``mc:<model>`` or ``prm:<name>``."""
+        campaign = self.campaign(key)
+        if not can_start_labeling_round(request.user, campaign):
+            raise PermissionDenied("only staff and the campaign's admins start machine labeling jobs")
+        data = StartMachineLabelingInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        reward_model = None
+        if values["reward_model"] is not None:
+            reward_model = models.RewardModel.objects.filter(pk=values["reward_model"]).first()
+            if reward_model is None:
+                return _input_error(JobInputError("reward_model", f"no reward model {values['reward_model']}"))
+        try:
+            job = start_machine_labeling_job(
+                campaign=campaign, method=values["method"], limit=values["solutions"],
+                solution_ids=values["solution_ids"], reward_model=reward_model, config=values["config"],
+                backend=values["backend"], user=request.user)
+        except JobInputError as exc:
+            return _input_error(exc)
+        return Response(self.out(MachineLabelingJobOut, job), status=status.HTTP_201_CREATED)
+
+
 # --- the loop: dataset versions, pools, scoring, evaluation, one-click comparison ---------------------
 
 class DatasetVersionOut(serializers.ModelSerializer):
@@ -559,6 +616,7 @@ class ComparisonCancelView(JobsApiView):
 ROUTES: list[tuple[str, type[JobsApiView], str]] = [  # (path, view, name), ``{campaign}`` in the path
     ("campaigns/{campaign}/generations/", GenerationsView, "generations"),
     ("campaigns/{campaign}/sampling/", SamplingJobsView, "sampling"),
+    ("campaigns/{campaign}/machine-labeling/", MachineLabelingJobsView, "machine_labeling"),
     ("campaigns/{campaign}/snapshot/", SnapshotView, "snapshot"),
     ("campaigns/{campaign}/pools/", PoolsView, "pools"),
     ("campaigns/{campaign}/scoring/", ScoringJobsView, "scoring"),

@@ -55,6 +55,7 @@ def test_monte_carlo_labels_on_the_real_worker(celery_worker_process, campaign_f
     assert labels[0].provenance["rollouts"] == 2 and labels[0].provenance["strategy"] == "every_step"
     assert job.labels_recorded == 3 and job.solution_count == 1
     assert job.summary["source"] == "mc:smollm2" and job.summary["rollouts_used"] == 4
+    assert job.summary["rollout_budget"] == 2 * 3  # every step: K per prefix (the answer step costs none)
     assert MachineLabel.objects.count() == 3
 
     member(campaign, "boss", Role.ADMIN)
@@ -63,3 +64,26 @@ def test_monte_carlo_labels_on_the_real_worker(celery_worker_process, campaign_f
     assert 'data-label-source="mc:smollm2"' in page and f'data-machine-labeling-job="{job.pk}"' in page
     detail = client.get(reverse("jobs:machine-labels_job", args=[job.pk])).content.decode()
     assert "3 step labels recorded as <code>mc:smollm2</code> from 4 rollouts" in detail
+
+
+@pytest.mark.django_db
+def test_the_jobs_api_starts_and_lists_machine_labeling_jobs(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+    from rest_framework.test import APIClient
+
+    campaign = campaign_factory()
+    numbered_solution(campaign, 3)
+    url = f"/api/campaigns/{campaign.pk}/machine-labeling/"
+    api = APIClient()
+    api.force_authenticate(member(campaign, "rita", Role.RESEARCHER))
+    assert api.get(url).status_code == 200
+    assert api.post(url, {"method": "mc"}, format="json").status_code == 403  # a researcher reads, starts nothing
+    api.force_authenticate(member(campaign, "boss", Role.ADMIN))
+    refused = api.post(url, {"method": "mc", "config": {"temperature": -1}}, format="json")
+    assert refused.status_code == 400 and "temperature" in str(refused.json())
+    started = api.post(url, {"method": "mc", "solutions": 1, "config": {"rollouts": 3}}, format="json")
+    assert started.status_code == 201, started.json()
+    body = started.json()
+    assert (body["method"], body["solution_count"], body["config"], body["summary"]["rollout_budget"]) == \
+        ("mc", 1, {"rollouts": 3}, 3 * (2 + 1))  # binary search over 3 prefixes: ceil(log2 4) + 1 visits
+    listed = api.get(url).json()
+    assert [job["id"] for job in listed["results"]] == [body["id"]]

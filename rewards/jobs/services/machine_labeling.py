@@ -10,6 +10,7 @@ the source's provenance.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import uuid
 from collections.abc import Mapping
@@ -80,6 +81,16 @@ def _checked_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
     return keys
 
 
+def rollout_budget(config: Mapping[str, Any], solutions: list[Solution]) -> int:
+    """The most continuations a Monte-Carlo job can sample: K per step prefix it may estimate (every step, or
+    the first ``max_steps``; a binary search visits about log2 of them plus the full solution)."""
+    rollouts, cap = int(config.get("rollouts", 4)), config.get("max_steps")
+    prefixes = [min(int(getattr(s, "steps_n", 0)), cap or 10**9) for s in solutions]
+    if config.get("strategy", "binary_search") == "binary_search":
+        return rollouts * sum(math.ceil(math.log2(n + 1)) + 1 for n in prefixes)
+    return rollouts * sum(prefixes)
+
+
 def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = DEFAULT_SOLUTIONS,
                                solution_ids: list[int] | None = None, reward_model: RewardModel | None = None,
                                config: Mapping[str, Any] | None = None, backend: str = BackendKind.LOCAL,
@@ -119,7 +130,8 @@ def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = 
             (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")
         job = MachineLabelingJob.objects.create(
             campaign=campaign, method=method, reward_model=reward_model, config=keys, backend=backend,
-            started_by=user, work_dir=str(work), solution_count=len(solutions))
+            started_by=user, work_dir=str(work), solution_count=len(solutions),
+            summary={"rollout_budget": rollout_budget(keys, solutions)} if method == LabelingMethod.MC else {})
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -204,7 +216,7 @@ def record_labels(job: MachineLabelingJob) -> None:
         kind, source = LabelSourceKind.PRM, job.reward_model.name
         provenance = {"job": job.pk, "reward_model": job.reward_model.pk, "location": job.reward_model.location}
     recorded = record_machine_labels(labels=labels, kind=kind, source=source, provenance=provenance)
-    summary = {**summary, "solutions_done": len(labels), "solutions_total": job.solution_count,
+    summary = {**job.summary, **summary, "solutions_done": len(labels), "solutions_total": job.solution_count,
                "source": f"{kind}:{source}"}
     job.summary, job.labels_recorded = summary, recorded
     MachineLabelingJob.objects.filter(pk=job.pk).update(summary=summary, labels_recorded=recorded)
