@@ -292,36 +292,45 @@ def start(request: AppRequest, slug: str) -> HttpResponse:
     return _go_next(request, outcome, slug)
 
 
+AssignmentView = Callable[[AppRequest, int], HttpResponse]
+
+
+def _refusal_in_place(view: AssignmentView) -> AssignmentView:
+    """A refusal of the labeling rules (not yours, lease gone, bad input) is answered like every other: in
+    #alerts with its status (403, 409, 400)."""
+    @wraps(view)
+    def answered(request: AppRequest, assignment_id: int) -> HttpResponse:
+        try:
+            return view(request, assignment_id)
+        except LabelingError as error:
+            return _error_response(request, error, assignment_id)
+    return answered
+
+
 @login_required
 @require_GET
+@_refusal_in_place
 def workspace(request: AppRequest, assignment_id: int) -> HttpResponse:
-    try:
-        ws = labeling.load_workspace(assignment_id, request.user)
-    except NotAllowed as error:
-        return _alert(request, str(error), 403)
+    ws = labeling.load_workspace(assignment_id, request.user)
     if ws.assignment.status == AssignmentStatus.LEASED:
         labeling.renew_lease(ws.assignment)  # an open page is a live lease
     return render(request, "annotate/workspace.html", _workspace_context(request, ws))
 
 
 RowAction = Callable[[AppRequest, int, dict[str, Any]], HttpResponse]
-RowView = Callable[[AppRequest, int], HttpResponse]
 
 
-def _row_action(form_class: type[django_forms.Form]) -> Callable[[RowAction], RowView]:
+def _row_action(form_class: type[django_forms.Form]) -> Callable[[RowAction], AssignmentView]:
     """A workspace button's POST (rate, flag, decide): a bad form is answered with its first error, the action
     gets the clean data, and a refusal is answered in place like every other."""
-    def decorate(action: RowAction) -> RowView:
+    def decorate(action: RowAction) -> AssignmentView:
         @wraps(action)
         def view(request: AppRequest, assignment_id: int) -> HttpResponse:
             form = form_class(request.POST)
             if not form.is_valid():
                 return _alert(request, forms.first_error(form), 400)
-            try:
-                return action(request, assignment_id, form.cleaned_data)
-            except LabelingError as error:
-                return _error_response(request, error, assignment_id)
-        return view
+            return action(request, assignment_id, form.cleaned_data)
+        return _refusal_in_place(view)
     return decorate
 
 
@@ -422,11 +431,9 @@ def next_solution(request: AppRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@_refusal_in_place
 def heartbeat(request: AppRequest, assignment_id: int) -> HttpResponse:
-    try:
-        expires = labeling.heartbeat(assignment_id, request.user)
-    except LabelingError as error:
-        return _error_response(request, error, assignment_id)
+    expires = labeling.heartbeat(assignment_id, request.user)
     response = HttpResponse(status=204)
     response["X-Lease-Expires"] = expires.isoformat()
     return response
@@ -434,11 +441,9 @@ def heartbeat(request: AppRequest, assignment_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+@_refusal_in_place
 def resume(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Take an expired lease back (when its slot is still free) so the ratings given on it count."""
-    try:
-        labeling.resume_expired_lease(assignment_id, request.user)
-    except LabelingError as error:
-        return _error_response(request, error, assignment_id)
+    labeling.resume_expired_lease(assignment_id, request.user)
     return redirect("annotate:workspace", assignment_id)
 

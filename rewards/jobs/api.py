@@ -22,7 +22,7 @@ their old lengths — left out of the schema.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from django.db.models import QuerySet
 from django.urls import URLPattern, path
@@ -76,10 +76,15 @@ class CampaignRef(serializers.Field):
 
 
 class JobsSchema(AutoSchema):
-    """Only GET lists are paginated: a POST that starts several jobs answers them as a plain list."""
+    """Only GET lists are paginated: a POST that starts several jobs answers them as a plain list. A one-job view
+    answers its ``output`` serializer."""
 
     def _get_paginator(self) -> Any:
         return super()._get_paginator() if self.method == "GET" else None
+
+    def get_response_serializers(self) -> Any:
+        output = getattr(self.view, "output", None)
+        return {200: output} if output is not None else super().get_response_serializers()
 
 
 def _input_error(exc: JobInputError, code: int = status.HTTP_400_BAD_REQUEST) -> Response:
@@ -97,25 +102,88 @@ class JobsApiView(APIView):
     # The schema documents GET lists with it too; the settings hold the class itself (DRF imports the path).
     pagination_class = cast(type[BasePagination], api_settings.DEFAULT_PAGINATION_CLASS)
 
-    def campaign(self, key: dict[str, Any]) -> Campaign:
-        """The campaign named in the path, if the user may work on it (404 otherwise: existence is not revealed)."""
+    def campaign(self, key: dict[str, Any], *, start: str = "") -> Campaign:
+        """The campaign named in the path, if the user may work on it (404 otherwise: existence is not revealed);
+        to ``start`` a generation or a sampling job they must also be staff or its admin (403 naming ``start``)."""
         lookup = {"slug": key["slug"]} if self.legacy else {"pk": key["campaign_id"]}
         campaign = Campaign.objects.filter(**lookup).first()
         if campaign is None or not can_research(self.request.user, campaign):
             raise NotFound("no such campaign")
+        if start and not can_start_labeling_round(self.request.user, campaign):
+            raise PermissionDenied(f"only staff and the campaign's admins start {start}")
         return campaign
+
+    def valid(self, serializer: type[serializers.Serializer]) -> dict[str, Any]:
+        """The request body's values as ``serializer`` cleans them (400 naming the fields at fault)."""
+        data = serializer(data=self.request.data)
+        data.is_valid(raise_exception=True)
+        return dict(data.validated_data)
 
     def out(self, serializer: type[serializers.BaseSerializer], instance: Any, *, many: bool = False) -> Any:
         return serializer(instance, many=many, context={"request": self.request, "legacy": self.legacy}).data
 
-    def listing(self, rows: QuerySet[Any], render: Callable[[Iterable[Any]], list[Any]],
-                cut: int | None = None) -> Response:
-        """One page of ``rows`` (``?limit=&offset=``); at the aliases, the first ``cut`` rows as a plain list."""
+    def listing(self, rows: QuerySet[Any], output: type[serializers.BaseSerializer], *, cut: int | None = None,
+                extend: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Response:
+        """One page of ``rows`` as ``output`` renders them (``?limit=&offset=``), each row ``extend``-ed when given;
+        at the aliases, the first ``cut`` rows as a plain list."""
+        def render(page: Iterable[Any]) -> list[Any]:
+            answered = self.out(output, page, many=True)
+            return [extend(row) for row in answered] if extend is not None else answered
+
         if self.legacy:
             return Response(render(rows[:cut] if cut is not None else rows))
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, self.request, view=self)
         return paginator.get_paginated_response(render(page if page is not None else rows))
+
+
+class OneJobView(JobsApiView):
+    """The views of one job by id (``one_job_views``): the job of ``rows`` with that id, if the user may work on
+    its ``campaign_of`` (404 ``missing`` otherwise: its existence is not revealed), answered as ``output`` (the
+    schema's 200 too); the class's docstring describes the operation."""
+
+    rows: ClassVar[QuerySet[Any]]
+    campaign_of: ClassVar[Callable[[Any], Campaign | None]]
+    missing: ClassVar[str]
+    output: ClassVar[type[serializers.BaseSerializer]]
+
+    def answer(self, pk: int) -> Response:
+        return Response(self.out(self.output, self.find(pk)))
+
+    def find(self, pk: int) -> Any:
+        _require_area(self.request)
+        job = self.rows.filter(pk=pk).first()
+        if job is None or not can_research(self.request.user, type(self).campaign_of(job)):
+            raise NotFound(self.missing)
+        return job
+
+
+class JobDetailView(OneJobView):
+    def get(self, request: Request, pk: int) -> Response:
+        return self.answer(pk)
+
+
+class JobCancelView(OneJobView):
+    #: the service that cancels it (a queued one at once, a running one when its watcher next polls)
+    cancel: ClassVar[Callable[[Any], object]]
+
+    @extend_schema(request=None)
+    def post(self, request: Request, pk: int) -> Response:
+        type(self).cancel(self.find(pk))
+        return self.answer(pk)  # read again: the cancel wrote the status
+
+
+def one_job_views(*, rows: QuerySet[Any], campaign_of: Callable[[Any], Campaign | None], missing: str,
+                  output: type[serializers.BaseSerializer], cancel: Callable[[Any], object], about: str,
+                  about_cancel: str) -> tuple[type[JobDetailView], type[JobCancelView]]:
+    """The GET view of one kind of job and its cancel POST; ``about``, ``about_cancel``: what each answers (the
+    schema's descriptions)."""
+    shared = {"__module__": __name__, "rows": rows, "campaign_of": staticmethod(campaign_of), "missing": missing,
+              "output": output}
+    name = output.__name__.removesuffix("Out")
+    return (type(f"{name}View", (JobDetailView,), {**shared, "__doc__": about}),
+            type(f"{name}CancelView", (JobCancelView,), {**shared, "__doc__": about_cancel,
+                                                          "cancel": staticmethod(cancel)}))
 
 
 class StartGenerationInput(serializers.Serializer):
@@ -146,18 +214,13 @@ class GenerationsView(JobsApiView):
         figures = {row["id"]: row for row in selectors.labeling_round_rows(campaign)}
         return self.listing(
             models.LabelingRound.objects.filter(campaign=campaign).select_related("campaign").order_by("number", "id"),
-            lambda page: [{**row, "figures": figures.get(row["id"])}
-                          for row in self.out(GenerationOut, page, many=True)])
+            GenerationOut, extend=lambda row: {**row, "figures": figures.get(row["id"])})
 
     @extend_schema(request=StartGenerationInput, responses={201: GenerationOut})
     def post(self, request: Request, **key: Any) -> Response:
         """Start the next generation (admins and staff): score the pool with the PRM, then select a batch."""
-        campaign = self.campaign(key)
-        if not can_start_labeling_round(request.user, campaign):
-            raise PermissionDenied("only staff and the campaign's admins start generations")
-        data = StartGenerationInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        campaign = self.campaign(key, start="generations")
+        values = self.valid(StartGenerationInput)
         pool = model = None
         if "pool" in values:
             pool = models.CandidatePool.objects.filter(pk=values["pool"], campaign=campaign,
@@ -241,16 +304,13 @@ class TrainingJobsView(JobsApiView):
             jobs = jobs.filter(**{"campaign__slug" if self.legacy else "campaign_id": campaign})
         if "status" in query.validated_data:
             jobs = jobs.filter(status=query.validated_data["status"])
-        return self.listing(jobs.order_by("-created_at", "-id"),
-                            lambda page: self.out(TrainingJobOut, page, many=True), cut=200)
+        return self.listing(jobs.order_by("-created_at", "-id"), TrainingJobOut, cut=200)
 
     @extend_schema(request=StartTrainingInput, responses={201: TrainingJobOut})
     def post(self, request: Request) -> Response:
         """Start a PRM or ORM job on a dataset version (queued; a worker runs it on the chosen backend)."""
         _require_area(request)
-        data = StartTrainingInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = self.valid(StartTrainingInput)
         version = DatasetVersion.objects.select_related("campaign").filter(pk=values["dataset_version"]).first()
         if version is None or not can_research(request.user, version.campaign):
             raise ValidationError({"dataset_version": [f"no dataset version {values['dataset_version']} of a "
@@ -266,27 +326,11 @@ class TrainingJobsView(JobsApiView):
         return Response(self.out(TrainingJobOut, job), status=status.HTTP_201_CREATED)
 
 
-def _training_job(request: Request, pk: int) -> models.TrainingJob:
-    job = _visible_jobs(request).filter(pk=pk).first()
-    if job is None:
-        raise NotFound("no such job")
-    return job
-
-
-class TrainingJobView(JobsApiView):
-    @extend_schema(responses={200: TrainingJobOut})
-    def get(self, request: Request, pk: int) -> Response:
-        """One job: status, progress, loss curve, final metrics, error and log tail, the registered model."""
-        return Response(self.out(TrainingJobOut, _training_job(request, pk)))
-
-
-class TrainingJobCancelView(JobsApiView):
-    @extend_schema(request=None, responses={200: TrainingJobOut})
-    def post(self, request: Request, pk: int) -> Response:
-        """Cancel: a queued job at once, a running one when its watcher next polls (it stops the process)."""
-        job = _training_job(request, pk)
-        request_cancel(job)
-        return Response(self.out(TrainingJobOut, _training_job(request, pk)))
+TrainingJobView, TrainingJobCancelView = one_job_views(
+    rows=models.TrainingJob.objects.select_related("campaign", "reward_model"),
+    campaign_of=lambda job: job.campaign, missing="no such job", output=TrainingJobOut, cancel=request_cancel,
+    about="One job: status, progress, loss curve, final metrics, error and log tail, the registered model.",
+    about_cancel="Cancel: a queued job at once, a running one when its watcher next polls (it stops the process).")
 
 
 # --- sampling jobs ------------------------------------------------------------------------------------
@@ -312,18 +356,15 @@ class SamplingJobsView(JobsApiView):
         """The campaign's sampling jobs, newest first."""
         campaign = self.campaign(key)
         return self.listing(models.SamplingJob.objects.filter(campaign=campaign).select_related("campaign"),
-                            lambda page: self.out(SamplingJobOut, page, many=True), cut=100)
+                            SamplingJobOut, cut=100)
 
     @extend_schema(request=StartSamplingInput, responses={201: SamplingJobOut})
     def post(self, request: Request, **key: Any) -> Response:
         """Sample N solutions per campaign problem with a local LM; they become the campaign's candidate pool."""
-        campaign = self.campaign(key)
-        if not can_start_labeling_round(request.user, campaign):
-            raise PermissionDenied("only staff and the campaign's admins start sampling jobs")
-        data = StartSamplingInput(data=request.data)
-        data.is_valid(raise_exception=True)
+        campaign = self.campaign(key, start="sampling jobs")
+        values = self.valid(StartSamplingInput)
         try:
-            job = start_sampling_job(campaign, data.validated_data["config"], backend=data.validated_data["backend"],
+            job = start_sampling_job(campaign, values["config"], backend=values["backend"],
                                      user=request.user)
         except JobInputError as exc:
             return _input_error(exc)
@@ -428,16 +469,14 @@ class PoolsView(JobsApiView):
         """The campaign's candidate pools, newest first."""
         campaign = self.campaign(key)
         return self.listing(models.CandidatePool.objects.filter(campaign=campaign).select_related("campaign")
-                            .order_by("-created_at", "-id"), lambda page: self.out(PoolOut, page, many=True), cut=100)
+                            .order_by("-created_at", "-id"), PoolOut, cut=100)
 
     @extend_schema(request={"multipart/form-data": UploadPoolInput}, responses={201: PoolOut})
     def post(self, request: Request, **key: Any) -> Response:
         """Upload a pool file (multipart): imported and graded (201 with the counts), or 400 listing every bad
         line (file, line, field) with nothing saved."""
         campaign = self.campaign(key)
-        data = UploadPoolInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = self.valid(UploadPoolInput)
         try:
             pool, report = import_uploaded_pool(values["file"], campaign=campaign, name=values["name"],
                                                 purpose=values["purpose"], split_rule=values["split_rule"],
@@ -471,16 +510,13 @@ class ScoringJobsView(JobsApiView):
         """Scoring jobs of the campaign's models, newest first."""
         campaign = self.campaign(key)
         return self.listing(models.ScoringJob.objects.filter(reward_model__campaign=campaign)
-                            .order_by("-created_at", "-id"),
-                            lambda page: self.out(ScoringJobOut, page, many=True), cut=100)
+                            .order_by("-created_at", "-id"), ScoringJobOut, cut=100)
 
     @extend_schema(request=StartScoringInput, responses={201: ScoringJobOut(many=True)})
     def post(self, request: Request, **key: Any) -> Response:
         """Score a pool with the chosen models (queued; a worker runs each job)."""
         campaign = self.campaign(key)
-        data = StartScoringInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = self.valid(StartScoringInput)
         pool = models.CandidatePool.objects.filter(pk=values["pool"], campaign=campaign).first()
         if pool is None:
             raise ValidationError({"pool": [f"no candidate pool {values['pool']} in campaign {campaign.slug}"]})
@@ -497,27 +533,12 @@ class ScoringJobsView(JobsApiView):
         return Response(self.out(ScoringJobOut, jobs, many=True), status=status.HTTP_201_CREATED)
 
 
-def _scoring_job(request: Request, pk: int) -> models.ScoringJob:
-    _require_area(request)
-    job = models.ScoringJob.objects.select_related("reward_model__campaign").filter(pk=pk).first()
-    if job is None or not can_research(request.user, job.reward_model.campaign):
-        raise NotFound("no such scoring job")
-    return job
-
-
-class ScoringJobView(JobsApiView):
-    @extend_schema(responses={200: ScoringJobOut})
-    def get(self, request: Request, pk: int) -> Response:
-        """One scoring job: status, progress, the PRM's held-out step figures, error."""
-        return Response(self.out(ScoringJobOut, _scoring_job(request, pk)))
-
-
-class ScoringJobCancelView(JobsApiView):
-    @extend_schema(request=None, responses={200: ScoringJobOut})
-    def post(self, request: Request, pk: int) -> Response:
-        """Cancel a scoring job (a running one when its watcher next polls)."""
-        request_cancel(_scoring_job(request, pk))
-        return Response(self.out(ScoringJobOut, _scoring_job(request, pk)))
+ScoringJobView, ScoringJobCancelView = one_job_views(
+    rows=models.ScoringJob.objects.select_related("reward_model__campaign"),
+    campaign_of=lambda job: job.reward_model.campaign, missing="no such scoring job", output=ScoringJobOut,
+    cancel=request_cancel,
+    about="One scoring job: status, progress, the PRM's held-out step figures, error.",
+    about_cancel="Cancel a scoring job (a running one when its watcher next polls).")
 
 
 class EvaluateInput(serializers.Serializer):
@@ -532,10 +553,9 @@ class EvaluationsView(JobsApiView):
     def post(self, request: Request, **key: Any) -> Response:
         """Best-of-N (PRM, ORM, majority vote, pass@N) of a pool from its succeeded scorings, computed now."""
         campaign = self.campaign(key)
-        data = EvaluateInput(data=request.data)
-        data.is_valid(raise_exception=True)
+        values = self.valid(EvaluateInput)
         try:
-            run = evaluate_scorings(campaign, user=request.user, **data.validated_data)
+            run = evaluate_scorings(campaign, user=request.user, **values)
         except JobInputError as exc:
             return _input_error(exc)
         return Response({"id": run.pk, "pool": run.pool_id, "prm_scoring": run.prm_scoring_id,
@@ -572,45 +592,28 @@ class ComparisonsView(JobsApiView):
         """The campaign's comparisons, newest first."""
         campaign = self.campaign(key)
         return self.listing(models.ComparisonRun.objects.filter(campaign=campaign)
-                            .select_related("campaign", "evaluation"),
-                            lambda page: self.out(ComparisonOut, page, many=True), cut=50)
+                            .select_related("campaign", "evaluation"), ComparisonOut, cut=50)
 
     @extend_schema(request=StartComparisonInput, responses={201: ComparisonOut})
     def post(self, request: Request, **key: Any) -> Response:
         """Compare PRM and ORM: snapshot → train both (same backbone and budget) → score the pool → evaluate.
         409 while another comparison of the campaign runs."""
         campaign = self.campaign(key)
-        data = StartComparisonInput(data=request.data)
-        data.is_valid(raise_exception=True)
+        values = self.valid(StartComparisonInput)
         try:
-            run = start_comparison(campaign, user=request.user, **data.validated_data)
+            run = start_comparison(campaign, user=request.user, **values)
         except JobInputError as exc:
             code = status.HTTP_409_CONFLICT if exc.field == "campaign" else status.HTTP_400_BAD_REQUEST
             return Response({exc.field: [str(exc)]}, status=code)
         return Response(self.out(ComparisonOut, run), status=status.HTTP_201_CREATED)
 
 
-def _comparison(request: Request, pk: int) -> models.ComparisonRun:
-    _require_area(request)
-    run = models.ComparisonRun.objects.select_related("campaign", "evaluation").filter(pk=pk).first()
-    if run is None or not can_research(request.user, run.campaign):
-        raise NotFound("no such comparison")
-    return run
-
-
-class ComparisonView(JobsApiView):
-    @extend_schema(responses={200: ComparisonOut})
-    def get(self, request: Request, pk: int) -> Response:
-        """One comparison: status, stage, the jobs it started, the failure reason, best-of-N once done."""
-        return Response(self.out(ComparisonOut, _comparison(request, pk)))
-
-
-class ComparisonCancelView(JobsApiView):
-    @extend_schema(request=None, responses={200: ComparisonOut})
-    def post(self, request: Request, pk: int) -> Response:
-        """Cancel a comparison and the jobs it started."""
-        request_cancel_comparison(_comparison(request, pk))
-        return Response(self.out(ComparisonOut, _comparison(request, pk)))
+ComparisonView, ComparisonCancelView = one_job_views(
+    rows=models.ComparisonRun.objects.select_related("campaign", "evaluation"),
+    campaign_of=lambda run: run.campaign, missing="no such comparison", output=ComparisonOut,
+    cancel=request_cancel_comparison,
+    about="One comparison: status, stage, the jobs it started, the failure reason, best-of-N once done.",
+    about_cancel="Cancel a comparison and the jobs it started.")
 
 
 ROUTES: list[tuple[str, type[JobsApiView], str]] = [  # (path, view, name), ``{campaign}`` in the path
