@@ -401,17 +401,13 @@ class MachineLabelingJobsView(JobsApiView):
         """The campaign's machine labeling jobs (Monte-Carlo rollouts, PRM step scores), newest first."""
         campaign = self.campaign(key)
         return self.listing(models.MachineLabelingJob.objects.filter(campaign=campaign).select_related("campaign"),
-                            lambda page: self.out(MachineLabelingJobOut, page, many=True), cut=100)
+                            MachineLabelingJobOut, cut=100)
 
     @extend_schema(request=StartMachineLabelingInput, responses={201: MachineLabelingJobOut})
     def post(self, request: Request, **key: Any) -> Response:
         """Label steps of chosen solutions by machine: recorded as the source ``mc:<model>`` or ``prm:<name>``."""
-        campaign = self.campaign(key)
-        if not can_start_labeling_round(request.user, campaign):
-            raise PermissionDenied("only staff and the campaign's admins start machine labeling jobs")
-        data = StartMachineLabelingInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        campaign = self.campaign(key, start="machine labeling jobs")
+        values = self.valid(StartMachineLabelingInput)
         reward_model = None
         if values["reward_model"] is not None:
             reward_model = models.RewardModel.objects.filter(pk=values["reward_model"]).first()
