@@ -42,6 +42,7 @@ class World:
     users: dict[str, Any]
     scoring_job: Any = None
     sampling_job: Any = None
+    machine_labeling_job: Any = None
     comparison: Any = None
 
 
@@ -144,6 +145,7 @@ RULES: dict[str, Rule] = {
     # the reward-model API under /api/ (campaigns by id); the same views answer at /models/api/ (jobs:api_*)
     "api:generations": Rule(RESEARCH, kwargs=campaign_id),
     "api:sampling": Rule(RESEARCH, kwargs=campaign_id),
+    "api:machine-labeling": Rule(RESEARCH, kwargs=campaign_id),
     "api:jobs": Rule(RESEARCH),
     "api:job": Rule(RESEARCH, kwargs=pk(lambda w: w.training_job.pk)),
     "api:job-cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.training_job.pk)),
@@ -172,8 +174,10 @@ RULES: dict[str, Rule] = {
     "jobs:campaign_figure": Rule(RESEARCH, kwargs=lambda w: {"slug": w.a.slug, "name": "generations", "fmt": "csv"}),
     "jobs:generation_start": Rule(MANAGERS, method="post", kwargs=slug),
     "jobs:sampling_start": Rule(MANAGERS, method="post", kwargs=slug),
+    "jobs:machine_labels_start": Rule(MANAGERS, method="post", kwargs=slug),
     "jobs:api_generations": Rule(RESEARCH, kwargs=slug),
     "jobs:api_sampling": Rule(RESEARCH, kwargs=slug),
+    "jobs:api_machine_labeling": Rule(RESEARCH, kwargs=slug),
     "jobs:api_jobs": Rule(RESEARCH),
     "jobs:api_job": Rule(RESEARCH, kwargs=pk(lambda w: w.training_job.pk)),
     "jobs:api_job_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.training_job.pk)),
@@ -191,6 +195,10 @@ RULES: dict[str, Rule] = {
     "jobs:sampling_job": Rule(RESEARCH, kwargs=pk(lambda w: w.sampling_job.pk)),
     "jobs:sampling_job_progress": Rule(RESEARCH, kwargs=pk(lambda w: w.sampling_job.pk)),
     "jobs:sampling_job_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.sampling_job.pk)),
+    "jobs:machine-labels_job": Rule(RESEARCH, kwargs=pk(lambda w: w.machine_labeling_job.pk)),
+    "jobs:machine-labels_job_progress": Rule(RESEARCH, kwargs=pk(lambda w: w.machine_labeling_job.pk)),
+    "jobs:machine-labels_job_cancel": Rule(RESEARCH, method="post",
+                                           kwargs=pk(lambda w: w.machine_labeling_job.pk)),
     "jobs:api_snapshot": Rule(RESEARCH, method="post", kwargs=slug),
     "jobs:api_pools": Rule(RESEARCH, kwargs=slug),
     "jobs:api_scoring": Rule(RESEARCH, kwargs=slug),
@@ -256,7 +264,14 @@ def world(db, tmp_path, settings, campaign_factory, personas) -> World:  # type:
     import_job = ImportJob.objects.create(campaign=a, kind="problems", file="imports/x.jsonl", original_name="x.jsonl")
     training_job = TrainingJob.objects.create(kind="prm", campaign=a, dataset_path="/nonexistent.jsonl")
     token, _ = create_token(users["researcher"], name="t", scope="read")
-    from rewards.jobs.models import CandidatePool, ComparisonRun, RewardModel, SamplingJob, ScoringJob
+    from rewards.jobs.models import (
+        CandidatePool,
+        ComparisonRun,
+        MachineLabelingJob,
+        RewardModel,
+        SamplingJob,
+        ScoringJob,
+    )
 
     pool = CandidatePool.objects.create(name="a-pool", campaign=a)
     reward_model = RewardModel.objects.create(job=training_job, kind="prm", campaign=a, name="prm", location="/none",
@@ -265,6 +280,7 @@ def world(db, tmp_path, settings, campaign_factory, personas) -> World:  # type:
                  import_job=import_job, training_job=training_job, token_id=token.pk, users=users,
                  scoring_job=ScoringJob.objects.create(reward_model=reward_model, pool=pool),
                  sampling_job=SamplingJob.objects.create(campaign=a),
+                 machine_labeling_job=MachineLabelingJob.objects.create(campaign=a, method="mc"),
                  comparison=ComparisonRun.objects.create(campaign=a, max_steps=1))
 
 
