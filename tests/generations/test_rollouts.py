@@ -133,7 +133,8 @@ def test_every_step_estimates_each_prefix_including_its_step(tmp_path: Path) -> 
     assert row["first_error"] == 5
     assert row["rollouts_used"] == 8 * 4 and row["completion_tokens"] == 8 * 4 * 5
     prefixes = [prefix for prefix, _ in model.calls]
-    assert prefixes[0] == "Step 0.\n" and prefixes[5] == "Step 0.\nStep 1.\nStep 2.\nStep 3.\nStep 4 SHAKY.\nStep 5 WRONG.\n"
+    assert prefixes[0] == "Step 0.\n"
+    assert prefixes[5] == "Step 0.\nStep 1.\nStep 2.\nStep 3.\nStep 4 SHAKY.\nStep 5 WRONG.\n"
 
 
 def test_binary_search_finds_the_same_first_error_from_fewer_prefixes(tmp_path: Path) -> None:
