@@ -6,8 +6,9 @@
 * MC: ``--mc-solutions`` ProcessBench MATH solutions whose problem is a MATH-500 problem (the ground truth the
   rollouts are graded against comes from ``shared/data/math/math500.jsonl``, joined by problem text), chosen by
   SHA-256 of their id, alternately erroneous and correct, among those of at most ``--mc-max-chars`` characters
-  (on the CPU, every rollout reads its prefix again: 40 of the 112 such solutions are that short). They go through ``rewards.sampling.rollouts`` (the
-  command the MC labeling job runs), in-process; the first error is the strategy's.
+  (on the CPU, every rollout reads its prefix again: 40 of the 112 such solutions are that short). They go
+  through ``rewards.sampling.rollouts`` (the command the MC labeling job runs), in-process; the first error is the
+  strategy's.
 * PRM: ``--prm`` (a model folder ``rewards.training`` wrote), or without it a small PRM trained here with the
   project's trainer on the PRM800K phase-1 labels (the data ``bench/reward_quality.py`` builds). It scores
   ``--prm-solutions`` ProcessBench MATH solutions spread over the file, plus the MC ones; first error = first step
