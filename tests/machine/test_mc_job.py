@@ -39,7 +39,7 @@ def test_monte_carlo_labels_on_the_real_worker(celery_worker_process, campaign_f
                                    problem_text="What is $2 + 2$?", answer="4")
     numbered_solution(campaign, 2, is_quality_control=True)  # gold is never machine-labeled
     job = start_machine_labeling_job(campaign=campaign, method="mc", limit=5,
-                                     config={"rollouts": 2, "max_new_tokens": 16, "strategy": "every_step"})
+                                     config={"rollouts": 2, "max_new_tokens": 8, "strategy": "every_step"})
     wait_for(lambda: MachineLabelingJob.objects.get(pk=job.pk).status in ("succeeded", "failed"), timeout=300,
              what="the Monte-Carlo job")
     job.refresh_from_db()
