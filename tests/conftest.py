@@ -20,6 +20,9 @@ from playwright.sync_api import expect
 # runner, where three rating POSTs typed in a row (each a transaction and a re-rendered row) took longer.
 expect.set_options(timeout=15_000)
 
+# The PRM800K-derived training data and the one PRM trained per session, for every folder that needs them.
+pytest_plugins = ["tests.trained_models"]
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("STEPLAB_SHARED", ROOT.parent / "shared"))
 DATA = SHARED / "data"

@@ -1,10 +1,11 @@
-"""End to end on the real worker: a CPU PRM trained with 3 steps scores the campaign's pool, the
-generation completes from the scoring job's completion hook, and the next one skips what was chosen."""
+"""End to end on the real worker: a trained CPU PRM (the session's, tests/trained_models.py, registered for the
+campaign) scores the campaign's pool, the generation completes from the scoring job's completion hook, and the
+next one skips what was chosen. Training on the worker is tested in tests/jobs/test_job_worker.py."""
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FAST_HYPER
+from tests.trained_models import TrainedRun
 
 pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
 
@@ -14,21 +15,29 @@ def _refresh(obj):  # type: ignore[no-untyped-def]
     return obj
 
 
-def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process, dataset_version, aime_pool_file,
-                                                          make_user, wait_for) -> None:  # type: ignore[no-untyped-def]
+def _registered(trained: TrainedRun, dataset_version):  # type: ignore[no-untyped-def]
+    """The trained folder recorded as a succeeded training job's model, the way the job's watcher records one."""
+    from rewards.jobs.models import JobStatus, TrainingJob
+    from rewards.jobs.services.training import register_model
+
+    job = TrainingJob.objects.create(kind="prm", campaign=dataset_version.campaign, dataset_version=dataset_version,
+                                     dataset_path=str(trained.dataset), config={"base_model": "default"},
+                                     output_dir=str(trained.folder), status=JobStatus.SUCCEEDED, progress=1.0)
+    return register_model(job)
+
+
+def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process, trained_prm, dataset_version,
+                                                          aime_pool_file, make_user,
+                                                          wait_for) -> None:  # type: ignore[no-untyped-def]
     from django.db.models import Max
 
     from annotate.models import Membership, Role, Solution
-    from rewards.jobs.models import Candidate, CandidateScore, RewardModel
+    from rewards.jobs.models import Candidate, CandidateScore
     from rewards.jobs.services.labeling_rounds import start_labeling_round
     from rewards.jobs.services.pools import import_pool
-    from rewards.jobs.services.training import TrainingRequest, start_training_job
 
     campaign = dataset_version.campaign
-    job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=FAST_HYPER))
-    wait_for(lambda: _refresh(job).status in ("succeeded", "failed"), timeout=300, what="the PRM job")
-    assert job.status == "succeeded", job.error
-    prm = RewardModel.objects.get(job=job)
+    prm = _registered(trained_prm, dataset_version)
     pool, _ = import_pool(aime_pool_file, "aime-labeling", campaign=campaign, purpose="labeling")
     admin = make_user("gen-admin")
     Membership.objects.create(campaign=campaign, user=admin, role=Role.ADMIN)

@@ -13,12 +13,11 @@ import pytest
 
 from rewards.training import load_reward_model, parse_config, run_training
 from rewards.training.data import TrainingDataError
+from tests.trained_models import FAST, TrainedRun
 
 REPO = Path(__file__).resolve().parents[2]
 PRM800K_TRAIN = Path("/work/shared/data/prm800k/phase1_train_reconstructed.jsonl")
 LOG_FIELDS = {"event", "step", "loss", "learning_rate", "examples_per_s", "epoch", "time"}
-FAST = {"base_model": "default", "max_steps": 30, "batch_size": 8, "max_length": 256, "learning_rate": 1e-4,
-        "logging_steps": 1, "seed": 0}
 
 pytestmark = pytest.mark.training
 
@@ -46,16 +45,8 @@ def _assert_loss_went_down(events: list[dict[str, Any]]) -> None:
     assert last < first, (first, last)
 
 
-@pytest.fixture(scope="module")
-def prm_run(stepwise_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], float]:
-    out = tmp_path_factory.mktemp("prm")
-    started = time.time()
-    metrics = run_training(parse_config({**FAST, "kind": "prm", "dataset": str(stepwise_file), "output_dir": str(out)}))
-    return out, metrics, time.time() - started
-
-
-def test_prm_training_learns_and_reports(prm_run: tuple[Path, dict[str, Any], float]) -> None:
-    out, metrics, seconds = prm_run
+def test_prm_training_learns_and_reports(trained_prm: TrainedRun) -> None:
+    out, metrics, seconds = trained_prm.folder, trained_prm.metrics, trained_prm.seconds
     events = _events(out)
     _assert_loss_went_down(events)
     kinds = [e["event"] for e in events]
@@ -80,8 +71,8 @@ def test_prm_training_learns_and_reports(prm_run: tuple[Path, dict[str, Any], fl
     print(f"PRM run: {seconds:.1f}s, {train['examples_per_s']:.2f} examples/s, {train['tokens_per_s']:.0f} tokens/s")
 
 
-def test_prm_model_loads_and_scores(prm_run: tuple[Path, dict[str, Any], float], tmp_path: Path) -> None:
-    out = prm_run[0]
+def test_prm_model_loads_and_scores(trained_prm: TrainedRun, tmp_path: Path) -> None:
+    out = trained_prm.folder
     model = load_reward_model(out)
     prompt, steps = _new_solution()
     scores = model.score_steps(prompt, steps)
