@@ -112,6 +112,20 @@ def read_exit_code(work_dir: Path) -> int | None:
         return None
 
 
+def summary_line(work_dir: Path) -> dict[str, Any]:
+    """The last JSON object a node program printed on stdout: its summary (counts, tokens, timings); {} when none."""
+    path = work_dir / STDOUT_FILE
+    lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines() if path.is_file() else []
+    for line in reversed(lines):
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
 def count_lines(path: Path) -> int:
     """Lines a job has written so far to one of its files (0 while the file does not exist)."""
     try:

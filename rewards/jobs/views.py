@@ -368,6 +368,21 @@ def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("jobs:campaign_dashboard", slug=slug)
 
 
+def _form_config(form: dict[str, str], fields: tuple[tuple[str, type[int] | type[float] | type[str]], ...]
+                 ) -> dict[str, Any]:
+    """A start form's settings: its "More (JSON)" object, with the form's own fields (when filled) on top."""
+    config = _json_config(form["config"])
+    if not isinstance(config, dict):
+        raise JobInputError("config", f"must be a JSON object, got {type(config).__name__}")
+    for key, parse in fields:
+        if form[key]:
+            try:
+                config[key] = parse(form[key])
+            except ValueError:
+                raise JobInputError(key, f"must be a number, got {form[key]!r}") from None
+    return config
+
+
 @login_required
 @require_POST
 def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
@@ -375,15 +390,7 @@ def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
     campaign = _startable_campaign(request, slug, "sampling jobs")
     form = {key: request.POST.get(key, "").strip() for key in ("n", "temperature", "max_new_tokens", "config")}
     try:
-        config = _json_config(form["config"])
-        if not isinstance(config, dict):
-            raise JobInputError("config", f"must be a JSON object, got {type(config).__name__}")
-        for key, parse in (("n", int), ("temperature", float), ("max_new_tokens", int)):
-            if form[key]:
-                try:
-                    config[key] = parse(form[key])
-                except ValueError:
-                    raise JobInputError(key, f"must be a number, got {form[key]!r}") from None
+        config = _form_config(form, (("n", int), ("temperature", float), ("max_new_tokens", int)))
         start_sampling_job(campaign, config, user=request.user)
     except JobInputError as exc:
         return dashboard(request, slug, errors={"sampling": exc}, forms={"sampling": form})
@@ -398,19 +405,12 @@ def machine_labels_start(request: HttpRequest, slug: str) -> HttpResponse:
     form = {key: request.POST.get(key, "").strip()
             for key in ("method", "solutions", "reward_model", "rollouts", "strategy", "max_new_tokens", "config")}
     try:
-        config = _json_config(form["config"])
-        if not isinstance(config, dict):
-            raise JobInputError("config", f"must be a JSON object, got {type(config).__name__}")
-        if form["method"] == LabelingMethod.MC:
-            for key in ("rollouts", "max_new_tokens"):
-                if form[key]:
-                    config[key] = _integer(form, key)
-            if form["strategy"]:
-                config["strategy"] = form["strategy"]
+        monte_carlo = form["method"] == LabelingMethod.MC
+        config = _form_config(form, (("rollouts", int), ("max_new_tokens", int), ("strategy", str))
+                              if monte_carlo else ())
         reward_model = None
-        if form["method"] == LabelingMethod.PRM:
-            reward_model = RewardModel.objects.filter(pk=_integer(form, "reward_model")).first() \
-                if form["reward_model"] else None
+        if form["method"] == LabelingMethod.PRM and form["reward_model"]:
+            reward_model = RewardModel.objects.filter(pk=_integer(form, "reward_model")).first()
         start_machine_labeling_job(campaign=campaign, method=form["method"], limit=_integer(form, "solutions"),
                                    reward_model=reward_model, config=config, user=request.user)
     except JobInputError as exc:

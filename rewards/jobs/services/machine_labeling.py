@@ -24,7 +24,7 @@ from annotate.services.machine_labels import StepValue, record_machine_labels
 from rewards.sampling.config import SMOLLM2, SamplingConfigError, parse_rollout_config
 from steplab import jobs
 
-from ..backends import STDOUT_FILE, Launch, count_lines, python_command
+from ..backends import Launch, count_lines, python_command, summary_line
 from ..models import BackendKind, Kind, LabelingMethod, MachineLabelingJob, RewardModel
 from . import runner
 from .sampling import models_dir
@@ -160,18 +160,6 @@ def _progress(job: MachineLabelingJob) -> dict[str, Any]:
             "summary": {**job.summary, "solutions_done": done, "solutions_total": job.solution_count}}
 
 
-def _last_json_line(path: Path) -> dict[str, Any]:
-    lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines() if path.is_file() else []
-    for line in reversed(lines):
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return {}
-
-
 def mc_values(row: Mapping[str, Any], step_count: int) -> list[StepValue]:
     """One solution's rollout result as step labels. Estimated steps keep their estimate and rollout count; a
     binary search leaves steps unvisited, and those before its first error (every step when it found none) are
@@ -190,7 +178,7 @@ def record_labels(job: MachineLabelingJob) -> None:
     """The job's output becomes the source ``mc:<model>`` or ``prm:<model name>``; a bad file fails the job."""
     work = Path(job.work_dir)
     output = work / OUTPUT
-    summary = _last_json_line(work / STDOUT_FILE) if job.method == LabelingMethod.MC else {}
+    summary = summary_line(work) if job.method == LabelingMethod.MC else {}
     if not output.is_file() or output.stat().st_size == 0:
         raise ValueError(f"the job wrote no labels (summary: {summary})")
     step_counts = dict(Solution.objects.filter(_given_solutions(job)).annotate(n=Count("steps"))

@@ -23,7 +23,7 @@ from annotate.services.importing import ImportFailed
 from rewards.sampling.config import SMOLLM2, SamplingConfigError, parse_config
 from steplab import jobs
 
-from ..backends import STDOUT_FILE, Launch, count_lines, python_command
+from ..backends import Launch, count_lines, python_command, summary_line
 from ..models import BackendKind, PoolProblem, PoolPurpose, SamplingJob
 from . import runner
 from .pools import import_pool
@@ -112,23 +112,10 @@ def _expected(job: SamplingJob) -> int:
     return max(job.problem_count * int(job.config.get("n", 4)), 1)
 
 
-def _summary(job: SamplingJob) -> dict[str, Any]:
-    """The sampler's last stdout line: counts, tokens and tokens/s."""
-    lines = (Path(job.work_dir) / STDOUT_FILE).read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    for line in reversed(lines):
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return {}
-
-
 def register_pool(job: SamplingJob) -> None:
     """The samples become the campaign's candidate pool (graded on import); a bad file fails the job."""
     samples = Path(job.work_dir) / SAMPLES
-    summary = _summary(job)
+    summary = summary_line(Path(job.work_dir))  # the sampler's counts, tokens and tokens/s
     if not samples.is_file() or samples.stat().st_size == 0:
         raise ValueError(f"the sampler wrote no usable sample (summary: {summary})")
     try:
