@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,18 +19,17 @@ from django.db.models import Count, Q
 
 from annotate.models import Campaign, Completion, LabelSourceKind, Solution
 from annotate.services.machine_labels import StepValue, record_machine_labels
-from rewards.sampling.config import SMOLLM2, SamplingConfigError, parse_rollout_config
+from rewards.sampling.config import SMOLLM2, parse_rollout_config
 from steplab import jobs
 
 from ..backends import Launch, count_lines, python_command, summary_line
 from ..models import BackendKind, Kind, LabelingMethod, MachineLabelingJob, RewardModel
 from . import runner
-from .sampling import models_dir
-from .training import JobInputError, jobs_root
+from .sampling import CONFIG, write_job_file
+from .training import JobInputError, chosen_settings, new_work_dir
 
 SOLUTIONS = "solutions.jsonl"
 OUTPUT = "labels.jsonl"
-CONFIG = "job.json"
 DEFAULT_SOLUTIONS = 20
 MAX_SOLUTIONS = 5000
 #: Monte-Carlo keys a user may set; ``solutions`` and ``output`` are the job's own files
@@ -71,16 +68,6 @@ def _input_rows(method: str, solutions: list[Solution]) -> list[dict[str, Any]]:
     return [{"id": s.pk, "prompt": s.problem.text, "completions": texts[s.pk]} for s in solutions]
 
 
-def _checked_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
-    if config is not None and not isinstance(config, Mapping):
-        raise JobInputError("config", f"must be an object, got {type(config).__name__}")
-    keys = dict(config or {})
-    for key in keys:
-        if key not in MC_KEYS:
-            raise JobInputError(key, f"is not a Monte-Carlo setting you can choose (allowed: {', '.join(MC_KEYS)})")
-    return keys
-
-
 def rollout_budget(config: Mapping[str, Any], solutions: list[Solution]) -> int:
     """The most continuations a Monte-Carlo job can sample: K per step prefix it may estimate (every step, or
     the first ``max_steps``; a binary search visits about log2 of them plus the full solution)."""
@@ -103,7 +90,7 @@ def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = 
         raise JobInputError("backend", f"must be one of {', '.join(BackendKind.values)}, got {backend!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SOLUTIONS:
         raise JobInputError("solutions", f"must be a whole number from 1 to {MAX_SOLUTIONS}, got {limit!r}")
-    keys = _checked_config(config) if method == LabelingMethod.MC else {}
+    keys = chosen_settings(config, MC_KEYS, "Monte-Carlo") if method == LabelingMethod.MC else {}
     if method == LabelingMethod.PRM:
         if reward_model is None or reward_model.kind != Kind.PRM:
             raise JobInputError("reward_model", "choose a registered PRM (an ORM scores no steps)")
@@ -113,28 +100,16 @@ def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = 
     if not solutions:
         need = " whose problem has a ground-truth answer" if method == LabelingMethod.MC else ""
         raise JobInputError("solutions", f"campaign {campaign.slug} has no regular solution with steps{need}")
-    work = jobs_root() / f"label-{campaign.pk}-{uuid.uuid4().hex[:12]}"
-    work.mkdir(parents=True)
-    try:
+    with new_work_dir(f"label-{campaign.pk}") as work:
         with (work / SOLUTIONS).open("w", encoding="utf-8") as handle:
             for row in _input_rows(method, solutions):
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         if method == LabelingMethod.MC:
-            job_file = {**keys, "solutions": SOLUTIONS, "output": OUTPUT}
-            if keys.get("model", SMOLLM2) != SMOLLM2:
-                job_file["models_dir"] = str(models_dir())
-            try:
-                parse_rollout_config(job_file, base_dir=work, models_dir=models_dir())
-            except SamplingConfigError as exc:
-                raise JobInputError(exc.key or "config", str(exc)) from None
-            (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")
+            write_job_file(work, keys, {"solutions": SOLUTIONS, "output": OUTPUT}, parse_rollout_config)
         job = MachineLabelingJob.objects.create(
             campaign=campaign, method=method, reward_model=reward_model, config=keys, backend=backend,
             started_by=user, work_dir=str(work), solution_count=len(solutions),
             summary={"rollout_budget": rollout_budget(keys, solutions)} if method == LabelingMethod.MC else {})
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     jobs.dispatch_on_commit(job)
     return job
 

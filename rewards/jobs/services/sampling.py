@@ -10,9 +10,7 @@ solution carries it on.
 from __future__ import annotations
 
 import json
-import shutil
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from ..backends import Launch, count_lines, python_command, summary_line
 from ..models import BackendKind, PoolProblem, PoolPurpose, SamplingJob
 from . import runner
 from .pools import import_pool
-from .training import JobInputError, jobs_root
+from .training import JobInputError, chosen_settings, new_work_dir
 
 PROBLEMS = "problems.jsonl"
 SAMPLES = "samples.jsonl"
@@ -50,6 +48,22 @@ def campaign_problems(campaign: Campaign) -> list[Problem]:
     return list(Problem.objects.filter(pk__in=ids).order_by("pk"))
 
 
+def write_job_file(work: Path, keys: Mapping[str, Any], files: Mapping[str, str],
+                   parse: Callable[..., object]) -> None:
+    """The job file a ``rewards.sampling`` command reads — the user's keys and the job's own files — checked by
+    that command's own parser (``parse``), so a bad key is refused here, naming it, before anything is queued."""
+    job_file = {**keys, **files}
+    if keys.get("model", SMOLLM2) != SMOLLM2:
+        # A model folder is named relative to the models directory, which the job file carries: the sampler
+        # resolves and confines it the same way wherever the job runs.
+        job_file["models_dir"] = str(models_dir())
+    try:
+        parse(job_file, base_dir=work, models_dir=models_dir())
+    except SamplingConfigError as exc:
+        raise JobInputError(exc.key or "config", str(exc)) from None
+    (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")
+
+
 def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = None, *,
                        backend: str = BackendKind.LOCAL, user: Any = None) -> SamplingJob:
     """Validate the sampling keys against the sampler's own config rules, write the job's files, queue it.
@@ -58,38 +72,19 @@ def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = No
     """
     if backend not in BackendKind.values:
         raise JobInputError("backend", f"must be one of {', '.join(BackendKind.values)}, got {backend!r}")
-    if config is not None and not isinstance(config, Mapping):
-        raise JobInputError("config", f"must be an object, got {type(config).__name__}")
-    keys = dict(config or {})
-    for key in keys:
-        if key not in USER_KEYS:
-            raise JobInputError(key, f"is not a sampling setting you can choose (allowed: {', '.join(USER_KEYS)})")
+    keys = chosen_settings(config, USER_KEYS, "sampling")
     problems = campaign_problems(campaign)
     if not problems:
         raise JobInputError("campaign", f"campaign {campaign.slug} has no problems to sample solutions for")
-    work = jobs_root() / f"sample-{campaign.pk}-{uuid.uuid4().hex[:12]}"
-    work.mkdir(parents=True)
-    try:
+    with new_work_dir(f"sample-{campaign.pk}") as work:
         with (work / PROBLEMS).open("w", encoding="utf-8") as handle:
             for problem in problems:
                 row = {"problem": problem.text, **({"unique_id": problem.source_id} if problem.source_id else {})}
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        job_file = {**keys, "problems": PROBLEMS, "output": SAMPLES}
-        if keys.get("model", SMOLLM2) != SMOLLM2:
-            # A model folder is named relative to the models directory, which the job file carries: the sampler
-            # resolves and confines it the same way wherever the job runs.
-            job_file["models_dir"] = str(models_dir())
-        try:
-            parse_config(job_file, base_dir=work, models_dir=models_dir())
-        except SamplingConfigError as exc:
-            raise JobInputError(exc.key or "config", str(exc)) from None
-        (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")
+        write_job_file(work, keys, {"problems": PROBLEMS, "output": SAMPLES}, parse_config)
         limit = keys.get("limit")
         job = SamplingJob.objects.create(campaign=campaign, config=keys, backend=backend, started_by=user,
                                          work_dir=str(work), problem_count=min(len(problems), limit or len(problems)))
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     jobs.dispatch_on_commit(job)
     return job
 

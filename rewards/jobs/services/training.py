@@ -5,9 +5,12 @@ queued, so a misspelt hyper-parameter is refused in the form, not hours later on
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import shutil
 import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,29 @@ class JobInputError(ValueError):
 
 def jobs_root() -> Path:
     return Path(settings.STEPLAB_JOBS_ROOT)
+
+
+@contextlib.contextmanager
+def new_work_dir(prefix: str) -> Iterator[Path]:
+    """A fresh folder for a job's files under the jobs root, removed again when the job is not created."""
+    work = jobs_root() / f"{prefix}-{uuid.uuid4().hex[:12]}"
+    work.mkdir(parents=True)
+    try:
+        yield work
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def chosen_settings(config: Mapping[str, Any] | None, allowed: Sequence[str], what: str) -> dict[str, Any]:
+    """The settings a user gave a job, refused (naming the key) when it is not an object or holds another key."""
+    if config is not None and not isinstance(config, Mapping):
+        raise JobInputError("config", f"must be an object, got {type(config).__name__}")
+    keys = dict(config or {})
+    for key in keys:
+        if key not in allowed:
+            raise JobInputError(key, f"is not a {what} setting you can choose (allowed: {', '.join(allowed)})")
+    return keys
 
 
 def backbones() -> dict[str, str]:
