@@ -56,7 +56,7 @@ class CampaignForm(forms.ModelForm):
         model = Campaign
         fields = ["name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                   "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
-                  "pause_below_threshold"]
+                  "pause_below_threshold", "step_rationale"]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 10}),
                    "export_interval_minutes": forms.NumberInput(attrs={"min": 0, "step": 1}),
                    "quality_min_items": forms.NumberInput(attrs={"min": 0, "step": 1})}
@@ -72,9 +72,21 @@ class CampaignForm(forms.ModelForm):
             "quality_min_items": "0 or more. Gold items a labeler must have done before the quality threshold applies.",
             "pause_below_threshold": "Also pause labelers flagged below the quality threshold (an admin "
                                      "unpauses them).",
+            "step_rationale": "A one-line reason on a −1 step, exported beside the step (for generative verifiers). "
+                              "Off; optional; or required: a pass with a −1 is submitted only with its reason.",
         }
-        labels = {"slug": "Short name (slug)", "export_interval_minutes": "Snapshot every (minutes)",
+        labels = {"step_rationale": "Reason on a −1 step", "slug": "Short name (slug)",
+                  "export_interval_minutes": "Snapshot every (minutes)",
                   "quality_min_items": "Gold items before flagging", "pause_below_threshold": "Pause flagged labelers"}
+
+
+class ResplitForm(forms.Form):
+    steps = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 20, "data-resplit-steps": ""}),
+                            max_length=settings.STEPLAB_MAX_STEP_CHARS, error_messages={
+        "required": "steps is required: the solution's steps, separated by blank lines.",
+        "max_length": "steps is too long (at most %(limit_value)d characters)."},
+                            help_text="One step per block; separate steps by a blank line. A step may span "
+                                      "several lines.")
 
 
 class MemberForm(forms.Form):

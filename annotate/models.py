@@ -25,6 +25,16 @@ class CampaignMode(models.TextChoices):
     CONVERSATIONAL = "conversational", "Conversational (PRM800K phase 1: alternative completions per step)"
 
 
+class StepRationale(models.TextChoices):
+    OFF = "off", "Off"
+    OPTIONAL = "optional", "Optional: a labeler may give a one-line reason for a −1"
+    REQUIRED = "required", "Required: a pass with a −1 is submitted only with its reason"
+
+
+#: a rationale is one line (generative verifiers read it beside the step), at most this many characters
+RATIONALE_MAX_CHARS = 500
+
+
 class Campaign(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -48,6 +58,9 @@ class Campaign(models.Model):
         default=5, help_text="Gold items a labeler must have done before the threshold applies."
     )
     pause_below_threshold = models.BooleanField(default=False, help_text="Also pause flagged labelers.")
+    step_rationale = models.CharField(
+        max_length=10, choices=StepRationale.choices, default=StepRationale.OFF, db_default=StepRationale.OFF,
+        help_text="A one-line reason on a −1 step: off, optional, or required before the pass is submitted.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -158,6 +171,10 @@ class Problem(models.Model):
     def set_digests(self) -> None:
         self.text_sha256 = text_digest(self.text)
         self.key_sha256 = problem_key(self.text)
+
+
+#: provenance keys linking a solution re-split after it was labeled and the solution that took its new steps
+RESPLIT_FROM, RESPLIT_INTO = "resplit_from", "resplit_into"
 
 
 class Solution(models.Model):
@@ -309,6 +326,9 @@ class Rating(models.Model):
     rating = models.SmallIntegerField(null=True, blank=True)
     flagged = models.BooleanField(null=True, blank=True)
     time_ms = models.BigIntegerField(null=True, blank=True, help_text="Time spent on this step before rating.")
+    # db_default: the PRM800K importer COPYs ratings with an explicit column list.
+    rationale = models.CharField(max_length=RATIONALE_MAX_CHARS, blank=True, default="", db_default="",
+                                 help_text="The labeler's one-line reason for a −1 (empty: none).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -336,6 +356,7 @@ class RatingRevision(models.Model):
                                    related_name="rating_revisions")
     previous_rating = models.SmallIntegerField(null=True, blank=True)
     previous_flagged = models.BooleanField(null=True, blank=True)
+    previous_rationale = models.CharField(max_length=RATIONALE_MAX_CHARS, blank=True, default="", db_default="")
     removed_from_pass = models.BooleanField(default=False)
     changed_at = models.DateTimeField(auto_now_add=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
@@ -380,6 +401,23 @@ class StepDecision(models.Model):
         if isinstance(value, dict):
             return value.get("text")
         return value if isinstance(value, str) else None
+
+
+class SplitReport(models.Model):
+    """A labeler's "bad split" flag on one step of their pass: the step boundaries look wrong (two steps in one,
+    a step cut in half). Admins see the reported solutions and may re-split them (``services/resplit.py``)."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="split_reports",
+                                   db_index=False)
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="split_reports")
+    note = models.CharField(max_length=RATIONALE_MAX_CHARS, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["assignment", "step"], name="split_report_unique_per_step")]
+
+    def __str__(self) -> str:
+        return f"bad split reported on step {self.step_id} in assignment {self.assignment_id}"
 
 
 # --- Campaign admin and quality ---------------------------------------------------------------------------
