@@ -5,7 +5,7 @@ from django import forms
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
-from .models import Campaign, ImportKind, Role
+from .models import Campaign, ImportKind, Role, StepRationale
 from .steps import SPLIT_RULES
 
 
@@ -52,6 +52,16 @@ class CampaignForm(forms.ModelForm):
                          error_messages=_share("quality_threshold")),
         step="0.01", help_text="0–1. Gold first-error agreement below which a labeler is flagged.")
 
+    step_rationale = forms.ChoiceField(
+        choices=StepRationale.choices, required=False, initial=StepRationale.OFF, label="Reason on a −1 step",
+        error_messages={"invalid_choice": "step_rationale must be off, optional or required, not %(value)s."},
+        help_text="A one-line reason on a −1 step, exported beside the step (for generative verifiers). Off; "
+                  "optional; or required: a pass with a −1 is submitted only with its reason.")
+
+    def clean_step_rationale(self) -> str:
+        """Left out of a POST (a form from before this setting), the campaign keeps what it has."""
+        return self.cleaned_data.get("step_rationale") or self.instance.step_rationale or StepRationale.OFF
+
     class Meta:
         model = Campaign
         fields = ["name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
@@ -72,10 +82,8 @@ class CampaignForm(forms.ModelForm):
             "quality_min_items": "0 or more. Gold items a labeler must have done before the quality threshold applies.",
             "pause_below_threshold": "Also pause labelers flagged below the quality threshold (an admin "
                                      "unpauses them).",
-            "step_rationale": "A one-line reason on a −1 step, exported beside the step (for generative verifiers). "
-                              "Off; optional; or required: a pass with a −1 is submitted only with its reason.",
         }
-        labels = {"step_rationale": "Reason on a −1 step", "slug": "Short name (slug)",
+        labels = {"slug": "Short name (slug)",
                   "export_interval_minutes": "Snapshot every (minutes)",
                   "quality_min_items": "Gold items before flagging", "pause_below_threshold": "Pause flagged labelers"}
 
