@@ -260,7 +260,7 @@ class RatingResult:
                 f"(kept in the revision history).")
 
 
-def clean_rationale(text: str) -> str:
+def _clean_rationale(text: str) -> str:
     """A −1's reason as stored: one line, surrounding whitespace stripped, at most ``RATIONALE_MAX_CHARS``."""
     text = text.strip()
     if "\n" in text or "\r" in text:
@@ -274,7 +274,7 @@ def _new_rationale(campaign: Campaign, current: Rating | None, rating: int | Non
     """The rationale a rating has after this write: ``given`` (None keeps the current one while the rating stays
     −1); any other value than −1 has none, so changing a −1 clears its reason (kept in the revision)."""
     if given is not None:
-        given = clean_rationale(given)
+        given = _clean_rationale(given)
         if given and campaign.step_rationale == StepRationale.OFF:
             raise LabelingError("This campaign takes no reasons on −1 steps.")
         if given and rating != -1:
