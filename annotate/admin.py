@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
 
 from . import models
 
@@ -32,6 +34,15 @@ class SolutionAdmin(admin.ModelAdmin):
     list_filter = ("campaign", "is_correct", "is_quality_control", "is_screening")
     raw_id_fields = ("problem",)
     list_select_related = ("campaign", "problem")
+    readonly_fields = ("resplit",)
+
+    @admin.display(description="Step boundaries")
+    def resplit(self, solution: models.Solution) -> str:
+        """Steps are re-split on the management page, whose service keeps labels (a new solution if rated)."""
+        if solution.pk is None:
+            return "—"
+        url = reverse("manage:resplit", args=[solution.campaign.slug, solution.pk])
+        return format_html('<a href="{}">Re-split this solution\'s steps</a>', url)
 
 
 @admin.register(models.Step)
@@ -56,7 +67,7 @@ class AssignmentAdmin(admin.ModelAdmin):
 
 @admin.register(models.Rating)
 class RatingAdmin(admin.ModelAdmin):
-    list_display = ("id", "assignment", "completion", "rating", "flagged", "updated_at")
+    list_display = ("id", "assignment", "completion", "rating", "flagged", "rationale", "updated_at")
     raw_id_fields = ("assignment", "completion")
 
 
@@ -64,6 +75,12 @@ class RatingAdmin(admin.ModelAdmin):
 class RatingRevisionAdmin(admin.ModelAdmin):
     list_display = ("id", "rating", "previous_rating", "previous_flagged", "changed_at")
     raw_id_fields = ("rating", "changed_by")
+
+
+@admin.register(models.SplitReport)
+class SplitReportAdmin(admin.ModelAdmin):
+    list_display = ("id", "assignment", "step", "note", "created_at")
+    raw_id_fields = ("assignment", "step")
 
 
 @admin.register(models.StepDecision)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .models import FinishReason
+from .models import RATIONALE_MAX_CHARS, FinishReason
 
 #: indexes are stored as 32-bit integers: a larger one is a bad request, not a database error
 MAX_INDEX = 2**31 - 1
@@ -38,6 +38,13 @@ class RatingForm(_StepForm):
     time_ms = forms.IntegerField(min_value=0, max_value=7 * 24 * 3600 * 1000, required=False, error_messages={
         "invalid": "time_ms must be a whole number of milliseconds.", "min_value": "time_ms must not be negative.",
         "max_value": "time_ms is implausibly large (over a week)."})
+    # Not stripped here: the service strips it and refuses line breaks with its own message.
+    rationale = forms.CharField(required=False, strip=False, max_length=RATIONALE_MAX_CHARS + 100, error_messages={
+        "max_length": "rationale is too long (at most %(limit_value)d characters)."})
+
+    def clean_rationale(self) -> str | None:
+        """Absent is "keep the −1's reason as it is" (None); an empty field clears it."""
+        return self.cleaned_data.get("rationale") if "rationale" in self.data else None
 
 
 class FlagForm(_StepForm):
@@ -45,6 +52,16 @@ class FlagForm(_StepForm):
                                      coerce=lambda value: value == "true", error_messages={
         "required": "flagged is required (true or false).",
         "invalid_choice": "flagged must be true or false, not %(value)s."})
+
+
+class BadSplitForm(forms.Form):
+    step_index = _index_field("step_index")
+    reported = forms.TypedChoiceField(choices=[("true", "report"), ("false", "withdraw")],
+                                      coerce=lambda value: value == "true", error_messages={
+        "required": "reported is required (true or false).",
+        "invalid_choice": "reported must be true or false, not %(value)s."})
+    note = forms.CharField(required=False, strip=False, max_length=RATIONALE_MAX_CHARS + 100, error_messages={
+        "max_length": "note is too long (at most %(limit_value)d characters)."})
 
 
 class DecisionForm(forms.Form):

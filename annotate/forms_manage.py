@@ -5,7 +5,7 @@ from django import forms
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
-from .models import Campaign, ImportKind, Role
+from .models import Campaign, ImportKind, LeaseOrder, Role, StepRationale, SuggestionMode
 from .steps import SPLIT_RULES
 
 
@@ -52,11 +52,40 @@ class CampaignForm(forms.ModelForm):
                          error_messages=_share("quality_threshold")),
         step="0.01", help_text="0–1. Gold first-error agreement below which a labeler is flagged.")
 
+    step_rationale = forms.ChoiceField(
+        choices=StepRationale.choices, required=False, initial=StepRationale.OFF, label="Reason on a −1 step",
+        error_messages={"invalid_choice": "step_rationale must be off, optional or required, not %(value)s."},
+        help_text="A one-line reason on a −1 step, exported beside the step (for generative verifiers). Off; "
+                  "optional; or required: a pass with a −1 is submitted only with its reason.")
+
+    def clean_step_rationale(self) -> str:
+        """Left out of a POST (a form from before this setting), the campaign keeps what it has."""
+        return self.cleaned_data.get("step_rationale") or self.instance.step_rationale or StepRationale.OFF
+
+    suggestions = forms.ChoiceField(
+        choices=SuggestionMode.choices, required=False, initial=SuggestionMode.HIDDEN, label="Machine labels",
+        error_messages={"invalid_choice": "suggestions must be hidden, after_rating or shown, not %(value)s."},
+        help_text="Machine step labels (Monte-Carlo estimates, PRM scores, imported labels) in the workspace. "
+                  "Hidden by default, so they cannot anchor labelers; gold and screening solutions never show them.")
+    lease_order = forms.ChoiceField(
+        choices=LeaseOrder.choices, required=False, initial=LeaseOrder.IN_ORDER, label="Which solution next",
+        error_messages={"invalid_choice": "lease_order must be in_order or disagreement_first, not %(value)s."},
+        help_text="“Disagreement first” serves first the solutions where machine label sources disagree "
+                  "(consensus routing).")
+
+    def clean_suggestions(self) -> str:
+        """Left out of a POST (a form from before this setting), the campaign keeps what it has."""
+        return self.cleaned_data.get("suggestions") or self.instance.suggestions or SuggestionMode.HIDDEN
+
+    def clean_lease_order(self) -> str:
+        return self.cleaned_data.get("lease_order") or self.instance.lease_order or LeaseOrder.IN_ORDER
+
     class Meta:
         model = Campaign
         fields = ["name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                   "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
-                  "pause_below_threshold", "suggestions", "lease_order"]
+                  "pause_below_threshold", "suggestions", "lease_order",
+                  "step_rationale"]
         widgets = {"instructions": forms.Textarea(attrs={"rows": 10}),
                    "export_interval_minutes": forms.NumberInput(attrs={"min": 0, "step": 1}),
                    "quality_min_items": forms.NumberInput(attrs={"min": 0, "step": 1})}
@@ -72,15 +101,18 @@ class CampaignForm(forms.ModelForm):
             "quality_min_items": "0 or more. Gold items a labeler must have done before the quality threshold applies.",
             "pause_below_threshold": "Also pause labelers flagged below the quality threshold (an admin "
                                      "unpauses them).",
-            "suggestions": "Machine step labels (Monte-Carlo estimates, PRM scores, imported labels) in the "
-                           "workspace. Hidden by default, so they cannot anchor labelers; gold and screening "
-                           "solutions never show them.",
-            "lease_order": "“Disagreement first” serves first the solutions where machine label sources "
-                           "disagree (consensus routing).",
         }
         labels = {"slug": "Short name (slug)", "export_interval_minutes": "Snapshot every (minutes)",
-                  "quality_min_items": "Gold items before flagging", "pause_below_threshold": "Pause flagged labelers",
-                  "suggestions": "Machine labels", "lease_order": "Which solution next"}
+                  "quality_min_items": "Gold items before flagging", "pause_below_threshold": "Pause flagged labelers"}
+
+
+class ResplitForm(forms.Form):
+    steps = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 20, "data-resplit-steps": ""}),
+                            max_length=settings.STEPLAB_MAX_STEP_CHARS, error_messages={
+        "required": "steps is required: the solution's steps, separated by blank lines.",
+        "max_length": "steps is too long (at most %(limit_value)d characters)."},
+                            help_text="One step per block; separate steps by a blank line. A step may span "
+                                      "several lines.")
 
 
 class MemberForm(forms.Form):

@@ -38,6 +38,16 @@ class LeaseOrder(models.TextChoices):
     DISAGREEMENT_FIRST = "disagreement_first", "Where machine label sources disagree first"
 
 
+class StepRationale(models.TextChoices):
+    OFF = "off", "Off"
+    OPTIONAL = "optional", "Optional: a labeler may give a one-line reason for a −1"
+    REQUIRED = "required", "Required: a pass with a −1 is submitted only with its reason"
+
+
+#: a rationale is one line (generative verifiers read it beside the step), at most this many characters
+RATIONALE_MAX_CHARS = 500
+
+
 class Campaign(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -67,6 +77,9 @@ class Campaign(models.Model):
     lease_order = models.CharField(
         max_length=24, choices=LeaseOrder.choices, default=LeaseOrder.IN_ORDER,
         help_text="Which regular solution a labeler gets next.")
+    step_rationale = models.CharField(
+        max_length=10, choices=StepRationale.choices, default=StepRationale.OFF, db_default=StepRationale.OFF,
+        help_text="A one-line reason on a −1 step: off, optional, or required before the pass is submitted.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -177,6 +190,10 @@ class Problem(models.Model):
     def set_digests(self) -> None:
         self.text_sha256 = text_digest(self.text)
         self.key_sha256 = problem_key(self.text)
+
+
+#: provenance keys linking a solution re-split after it was labeled and the solution that took its new steps
+RESPLIT_FROM, RESPLIT_INTO = "resplit_from", "resplit_into"
 
 
 class Solution(models.Model):
@@ -338,6 +355,9 @@ class Rating(models.Model):
     suggestions_seen = models.CharField(max_length=8, choices=[
         ("none", "No machine label shown"), ("before", "Shown before this rating"),
         ("after", "Revealed only after this rating")], default="none", db_default="none")
+    # db_default: the PRM800K importer COPYs ratings with an explicit column list.
+    rationale = models.CharField(max_length=RATIONALE_MAX_CHARS, blank=True, default="", db_default="",
+                                 help_text="The labeler's one-line reason for a −1 (empty: none).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -365,6 +385,7 @@ class RatingRevision(models.Model):
                                    related_name="rating_revisions")
     previous_rating = models.SmallIntegerField(null=True, blank=True)
     previous_flagged = models.BooleanField(null=True, blank=True)
+    previous_rationale = models.CharField(max_length=RATIONALE_MAX_CHARS, blank=True, default="", db_default="")
     removed_from_pass = models.BooleanField(default=False)
     changed_at = models.DateTimeField(auto_now_add=True)
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
@@ -409,6 +430,23 @@ class StepDecision(models.Model):
         if isinstance(value, dict):
             return value.get("text")
         return value if isinstance(value, str) else None
+
+
+class SplitReport(models.Model):
+    """A labeler's "bad split" flag on one step of their pass: the step boundaries look wrong (two steps in one,
+    a step cut in half). Admins see the reported solutions and may re-split them (``services/resplit.py``)."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="split_reports",
+                                   db_index=False)
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="split_reports")
+    note = models.CharField(max_length=RATIONALE_MAX_CHARS, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["assignment", "step"], name="split_report_unique_per_step")]
+
+    def __str__(self) -> str:
+        return f"bad split reported on step {self.step_id} in assignment {self.assignment_id}"
 
 
 # --- Campaign admin and quality ---------------------------------------------------------------------------

@@ -85,6 +85,11 @@ def can_import(user: Any, campaign: Campaign) -> bool:
     return can_manage(user, campaign)
 
 
+def can_resplit(user: Any, campaign: Campaign) -> bool:
+    """Re-splitting a solution's steps changes what labelers rate (or forks a labeled solution): managers only."""
+    return can_manage(user, campaign)
+
+
 def can_start_labeling_round(user: Any, campaign: Campaign) -> bool:
     """A labeling round (and the sampling that feeds it) puts new work in front of labelers: managers only."""
     return can_manage(user, campaign)

@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from .grading import answers_match
 from .models import (
+    RATIONALE_MAX_CHARS,
     Assignment,
     AssignmentStatus,
     Campaign,
@@ -124,6 +125,8 @@ COMPLETION_SCHEMA: dict[str, Field] = {  # every key present, in this order
     "text": Field(("string",), required=True),
     "rating": Field(("rating", "null"), required=True),
     "flagged": Field(("bool", "null"), required=True),
+    # Steplab's own: the labeler's one-line reason for a −1, present only when there is one.
+    "rationale": Field(("string",)),
 }
 HUMAN_COMPLETION_SCHEMA: dict[str, Field] = {  # exported in this order
     "text": Field(("string",), required=True),
@@ -205,6 +208,7 @@ class ParsedCompletion:
     text: str
     rating: int | None
     flagged: bool | None
+    rationale: str = ""
 
 
 @dataclass
@@ -300,7 +304,7 @@ def parse_row(obj: Any) -> ParsedRow:
     )
 
 
-_COMPLETION_KEYS = frozenset(COMPLETION_SCHEMA)
+_COMPLETION_KEYS = frozenset(COMPLETION_SCHEMA) - {"rationale"}
 
 
 def _is_plain_completion(item: Any) -> bool:
@@ -340,7 +344,11 @@ def _parse_step(raw_step: Any, index: int, max_chars: int) -> ParsedStep:
                 raise RowError(f"label.steps[{index}].completions[{position}].text",
                                f"is longer than {max_chars} characters")
             rating = item["rating"]
-            completions.append(ParsedCompletion(item["text"], None if rating is None else int(rating), item["flagged"]))
+            parsed = ParsedCompletion(item["text"], None if rating is None else int(rating), item["flagged"])
+            if "rationale" in item:
+                parsed.rationale = _rationale(item["rationale"], parsed.rating,
+                                              f"label.steps[{index}].completions[{position}].rationale")
+            completions.append(parsed)
     chosen = raw_step["chosen_completion"]
     if chosen is not None and not 0 <= chosen < len(completions or ()):
         raise RowError(f"label.steps[{index}].chosen_completion",
@@ -349,6 +357,17 @@ def _parse_step(raw_step: Any, index: int, max_chars: int) -> ParsedStep:
     if isinstance(human, dict):
         _check_object(human, HUMAN_COMPLETION_SCHEMA, f"label.steps[{index}].human_completion", closed=True)
     return ParsedStep(completions, human, chosen)
+
+
+def _rationale(value: str, rating: int | None, field: str) -> str:
+    """A completion's ``rationale`` as the workspace stores it: one line, at most RATIONALE_MAX_CHARS, on a −1."""
+    if "\n" in value or "\r" in value:
+        raise RowError(field, "must be one line (it has a line break)")
+    if len(value.strip()) > RATIONALE_MAX_CHARS:
+        raise RowError(field, f"is longer than {RATIONALE_MAX_CHARS} characters")
+    if value.strip() and rating != -1:
+        raise RowError(field, f"is given with rating {rating}: a rationale goes with a −1 only")
+    return value.strip()
 
 
 def _check_stepwise_pass(steps: list[ParsedStep]) -> None:
@@ -539,6 +558,7 @@ class _Batch:
     texts: list[str]
     values: list[int | None]
     flags: list[bool | None]
+    rationales: list[str]
     chosen: list[int | None]
     human: list[Any]
     conversational: int
@@ -552,7 +572,7 @@ def _prepare(batch: list[tuple[int, ParsedRow]]) -> _Batch:
                       problem_fields=[], digests=[], solution_extras=[], assignment_extras=[],
                       finished_at=[_parse_timestamp(row.timestamp) for row in rows], steps_per_row=[],
                       completions_per_row=[], completions_per_step=[], step_indexes=[], completion_indexes=[],
-                      texts=[], values=[], flags=[], chosen=[], human=[],
+                      texts=[], values=[], flags=[], rationales=[], chosen=[], human=[],
                       conversational=sum(row.is_conversational for row in rows))
     for row, answer, verifier_score in zip(rows, prepared.answers, prepared.verifier_scores, strict=True):
         fields = (row.question["problem"], row.question.get("ground_truth_answer"),
@@ -588,6 +608,7 @@ def _prepare(batch: list[tuple[int, ParsedRow]]) -> _Batch:
                     prepared.texts.append(parsed.text)
                     prepared.values.append(parsed.rating)
                     prepared.flags.append(parsed.flagged)
+                    prepared.rationales.append(parsed.rationale)
         prepared.completions_per_row.append(in_row)
     return prepared
 
@@ -641,8 +662,9 @@ def _import_batch(campaign: Campaign, batch: _Batch, lookups: _Lookups, created:
                               [_repeated(solution_ids, batch.steps_per_row), batch.step_indexes])
     completion_ids = insert_columns(Completion, ["step_id", "index", "text"], [
         _repeated(step_ids, batch.completions_per_step), batch.completion_indexes, batch.texts])
-    insert_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged"], [
-        _repeated(assignment_ids, batch.completions_per_row), completion_ids, batch.values, batch.flags])
+    insert_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale"], [
+        _repeated(assignment_ids, batch.completions_per_row), completion_ids, batch.values, batch.flags,
+        batch.rationales])
     # One decision per step, in the steps' order: the step column is the steps' ids as they were allocated.
     insert_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], [
         _repeated(assignment_ids, batch.steps_per_row), step_ids, batch.chosen, batch.human])
@@ -703,7 +725,7 @@ class ChunkData:
 
     steps_by_solution: dict[int, list[int]]
     completions_by_step: dict[int, list[tuple[int, int, str]]]
-    ratings: dict[tuple[int, int], tuple[int | None, bool | None]]
+    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str]]  # (value, flagged, rationale)
     decisions: dict[tuple[int, int], tuple[int | None, Any]]
 
 
@@ -771,9 +793,10 @@ def _chunk_data(chunk: list[Assignment]) -> ChunkData:
                                                              "step_id", step_ids, order_by=("step_id", "index")):
         completions_by_step[step_id].append((completion_id, index, text))
     assignment_ids = [a.pk for a in chunk]
-    ratings: dict[tuple[int, int], tuple[int | None, bool | None]] = {
-        (assignment_id, completion_id): (value, flagged) for assignment_id, completion_id, value, flagged in
-        select_by_ids(Rating, ["assignment_id", "completion_id", "rating", "flagged"], "assignment_id",
+    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str]] = {
+        (assignment_id, completion_id): (value, flagged, rationale)
+        for assignment_id, completion_id, value, flagged, rationale in
+        select_by_ids(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale"], "assignment_id",
                       assignment_ids)}
     decisions: dict[tuple[int, int], tuple[int | None, Any]] = {
         (assignment_id, step_id): (chosen, human) for assignment_id, step_id, chosen, human in
@@ -790,7 +813,7 @@ def _human(value: Any) -> Any:
 
 
 def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[int, list[tuple[int, int, str]]],
-         ratings: dict[tuple[int, int], tuple[int | None, bool | None]],
+         ratings: dict[tuple[int, int], tuple[int | None, bool | None, str]],
          decisions: dict[tuple[int, int], tuple[int | None, Any]], rated_completions: set[int],
          usernames: dict[int, str]) -> dict[str, Any]:
     """One PRM800K row from the relational data plus the solution's ``source_extra`` (what import recorded)."""
@@ -808,11 +831,14 @@ def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[
             continue
         rendered: list[dict[str, Any]] = []
         for completion_id, index, text in completions:
-            value, flagged = ratings.get((assignment.pk, completion_id), (None, None))
+            value, flagged, rationale = ratings.get((assignment.pk, completion_id), (None, None, ""))
             rating: float | None = value
             if value is not None and (float_ratings is True or (position, index) in float_positions):
                 rating = float(value)
-            rendered.append({"text": text, "rating": rating, "flagged": flagged})
+            completion: dict[str, Any] = {"text": text, "rating": rating, "flagged": flagged}
+            if rationale:  # Steplab's own key, only where there is one: genuine PRM800K rows stay byte for byte
+                completion["rationale"] = rationale
+            rendered.append(completion)
         chosen, human = decision if decision is not None else (None, None)
         label_steps.append({"completions": None if position in null_completions else rendered,
                             "human_completion": _human(human), "chosen_completion": chosen})

@@ -1,9 +1,11 @@
 """Reads of labeling data (the API's querysets), kept apart from the services' writes."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from django.db.models import Prefetch, QuerySet
 
-from .models import Assignment, Completion, Rating, Solution, Step, StepDecision
+from .models import RESPLIT_INTO, Assignment, Completion, Rating, Solution, SplitReport, Step, StepDecision
 
 
 def solutions_with_steps() -> QuerySet[Solution]:
@@ -21,3 +23,27 @@ def assignments_with_ratings() -> QuerySet[Assignment]:
         Prefetch("solution__steps", queryset=Step.objects.order_by("index")),
         Prefetch("solution__steps__completions", queryset=Completion.objects.order_by("index")),
     )
+
+
+@dataclass
+class SplitReports:
+    """One solution's bad-split reports, as the admins' list shows them."""
+
+    solution: Solution
+    reports: list[SplitReport] = field(default_factory=list)
+
+    @property
+    def resplit_into(self) -> int | None:
+        return self.solution.provenance.get(RESPLIT_INTO)
+
+
+def solutions_with_split_reports(campaign_id: int) -> list[SplitReports]:
+    """The campaign's solutions labelers reported as badly split, most reported first, in one query."""
+    groups: dict[int, SplitReports] = {}
+    reports = (SplitReport.objects.filter(step__solution__campaign_id=campaign_id)
+               .select_related("step__solution__problem", "assignment__labeler")
+               .order_by("step__solution_id", "step__index", "pk"))
+    for report in reports:
+        solution = report.step.solution
+        groups.setdefault(solution.pk, SplitReports(solution)).reports.append(report)
+    return sorted(groups.values(), key=lambda group: (-len(group.reports), group.solution.pk))

@@ -12,6 +12,7 @@ urlpatterns = [
     path("assignments/<int:assignment_id>/", views.workspace, name="workspace"),
     path("assignments/<int:assignment_id>/rate", views.rate, name="rate"),
     path("assignments/<int:assignment_id>/flag", views.flag, name="flag"),
+    path("assignments/<int:assignment_id>/bad-split", views.bad_split, name="bad_split"),
     path("assignments/<int:assignment_id>/decide", views.decide, name="decide"),
     path("assignments/<int:assignment_id>/finish", views.finish, name="finish"),
     path("assignments/<int:assignment_id>/next", views.next_solution, name="next"),

@@ -20,4 +20,6 @@ urlpatterns = [
     path("c/<slug:slug>/imports/<int:job_id>/progress", views.import_progress, name="import_progress"),
     path("c/<slug:slug>/adjudication/", views.adjudication_list, name="adjudication"),
     path("c/<slug:slug>/adjudication/<int:solution_id>/", views.adjudication_review, name="review"),
+    path("c/<slug:slug>/split-reports/", views.split_reports, name="split_reports"),
+    path("c/<slug:slug>/solutions/<int:solution_id>/resplit", views.resplit_view, name="resplit"),
 ]

@@ -130,6 +130,7 @@ class CompletionView:
     text: str
     rating: int | None
     flagged: bool
+    rationale: str = ""
 
 
 @dataclass
@@ -145,6 +146,7 @@ class StepRow:
     oob: bool = False
     choosable: set[int] = field(default_factory=set)
     suggestions: list[MachineLabel] = field(default_factory=list)  # the step's machine labels on screen now
+    split_reported: bool = False
 
     @property
     def number(self) -> int:
@@ -170,11 +172,13 @@ def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow
             rating = ws.ratings.get((step.index, completion.index))
             completions.append(CompletionView(completion.index, math_source(completion.text),
                                               rating.rating if rating else None,
-                                              bool(rating.flagged) if rating else False))
+                                              bool(rating.flagged) if rating else False,
+                                              rating.rationale if rating else ""))
         decision = ws.decisions.get(step.index)
         state = progress.step_state(step.index, stepwise=stepwise, is_open=is_open)
         row = StepRow(index=step.index, completions=completions, state=state,
-                      is_current=is_open and step.index == progress.first_open, oob=step.index in oob)
+                      is_current=is_open and step.index == progress.first_open, oob=step.index in oob,
+                      split_reported=step.split_reported)
         if ws.suggestions.get(step.index) and suggestions.visible(
                 assignment.solution.campaign, rated=bool(completions) and completions[0].rating is not None):
             row.suggestions = ws.suggestions[step.index]
@@ -200,7 +204,7 @@ def _workspace_context(request: AppRequest, ws: Workspace, **extra: object) -> d
         "is_open": assignment.status == AssignmentStatus.LEASED,
         "is_expired": assignment.status == AssignmentStatus.EXPIRED,
         "stepwise": campaign.mode == CampaignMode.STEPWISE, "heartbeat_s": heartbeat_s,
-        "next_ready": _next_ready(assignment, progress),
+        "next_ready": _next_ready(assignment, progress), "rationale_mode": campaign.step_rationale,
     }
     context.update(extra)
     return context
@@ -260,7 +264,7 @@ def _rows_response(request: AppRequest, ws: Workspace, step_index: int, announce
         "rows": rows, "assignment": ws.assignment, "progress": ws.progress, "rating_buttons": RATING_BUTTONS,
         "stepwise": ws.assignment.solution.campaign.mode == CampaignMode.STEPWISE,
         "next_ready": _next_ready(ws.assignment, ws.progress), "is_open": True,
-        "announce": announce, "removed": removed,
+        "announce": announce, "removed": removed, "rationale_mode": ws.assignment.solution.campaign.step_rationale,
     })
 
 
@@ -340,10 +344,12 @@ def _row_action(form_class: type[django_forms.Form]) -> Callable[[RowAction], As
 def rate(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
     result = labeling.record_rating(assignment_id, request.user, step_index=data["step_index"],
                                     rating=data["rating"], completion_index=data["completion_index"],
-                                    time_ms=data["time_ms"])
+                                    time_ms=data["time_ms"], rationale=data["rationale"])
     stepwise = result.workspace.assignment.solution.campaign.mode == CampaignMode.STEPWISE
     what = f"Step {data['step_index'] + 1}" + ("" if stepwise else f", candidate {data['completion_index'] + 1},")
     announce = f"Saved: {what} rated {RATING_WORDS[data['rating']]}."
+    if data["rationale"] is not None:
+        announce += f" Reason: “{result.rating.rationale}”." if result.rating.rationale else " Reason cleared."
     first_error = result.workspace.progress.first_error
     if stepwise and first_error == data["step_index"]:
         announce += (" The steps after it are locked: press Enter (Submit) to finish,"
@@ -362,6 +368,18 @@ def flag(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpR
     ws = labeling.load_workspace(assignment_id, request.user, step_indexes=[data["step_index"]],
                                  checked=rating.assignment)
     mark = "marked Unsure" if data["flagged"] else "no longer marked Unsure"
+    return _rows_response(request, ws, data["step_index"], f"Saved: step {data['step_index'] + 1} {mark}.")
+
+
+@login_required
+@require_POST
+@_row_action(forms.BadSplitForm)
+def bad_split(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
+    assignment = labeling.report_bad_split(assignment_id=assignment_id, user=request.user,
+                                           step_index=data["step_index"], reported=data["reported"],
+                                           note=data["note"])
+    ws = labeling.load_workspace(assignment_id, request.user, step_indexes=[data["step_index"]], checked=assignment)
+    mark = "reported as a bad split" if data["reported"] else "no longer reported as a bad split"
     return _rows_response(request, ws, data["step_index"], f"Saved: step {data['step_index'] + 1} {mark}.")
 
 

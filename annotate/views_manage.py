@@ -24,8 +24,19 @@ from steplab.redirects import safe_next
 
 from . import forms_manage as forms
 from . import permissions
-from .models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, ImportJob, Membership, Solution
-from .services import adjudication, campaigns
+from .models import (
+    RESPLIT_FROM,
+    RESPLIT_INTO,
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    CampaignMetrics,
+    ImportJob,
+    Membership,
+    Solution,
+)
+from .selectors import solutions_with_split_reports
+from .services import adjudication, campaigns, resplit
 from .services.campaigns import CampaignAdminError
 from .views import math_source, render_markdown
 
@@ -296,3 +307,46 @@ def adjudication_review(request: AppRequest, campaign: Campaign, solution_id: in
         "choices": [(-1, "−1"), (0, "0"), (1, "+1")],
     }, status=status)
 
+
+
+# --- step boundaries ------------------------------------------------------------------------------------------
+
+@campaign_admin_required
+def split_reports(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    """Solutions labelers reported as badly split, each with a link to re-split it."""
+    return render(request, "annotate/manage/split_reports.html", {
+        "campaign": campaign, "groups": solutions_with_split_reports(campaign.pk)})
+
+
+@campaign_admin_required
+@require_http_methods(["GET", "POST"])
+def resplit_view(request: AppRequest, campaign: Campaign, solution_id: int) -> HttpResponse:
+    """Edit a solution's steps: in place before any rating, else as a new solution (the service decides)."""
+    solution = get_object_or_404(Solution.objects.select_related("problem"), campaign=campaign, pk=solution_id)
+    steps = resplit.current_steps(solution)
+    form = forms.ResplitForm(request.POST or None, initial={"steps": "\n\n".join(steps)})
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                outcome = resplit.resplit_solution(solution_id=solution.pk, user=request.user,
+                                                   steps=resplit.steps_from_text(form.cleaned_data["steps"]))
+            except resplit.ResplitError as error:
+                form.add_error("steps" if error.field == "steps" else None, str(error))
+            else:
+                if outcome.in_place:
+                    messages.success(request, f"Solution {solution.pk} now has {len(resplit.current_steps(solution))}"
+                                              f" steps (no ratings yet: changed in place; {outcome.released_leases} "
+                                              f"open lease(s) released).")
+                else:
+                    messages.success(request, f"Solution {solution.pk} had ratings: it keeps them, and the new "
+                                              f"steps are solution {outcome.solution.pk}, which labelers get "
+                                              f"from now on.")
+                return redirect("manage:resplit", slug=campaign.slug, solution_id=outcome.solution.pk)
+        status = 400
+    return render(request, "annotate/manage/resplit.html", {
+        "campaign": campaign, "solution": solution, "form": form, "steps": [math_source(t) for t in steps],
+        "problem_text": math_source(solution.problem.text), "has_ratings": resplit.has_ratings(solution),
+        "resplit_into": solution.provenance.get(RESPLIT_INTO),
+        "resplit_from": solution.provenance.get(RESPLIT_FROM),
+    }, status=status)

@@ -2,7 +2,9 @@
 
 * ``prm800k`` — the lossless PRM800K JSONL (``annotate.prm800k``), one row per finished labeling.
 * ``trl-stepwise`` — TRL's stepwise-supervision type: ``prompt``, ``completions`` (step texts),
-  ``labels`` (bools), plus ``ratings`` (the raw −1/0/+1), ``split``, ``problem_id``, ``solution_id``.
+  ``labels`` (bools), plus ``ratings`` (the raw −1/0/+1), ``rationales`` (always present, parallel to
+  ``completions``: the labeler's one-line reason for a −1, null where none), ``split``, ``problem_id``,
+  ``solution_id``.
   Step mode (``steps``): ``chosen`` — one row per labeled solution, the path the labeler continued with;
   ``alternatives`` — that row plus, for every other rated candidate at a position of the path, one row
   made of the chosen prefix up to that position and the candidate (deduplicated by text), so the ratings
@@ -210,7 +212,7 @@ def _stepwise_inputs(data: ChunkData) -> tuple[dict[tuple[int, int], tuple[int, 
     """A chunk's completions by (step id, index) and its rating values, as the stepwise rows read them."""
     texts = {(step_id, index): (cid, text)
              for step_id, entries in data.completions_by_step.items() for cid, index, text in entries}
-    return texts, {key: value for key, (value, _) in data.ratings.items()}
+    return texts, {key: value for key, (value, _, _) in data.ratings.items()}
 
 
 def _resolved_row(assignment: models.Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
@@ -236,13 +238,16 @@ def _resolved_row(assignment: models.Assignment, step_ids: list[int], texts: dic
 
 
 def _trl_row(assignment: models.Assignment, steps: Labeled, options: ExportOptions, *,
-             assignment_id: int | None) -> dict[str, Any]:
+             assignment_id: int | None, reasons: dict[str, str] | None = None) -> dict[str, Any]:
+    """``reasons``: the labeling's −1 step texts and their rationales (a rationale only ever sits on a −1)."""
     problem = assignment.solution.problem
+    reasons = reasons or {}
     return {
         "prompt": problem.text,
         "completions": [text for text, _, _ in steps],
         "labels": [label for _, label, _ in steps],
         "ratings": [rating for _, _, rating in steps],
+        "rationales": [reasons.get(text) if rating == -1 else None for text, _, rating in steps],
         "split": split_of(problem.text_sha256, options.seed, options.test_fraction),
         "problem_id": problem.source_id or problem.text_sha256[:16],
         "solution_id": assignment.solution_id,
@@ -253,16 +258,22 @@ def _trl_row(assignment: models.Assignment, steps: Labeled, options: ExportOptio
 def _stepwise_rows(assignment: models.Assignment, step_ids: list[int], data: ChunkData,
                    ratings: dict[tuple[int, int], int | None], options: ExportOptions) -> StepwiseRows:
     positions: list[StepPosition] = []
+    reasons: dict[str, str] = {}
     for step_id in step_ids:
         chosen, human = data.decisions.get((assignment.pk, step_id), (None, None))
         human_text = human.get("text") if isinstance(human, dict) else human
         candidates = tuple((text, ratings.get((assignment.pk, cid)))
                            for cid, _, text in data.completions_by_step.get(step_id, ()))
         positions.append(StepPosition(candidates, chosen, human_text or None))
+        for cid, _, text in data.completions_by_step.get(step_id, ()):
+            rationale = data.ratings.get((assignment.pk, cid), (None, None, ""))[2]
+            if rationale:
+                reasons.setdefault(text, rationale)
     path, alternatives = stepwise_paths(positions, options.neutral)
     return StepwiseRows(
-        _trl_row(assignment, path, options, assignment_id=assignment.pk) if path else None,
-        [_trl_row(assignment, steps, options, assignment_id=assignment.pk) for steps in alternatives],
+        _trl_row(assignment, path, options, assignment_id=assignment.pk, reasons=reasons) if path else None,
+        [_trl_row(assignment, steps, options, assignment_id=assignment.pk, reasons=reasons)
+         for steps in alternatives],
     )
 
 
@@ -368,7 +379,8 @@ def _parquet_schema(fmt: str) -> Any:
     if fmt == "trl-stepwise":
         return pa.schema([
             ("prompt", pa.string()), ("completions", pa.list_(pa.string())), ("labels", pa.list_(pa.bool_())),
-            ("ratings", pa.list_(pa.int8())), ("split", pa.string()), ("problem_id", pa.string()),
+            ("ratings", pa.list_(pa.int8())), ("rationales", pa.list_(pa.string())), ("split", pa.string()),
+            ("problem_id", pa.string()),
             ("solution_id", pa.int64()), ("assignment_id", pa.int64()),
         ])
     if fmt == "outcome":

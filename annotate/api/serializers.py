@@ -21,7 +21,7 @@ class CampaignSerializer(serializers.ModelSerializer):
     class Meta:
         model = Campaign
         fields = ["id", "slug", "name", "mode", "overlap", "qc_rate", "lease_minutes", "export_interval_minutes",
-                  "suggestions", "lease_order", "is_active", "created_at", "updated_at"]
+                  "suggestions", "lease_order", "step_rationale", "is_active", "created_at", "updated_at"]
 
 
 class ProblemSerializer(serializers.ModelSerializer):
@@ -70,6 +70,7 @@ class RatingOutSerializer(serializers.Serializer):
     completion_index = serializers.IntegerField()
     rating = serializers.IntegerField(allow_null=True)
     flagged = serializers.BooleanField(allow_null=True, help_text="the labeler's Unsure mark (PRM800K's flagged)")
+    rationale = serializers.CharField(required=False, help_text="the labeler's one-line reason for a −1 (empty: none)")
 
 
 class DecisionOutSerializer(serializers.Serializer):
@@ -95,7 +96,7 @@ class LabelSerializer(serializers.ModelSerializer):
     @extend_schema_field(RatingOutSerializer(many=True))
     def get_ratings(self, assignment: Assignment) -> list[dict[str, Any]]:
         return [{"step_index": r.completion.step.index, "completion_index": r.completion.index, "rating": r.rating,
-                 "flagged": r.flagged} for r in assignment.ratings.all()]
+                 "flagged": r.flagged, "rationale": r.rationale} for r in assignment.ratings.all()]
 
     @extend_schema_field(DecisionOutSerializer(many=True))
     def get_decisions(self, assignment: Assignment) -> list[dict[str, Any]]:
@@ -158,6 +159,17 @@ class RateInputSerializer(serializers.Serializer):
                                        help_text="set or clear the Unsure mark with the rating")
     time_ms = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
                                        max_value=2**62)
+    # Not trimmed here: the service strips it and refuses line breaks with its own message.
+    rationale = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, max_length=1_000,
+                                      help_text="one-line reason for a −1 (campaigns with step_rationale on); "
+                                                "absent keeps the −1's reason, empty clears it")
+
+
+class BadSplitInputSerializer(serializers.Serializer):
+    step_index = serializers.IntegerField(**SMALL_INT)
+    reported = serializers.BooleanField(default=True, help_text="false withdraws the report")
+    note = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False,
+                                 max_length=1_000)
 
 
 class FlagInputSerializer(serializers.Serializer):

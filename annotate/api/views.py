@@ -224,6 +224,14 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     def flag(self, request: Request, pk: str | None = None) -> Response:
         return self._act(pk, s.FlagInputSerializer, labeling.flag_step)
 
+    @extend_schema(request=s.BadSplitInputSerializer, responses={200: s.AssignmentSerializer})
+    @action(detail=True, methods=["post"], url_path="bad-split")
+    def bad_split(self, request: Request, pk: str | None = None) -> Response:
+        """Report a step of your open pass as badly split (its boundaries look wrong), or withdraw the report."""
+        return self._act(pk, s.BadSplitInputSerializer,
+                         lambda assignment_id, user, **data: labeling.report_bad_split(
+                             assignment_id=assignment_id, user=user, **data))
+
     @extend_schema(request=s.DecideInputSerializer, responses={200: s.AssignmentSerializer})
     @action(detail=True, methods=["post"])
     def decide(self, request: Request, pk: str | None = None) -> Response:

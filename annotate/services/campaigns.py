@@ -47,7 +47,8 @@ class CampaignAdminError(Exception):
 
 CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                    "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
-                   "pause_below_threshold", "suggestions", "lease_order")
+                   "pause_below_threshold", "suggestions", "lease_order",
+                   "step_rationale")
 
 
 @transaction.atomic

@@ -19,6 +19,8 @@ from django.utils import timezone
 
 from .. import permissions
 from ..models import (
+    RATIONALE_MAX_CHARS,
+    RESPLIT_INTO,
     Assignment,
     AssignmentStatus,
     Campaign,
@@ -32,8 +34,10 @@ from ..models import (
     RatingRevision,
     Role,
     Solution,
+    SplitReport,
     Step,
     StepDecision,
+    StepRationale,
 )
 from .suggestions import seen_when_rating, step_suggestions
 
@@ -133,7 +137,8 @@ def lease_next_solution(campaign: Campaign, user: User, *, now: datetime | None 
             return LeaseOutcome(current)
         if membership.is_paused:
             return LeaseOutcome(None, "Your labeling is paused by the campaign admins.")
-        solutions = Solution.objects.filter(campaign=campaign)
+        # A solution re-split after it was labeled keeps its labels but takes no new work: its successor does.
+        solutions = Solution.objects.filter(campaign=campaign).exclude(provenance__has_key=RESPLIT_INTO)
         if _screening_pending(campaign, membership):
             assignment = _claim_screening(solutions, campaign, user, now)
             if assignment is not None:
@@ -263,10 +268,39 @@ class RatingResult:
                 f"(kept in the revision history).")
 
 
+def _clean_rationale(text: str) -> str:
+    """A −1's reason as stored: one line, surrounding whitespace stripped, at most ``RATIONALE_MAX_CHARS``."""
+    text = text.strip()
+    if "\n" in text or "\r" in text:
+        raise LabelingError("The reason must be one line: remove the line breaks.")
+    if len(text) > RATIONALE_MAX_CHARS:
+        raise LabelingError(f"The reason is too long: at most {RATIONALE_MAX_CHARS} characters, got {len(text)}.")
+    return text
+
+
+def _new_rationale(campaign: Campaign, current: Rating | None, rating: int | None, given: str | None) -> str:
+    """The rationale a rating has after this write: ``given`` (None keeps the current one while the rating stays
+    −1); any other value than −1 has none, so changing a −1 clears its reason (kept in the revision)."""
+    if given is not None:
+        given = _clean_rationale(given)
+        if given and campaign.step_rationale == StepRationale.OFF:
+            raise LabelingError("This campaign takes no reasons on −1 steps.")
+        if given and rating != -1:
+            raise LabelingError("A reason goes with a −1 rating only.")
+    if rating != -1:
+        return ""
+    if given is None:
+        return current.rationale if current is not None and current.rating == -1 else ""
+    return given
+
+
 def record_rating(assignment_id: int, user: User, *, step_index: int, rating: int | None,
                   completion_index: int = 0, flagged: bool | None = None, time_ms: int | None = None,
-                  now: datetime | None = None) -> RatingResult:
+                  rationale: str | None = None, now: datetime | None = None) -> RatingResult:
     """Save one rating. Idempotent: the same value twice is one rating; a change keeps a revision.
+
+    ``rationale`` is the labeler's one-line reason for a −1 (campaigns with ``step_rationale`` on); None keeps
+    the reason a −1 already has, so pressing −1 again does not lose it.
 
     Stepwise mode keeps stop-at-first-error: steps are rated in order (a null rating too), nothing after a −1
     can be rated, and a −1 given to an earlier step takes the later steps' ratings out of the pass (their
@@ -300,6 +334,7 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
             _check_in_order(_rated_steps(ratings), step_index, rating)
         else:
             _check_decided_before(decisions, step_index)
+        new_rationale = _new_rationale(campaign, current, rating, rationale)
         removed = _remove_after(assignment, ratings, step_index, user) if stepwise and rating == -1 else []
         new_flag = flagged if flagged is not None else (current.flagged if current else False)
         suggestions = step_suggestions(campaign, assignment.solution, shown)
@@ -307,19 +342,21 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
                                 rated_before=current is not None and current.rating is not None)
         if current is None:
             current = Rating.objects.create(assignment=assignment, completion=completion, rating=rating,
-                                            flagged=new_flag, time_ms=time_ms, suggestions_seen=seen)
+                                            flagged=new_flag, time_ms=time_ms, rationale=new_rationale,
+                                            suggestions_seen=seen)
             # Set by annotate() in the query, which django-stubs does not follow.
             current.step_index, current.completion_index = step_index, completion_index  # type: ignore[attr-defined]  # as _ratings_of has them
             ratings[(step_index, completion_index)] = current
             changed = True
-        elif current.rating != rating or current.flagged != new_flag:
+        elif current.rating != rating or current.flagged != new_flag or current.rationale != new_rationale:
             RatingRevision.objects.create(rating=current, assignment=assignment, completion=completion,
                                           previous_rating=current.rating, previous_flagged=current.flagged,
-                                          changed_by_id=user.pk)
-            current.rating, current.flagged, current.suggestions_seen = rating, new_flag, seen
+                                          previous_rationale=current.rationale, changed_by_id=user.pk)
+            current.rating, current.flagged, current.rationale = rating, new_flag, new_rationale
+            current.suggestions_seen = seen
             if time_ms is not None:
                 current.time_ms = time_ms
-            current.save(update_fields=["rating", "flagged", "time_ms", "suggestions_seen", "updated_at"])
+            current.save(update_fields=["rating", "flagged", "rationale", "time_ms", "suggestions_seen", "updated_at"])
             changed = True
         else:
             changed = False
@@ -349,7 +386,8 @@ def _remove_after(assignment: Assignment, ratings: dict[tuple[int, int], Rating]
         return []
     RatingRevision.objects.bulk_create([
         RatingRevision(rating=r, assignment=assignment, completion_id=r.completion_id, previous_rating=r.rating,
-                       previous_flagged=r.flagged, removed_from_pass=True, changed_by_id=user.pk)
+                       previous_flagged=r.flagged, previous_rationale=r.rationale, removed_from_pass=True,
+                       changed_by_id=user.pk)
         for r in later])
     Rating.objects.filter(pk__in=[r.pk for r in later]).delete()
     StepDecision.objects.filter(assignment=assignment, step__index__gt=step_index).delete()
@@ -426,6 +464,26 @@ def flag_step(assignment_id: int, user: User, *, step_index: int, flagged: bool,
             current.save(update_fields=["flagged", "updated_at"])
         assignment.save(update_fields=["lease_expires_at", "updated_at"])
         return current
+
+
+def report_bad_split(*, assignment_id: int, user: User, step_index: int, reported: bool = True,
+                     note: str = "") -> Assignment:
+    """Flag (or unflag) a step of the labeler's open pass as a bad split, with an optional one-line note. The
+    flag is about the step boundaries, not the rating, so any step of the pass can carry it."""
+    note = note.strip()
+    if "\n" in note or "\r" in note or len(note) > RATIONALE_MAX_CHARS:
+        raise LabelingError(f"The bad-split note must be one line of at most {RATIONALE_MAX_CHARS} characters.")
+    with transaction.atomic():
+        assignment = _locked_open_assignment(assignment_id, user, timezone.now())
+        step = Step.objects.filter(solution_id=assignment.solution_id, index=step_index).first()
+        if step is None:
+            raise LabelingError(f"There is no step {step_index}.")
+        if reported:
+            SplitReport.objects.update_or_create(assignment=assignment, step=step, defaults={"note": note})
+        else:
+            SplitReport.objects.filter(assignment=assignment, step=step).delete()
+        assignment.save(update_fields=["lease_expires_at", "updated_at"])
+    return assignment
 
 
 def decide_step(assignment_id: int, user: User, *, step_index: int, chosen_completion: int | None = None,
@@ -527,7 +585,21 @@ def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
         raise LabelingError(f"Rate every step (or give a −1) first ({progress.done} of {progress.total} rated)."
                             if stepwise else f"Choose or write a continuation at every step first ({progress.done} "
                             f"of {progress.total}).")
+    if assignment.solution.campaign.step_rationale == StepRationale.REQUIRED:
+        _check_rationales(assignment, stepwise)
     return progress
+
+
+def _check_rationales(assignment: Assignment, stepwise: bool) -> None:
+    """A campaign that requires reasons: every −1 of the pass carries one before it is submitted."""
+    missing = (Rating.objects.filter(assignment=assignment, rating=-1, rationale="")
+               .order_by("completion__step__index", "completion__index")
+               .values_list("completion__step__index", "completion__index").first())
+    if missing is not None:
+        step, candidate = missing
+        where = f"Step {step + 1}" if stepwise else f"Step {step + 1}, candidate {candidate + 1},"
+        raise LabelingError(f"{where} is rated −1 without a reason: this campaign requires a one-line reason for "
+                            f"every −1. Type it in the step's reason field, then submit.")
 
 
 def heartbeat(assignment_id: int, user: User, *, now: datetime | None = None) -> datetime:
@@ -622,6 +694,7 @@ def continuations(ratings: dict[int, int | None]) -> Continuations:
 class StepContent:
     index: int
     completions: list[Completion]  # by index
+    split_reported: bool = False  # this labeler flagged the step as a bad split
 
 
 @dataclass(frozen=True)
@@ -642,15 +715,18 @@ class Workspace:
 
 
 def _step_contents(assignment: Assignment, step_indexes: list[int] | None) -> list[StepContent]:
-    """The steps' texts in one query (every step has its completion 0, so none is missed)."""
+    """The steps' texts and the labeler's bad-split flags in one query (every step has its completion 0, so none
+    is missed; the flag is a subquery, not a query of its own, on the rating's hot path)."""
+    reported = SplitReport.objects.filter(assignment_id=assignment.pk, step_id=OuterRef("step_id"))
     completions = (Completion.objects.filter(step__solution_id=assignment.solution_id)
-                   .annotate(step_index=F("step__index")).order_by("step__index", "index"))
+                   .annotate(step_index=F("step__index"), split_reported=Exists(reported))
+                   .order_by("step__index", "index"))
     if step_indexes is not None:
         completions = completions.filter(step__index__in=step_indexes)
     steps: list[StepContent] = []
     for completion in completions:
         if not steps or steps[-1].index != completion.step_index:
-            steps.append(StepContent(completion.step_index, []))
+            steps.append(StepContent(completion.step_index, [], completion.split_reported))
         steps[-1].completions.append(completion)
     return steps
 

@@ -83,7 +83,7 @@
   var queue = [];
 
   function isRowRequest(elt) {
-    return !!(elt && elt.matches && elt.matches("[data-rating], [data-flag], [data-choose], form.write-own"));
+    return !!(elt && elt.matches && elt.matches("[data-rating], [data-flag], [data-bad-split], [data-choose], form.write-own, form.rationale"));
   }
 
   function handleKey(key) {
@@ -97,6 +97,9 @@
       move(-1);
     } else if (key === "f") {
       if (unit) { focusUnit(unit); clickIfEnabled(unit.querySelector("button[data-flag]")); }
+    } else if (key === "s") {
+      var row = unit ? unit.closest(".step-row") : null;
+      if (row) { focusUnit(unit); clickIfEnabled(row.querySelector("button[data-bad-split]")); }
     } else if (key === "c") {
       if (unit) { clickIfEnabled(unit.querySelector("button[data-choose]")); }
     } else if (key === "Enter") {
@@ -137,8 +140,14 @@
     setTimeout(function () { if (retry && retry.elt === elt) { elt.click(); } }, delay);
   }
 
-  var HANDLED_KEYS = /^([-+=0-3jkfc]|ArrowDown|ArrowUp|Enter)$/;
+  var HANDLED_KEYS = /^([-+=0-3jkfcs]|ArrowDown|ArrowUp|Enter)$/;
   document.addEventListener("keydown", function (event) {
+    // Esc in a −1's reason field hands the keys back to rating without saving what was typed.
+    if (event.key === "Escape" && event.target && event.target.matches && event.target.matches("input[data-rationale]")) {
+      event.preventDefault();
+      focusUnit(event.target.closest("[data-focus-unit]") || focused());
+      return;
+    }
     if (!workspace() || event.ctrlKey || event.metaKey || event.altKey || isTyping(event.target)) { return; }
     if (event.key === "?") { event.preventDefault(); toggleHelp(); return; }
     var dialog = document.getElementById("shortcuts");
@@ -217,6 +226,7 @@
   // One request can swap several rows (the rated one and, out of band, the next): act once per request.
   var handled = typeof WeakSet === "function" ? new WeakSet() : null;
   var focusSubmit = false; // set by a −1's swap, done once the whole response has settled
+  var focusRationale = null; // the unit just rated −1 where the campaign takes reasons: its reason field is next
   document.addEventListener("htmx:afterSwap", function (event) {
     var elt = event.detail.elt;
     var xhr = event.detail.xhr;
@@ -227,8 +237,10 @@
     var current = focused();
     if (requester && requester.hasAttribute && requester.hasAttribute("data-rating")) {
       lastActionAt = Date.now();
-      // After a −1 the later steps are locked: the keyboard focus goes to "Submit" once every swap is in.
+      // After a −1 the later steps are locked: the keyboard focus goes to "Submit" once every swap is in
+      // (to the −1's reason field first, where the campaign takes reasons).
       focusSubmit = requester.getAttribute("data-rating") === "-1";
+      focusRationale = focusSubmit && current ? keyOf(current) : null;
       // After a rating, move on to the next unit that still needs one and can take it.
       var index = all.indexOf(current);
       var next = null;
@@ -238,6 +250,10 @@
         }
       }
       focusUnit(next || current || firstToDo());
+    } else if (requester && requester.matches && requester.matches("form.rationale")) {
+      // The reason is saved: the keys go back to rating, and "Submit" is next after a −1.
+      focusUnit(current || firstToDo());
+      focusSubmit = true;
     } else {
       focusUnit(current || firstToDo());
     }
@@ -247,7 +263,13 @@
   document.addEventListener("htmx:afterSettle", function () {
     var unit = focused();
     if (unit && !unit.classList.contains("is-focused")) { unit.classList.add("is-focused"); }
-    if (focusSubmit) {
+    var rated = focusRationale ? units().filter(function (u) { return keyOf(u) === focusRationale; })[0] : null;
+    var reason = rated ? rated.querySelector("input[data-rationale]") : null;
+    focusRationale = null;
+    if (reason) {
+      focusSubmit = false;
+      reason.focus();
+    } else if (focusSubmit) {
       focusSubmit = false;
       var submit = document.querySelector('[data-action="next"][data-found-error]');
       if (submit) { submit.focus(); }

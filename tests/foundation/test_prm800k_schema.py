@@ -76,9 +76,17 @@ def _object(schema: dict[str, Field], **drawn: st.SearchStrategy[Any]) -> st.Sea
         lambda value: {k: value[k] for k in schema if k in value})
 
 
+# A rationale as the workspace stores and the exporter writes it: one stripped, non-empty line, on a −1 only.
+RATIONALES = TEXT.filter(lambda text: bool(text) and text == text.strip() and not {"\n", "\r"} & set(text))
+
+
 @st.composite
 def _step(draw: st.DrawFn) -> dict[str, Any]:
     completions = draw(st.none() | st.lists(_object(COMPLETION_SCHEMA), max_size=3))
+    for completion in completions or ():
+        completion.pop("rationale", None)
+        if completion["rating"] == -1 and draw(st.booleans()):
+            completion["rationale"] = draw(RATIONALES)
     human = draw(st.none() | TEXT | _object(HUMAN_COMPLETION_SCHEMA))
     chosen = draw(st.none() | st.integers(0, len(completions) - 1)) if completions else None
     return draw(_object(STEP_SCHEMA, completions=st.just(completions), human_completion=st.just(human),
@@ -96,6 +104,7 @@ def _stop_at_first_error(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         completion = step["completions"][0] if step["completions"] else None
         if closed and completion is not None and completion.get("rating") is not None:
             completion["rating"] = None
+            completion.pop("rationale", None)  # a rationale goes with a −1 only
         rating = completion.get("rating") if completion is not None else None
         closed = closed or rating is None or rating == -1
     return steps

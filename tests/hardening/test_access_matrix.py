@@ -92,6 +92,8 @@ RULES: dict[str, Rule] = {
     "annotate:workspace": Rule(LABELER_IN, kwargs=assignment),
     "annotate:rate": Rule(LABELER_IN, method="post", kwargs=assignment, data={"step_index": 0, "rating": 1}),
     "annotate:flag": Rule(LABELER_IN, method="post", kwargs=assignment, data={"step_index": 0, "flagged": "true"}),
+    "annotate:bad_split": Rule(LABELER_IN, method="post", kwargs=assignment,
+                               data={"step_index": 0, "reported": "true"}),
     "annotate:decide": Rule(LABELER_IN, method="post", kwargs=assignment,
                             data={"step_index": 0, "chosen_completion": 0}),
     "annotate:finish": Rule(LABELER_IN, method="post", kwargs=assignment,
@@ -115,6 +117,8 @@ RULES: dict[str, Rule] = {
     "manage:import_progress": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "job_id": w.import_job.pk}),
     "manage:adjudication": Rule(MANAGERS, kwargs=slug),
     "manage:review": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "solution_id": w.solution.pk}),
+    "manage:split_reports": Rule(MANAGERS, kwargs=slug),
+    "manage:resplit": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "solution_id": w.solution.pk}),
     # REST API (session auth here; tokens are covered in tests/api)
     "api:schema": Rule(PUBLIC),  # the API's contract is public; every endpoint it describes checks access
     "api:docs": Rule(PUBLIC),
@@ -135,6 +139,8 @@ RULES: dict[str, Rule] = {
                                 data={"step_index": 0, "rating": 1}),
     "api:assignment-flag": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
                                 data={"step_index": 0, "flagged": True}),
+    "api:assignment-bad-split": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
+                                     data={"step_index": 0}),
     "api:assignment-decide": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
                                   data={"step_index": 0, "chosen_completion": 0}),
     "api:assignment-finish": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),

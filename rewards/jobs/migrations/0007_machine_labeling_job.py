@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotate', '0010_machine_labels_and_suggestions'),
+        ('annotate', '0011_machine_labels_and_suggestions'),
         ('jobs', '0006_one_job_layer'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

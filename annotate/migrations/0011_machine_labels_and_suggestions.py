@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotate', '0009_foreign_keys_indexed_by_their_unique_constraints'),
+        ('annotate', '0010_rationale_and_split_reports'),
     ]
 
     operations = [
