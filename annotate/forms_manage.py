@@ -1,9 +1,12 @@
 """Input forms of the campaign admin workspace: shape and range checks, each error naming its field."""
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
+from django.db import models
 
 from .models import Campaign, ImportKind, LeaseOrder, Role, StepRationale, SuggestionMode
 from .steps import SPLIT_RULES
@@ -24,6 +27,15 @@ def _number(field: forms.IntegerField, *, step: str, help_text: str) -> forms.In
 def _whole(name: str, low: int, high: int, high_text: str) -> dict[str, str]:
     return {"min_value": f"{name} must be at least {low}.", "max_value": f"{name} must be at most {high_text}.",
             "invalid": f"{name} must be a whole number.", "required": f"{name} is required."}
+
+
+def _setting(choices: type[models.TextChoices], name: str, label: str, help_text: str) -> forms.ChoiceField:
+    """A campaign setting picked from ``choices``; left out of a POST, the campaign keeps its value."""
+    values = [value for value, _ in choices.choices]
+    return forms.ChoiceField(
+        choices=choices.choices, required=False, initial=values[0], label=label, help_text=help_text,
+        error_messages={"invalid_choice": f"{name} must be {', '.join(values[:-1])} or {values[-1]}, "
+                                          "not %(value)s."})
 
 
 class CampaignForm(forms.ModelForm):
@@ -52,33 +64,27 @@ class CampaignForm(forms.ModelForm):
                          error_messages=_share("quality_threshold")),
         step="0.01", help_text="0–1. Gold first-error agreement below which a labeler is flagged.")
 
-    step_rationale = forms.ChoiceField(
-        choices=StepRationale.choices, required=False, initial=StepRationale.OFF, label="Reason on a −1 step",
-        error_messages={"invalid_choice": "step_rationale must be off, optional or required, not %(value)s."},
-        help_text="A one-line reason on a −1 step, exported beside the step (for generative verifiers). Off; "
-                  "optional; or required: a pass with a −1 is submitted only with its reason.")
+    step_rationale = _setting(
+        StepRationale, "step_rationale", "Reason on a −1 step",
+        "A one-line reason on a −1 step, exported beside the step (for generative verifiers). Off; optional; or "
+        "required: a pass with a −1 is submitted only with its reason.")
+    suggestions = _setting(
+        SuggestionMode, "suggestions", "Machine labels",
+        "Machine step labels (Monte-Carlo estimates, PRM scores, imported labels) in the workspace. Hidden by "
+        "default, so they cannot anchor labelers; gold and screening solutions never show them.")
+    lease_order = _setting(
+        LeaseOrder, "lease_order", "Which solution next",
+        "“Disagreement first” serves first the solutions where machine label sources disagree (consensus routing).")
+    KEPT_WHEN_LEFT_OUT = ("step_rationale", "suggestions", "lease_order")
 
-    def clean_step_rationale(self) -> str:
-        """Left out of a POST (a form from before this setting), the campaign keeps what it has."""
-        return self.cleaned_data.get("step_rationale") or self.instance.step_rationale or StepRationale.OFF
-
-    suggestions = forms.ChoiceField(
-        choices=SuggestionMode.choices, required=False, initial=SuggestionMode.HIDDEN, label="Machine labels",
-        error_messages={"invalid_choice": "suggestions must be hidden, after_rating or shown, not %(value)s."},
-        help_text="Machine step labels (Monte-Carlo estimates, PRM scores, imported labels) in the workspace. "
-                  "Hidden by default, so they cannot anchor labelers; gold and screening solutions never show them.")
-    lease_order = forms.ChoiceField(
-        choices=LeaseOrder.choices, required=False, initial=LeaseOrder.IN_ORDER, label="Which solution next",
-        error_messages={"invalid_choice": "lease_order must be in_order or disagreement_first, not %(value)s."},
-        help_text="“Disagreement first” serves first the solutions where machine label sources disagree "
-                  "(consensus routing).")
-
-    def clean_suggestions(self) -> str:
-        """Left out of a POST (a form from before this setting), the campaign keeps what it has."""
-        return self.cleaned_data.get("suggestions") or self.instance.suggestions or SuggestionMode.HIDDEN
-
-    def clean_lease_order(self) -> str:
-        return self.cleaned_data.get("lease_order") or self.instance.lease_order or LeaseOrder.IN_ORDER
+    def clean(self) -> dict[str, Any]:
+        """A setting left out of a POST (a form from before that setting) keeps the campaign's value."""
+        super().clean()
+        cleaned = self.cleaned_data
+        for name in self.KEPT_WHEN_LEFT_OUT:
+            if not cleaned.get(name):
+                cleaned[name] = getattr(self.instance, name) or self.fields[name].initial
+        return cleaned
 
     class Meta:
         model = Campaign
