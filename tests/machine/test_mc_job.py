@@ -87,3 +87,30 @@ def test_the_jobs_api_starts_and_lists_machine_labeling_jobs(campaign_factory, m
         ("mc", 1, {"rollouts": 3}, 3 * (2 + 1))  # binary search over 3 prefixes: ceil(log2 4) + 1 visits
     listed = api.get(url).json()
     assert [job["id"] for job in listed["results"]] == [body["id"]]
+
+
+@pytest.mark.worker
+@pytest.mark.training
+@pytest.mark.django_db(transaction=True)
+def test_prm_step_scores_on_the_real_worker(celery_worker_process, trained_prm, campaign_factory,
+                                            wait_for) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.models import JobStatus, TrainingJob
+    from rewards.jobs.services.training import register_model
+
+    campaign = campaign_factory()
+    first, second = numbered_solution(campaign, 3), numbered_solution(campaign, 2)
+    trained = TrainingJob.objects.create(kind="prm", campaign=campaign, dataset_path=str(trained_prm.dataset),
+                                         config={"base_model": "default"}, output_dir=str(trained_prm.folder),
+                                         status=JobStatus.SUCCEEDED, progress=1.0)
+    prm = register_model(trained)
+    job = start_machine_labeling_job(campaign=campaign, method="prm", reward_model=prm)
+    wait_for(lambda: MachineLabelingJob.objects.get(pk=job.pk).status in ("succeeded", "failed"), timeout=300,
+             what="the PRM labeling job")
+    job.refresh_from_db()
+    assert job.status == "succeeded", job.error
+    labels = MachineLabel.objects.filter(kind="prm", source=prm.name)
+    assert sorted(labels.values_list("solution_id", "step__index")) == [
+        (first.pk, 0), (first.pk, 1), (first.pk, 2), (second.pk, 0), (second.pk, 1)]
+    assert all(0 <= value <= 1 for value in labels.values_list("value", flat=True))
+    assert labels.first().provenance == {"job": job.pk, "reward_model": prm.pk, "location": prm.location}
+    assert job.labels_recorded == 5 and job.summary["source"] == f"prm:{prm.name}"
