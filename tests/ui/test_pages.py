@@ -36,6 +36,7 @@ NOT_PAGES = {
     "jobs:job_progress": "htmx fragment polled by the job page",
     "jobs:scoring_job_progress": "htmx fragment polled by the scoring job page",
     "jobs:sampling_job_progress": "htmx fragment polled by the sampling job page",
+    "jobs:machine-labels_job_progress": "htmx fragment polled by the machine labeling job page",
     "jobs:comparison_progress": "htmx fragment polled by the campaign dashboard's comparison section",
     "jobs:figure": "CSV/JSON download",
     "jobs:campaign_figure": "CSV/JSON download",
