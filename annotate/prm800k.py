@@ -29,6 +29,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.utils import timezone
 
 from .grading import answers_match
@@ -52,17 +53,19 @@ from .services.campaign_problems import new_problem, resolve_problems
 from .services.importing import (
     ImportFailed,
     ImportReport,
+    PreparedRows,
     ProgressCallback,
     RowError,
+    allocate_ids,
     bulk_insert,
     fewer_collections,
     import_transaction,
-    insert_columns,
-    insert_rows,
+    prepare_columns,
     read_ahead,
     refresh_planner_statistics,
     select_by_ids,
     valid_rows,
+    write_prepared,
 )
 from .services.labeling import check_stop_at_first_error
 from .steps import ANSWER_HEADER, answer_from_steps
@@ -562,9 +565,51 @@ class _Batch:
     chosen: list[int | None]
     human: list[Any]
     conversational: int
+    # PostgreSQL: the batch's new ids, reserved in the read-ahead thread (a sequence hands out ids outside any
+    # transaction), and its steps, completions, ratings and decisions formatted there; else made by the main thread.
+    ids: _BatchIds | None = None
+    label_rows: list[PreparedRows] | None = None
 
 
-def _prepare(batch: list[tuple[int, ParsedRow]]) -> _Batch:
+@dataclass
+class _BatchIds:
+    """The primary keys of a batch's new rows, table by table, in row order."""
+
+    solutions: list[int]
+    assignments: list[int]
+    steps: list[int]
+    completions: list[int]
+
+    @classmethod
+    def allocate(cls, batch: _Batch) -> _BatchIds:
+        return cls(solutions=allocate_ids(Solution, len(batch.rows)),
+                   assignments=allocate_ids(Assignment, len(batch.rows)),
+                   steps=allocate_ids(Step, len(batch.step_indexes)),
+                   completions=allocate_ids(Completion, len(batch.texts)))
+
+
+def _label_rows(batch: _Batch, ids: _BatchIds) -> list[PreparedRows]:
+    """The batch's steps, completions, ratings (one per completion) and step decisions (one per step, in the
+    steps' order), their ids repeated per row with C-level repeats (``_repeated``): no Python loop over steps."""
+    assignment_per_step = _repeated(ids.assignments, batch.steps_per_row)
+    return [
+        prepare_columns(Step, ["solution_id", "index"], [_repeated(ids.solutions, batch.steps_per_row),
+                                                         batch.step_indexes], ids=ids.steps),
+        prepare_columns(Completion, ["step_id", "index", "text"], [
+            _repeated(ids.steps, batch.completions_per_step), batch.completion_indexes, batch.texts],
+            ids=ids.completions),
+        prepare_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale"], [
+            _repeated(ids.assignments, batch.completions_per_row), ids.completions, batch.values, batch.flags,
+            batch.rationales], ids=allocate_ids(Rating, len(batch.values))),
+        prepare_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], [
+            assignment_per_step, ids.steps, batch.chosen, batch.human],
+            ids=allocate_ids(StepDecision, len(batch.step_indexes))),
+    ]
+
+
+def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch:
+    """A ``_Batch`` of ``batch``; ``write_ahead``: also reserve its ids and format its label rows where the
+    database allows it (not once the import is known to fail: the rest of the file is then only checked)."""
     rows = [row for _, row in batch]
     prepared = _Batch(rows=rows, answers=[row.final_answer() for row in rows],
                       verifier_scores=[_float_or_none(row.question.get("pre_generated_verifier_score"))
@@ -610,6 +655,9 @@ def _prepare(batch: list[tuple[int, ParsedRow]]) -> _Batch:
                     prepared.flags.append(parsed.flagged)
                     prepared.rationales.append(parsed.rationale)
         prepared.completions_per_row.append(in_row)
+    if write_ahead and connection.vendor == "postgresql":  # SQLite hands out ids only under the write lock
+        prepared.ids = _BatchIds.allocate(prepared)
+        prepared.label_rows = _label_rows(prepared, prepared.ids)
     return prepared
 
 
@@ -625,7 +673,7 @@ def _repeated(ids: list[int], counts: list[int]) -> list[int]:
 
 
 def _import_batch(campaign: Campaign, batch: _Batch, lookups: _Lookups, created: dict[str, int]) -> None:
-    # Solutions and assignments go in as value tuples: model instances cost more than their COPY.
+    # Solutions and assignments go in as plain values: model instances cost more than their COPY.
     rows = batch.rows
     keys = [lookups.key_of(row.question["problem"]) for row in rows]
     lookups.problems_for(rows, keys, created)
@@ -649,26 +697,22 @@ def _import_batch(campaign: Campaign, batch: _Batch, lookups: _Lookups, created:
         solution_rows.append((campaign.pk, problem.pk, row.generation, row.is_quality_control, row.is_screening,
                               answer, verdict, verifier_score, pre_generated_steps, "prm800k", 1, _PROVENANCE,
                               digest, extra))
-    solution_ids = insert_rows(Solution, _SOLUTION_COLUMNS, solution_rows)
-
-    assignment_ids = insert_rows(Assignment, _ASSIGNMENT_COLUMNS, [
-        (solution_id, lookups.users[_labeler_account(row.labeler)] if row.labeler is not None else None,
-         AssignmentStatus.SUBMITTED.value, finished_at, row.finish_reason or FinishReason.GIVE_UP.value,
-         row.total_time, row.timestamp or "", extra)
-        for row, solution_id, finished_at, extra in zip(rows, solution_ids, batch.finished_at,
-                                                        batch.assignment_extras, strict=True)])
-
-    step_ids = insert_columns(Step, ["solution_id", "index"],
-                              [_repeated(solution_ids, batch.steps_per_row), batch.step_indexes])
-    completion_ids = insert_columns(Completion, ["step_id", "index", "text"], [
-        _repeated(step_ids, batch.completions_per_step), batch.completion_indexes, batch.texts])
-    insert_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale"], [
-        _repeated(assignment_ids, batch.completions_per_row), completion_ids, batch.values, batch.flags,
-        batch.rationales])
-    # One decision per step, in the steps' order: the step column is the steps' ids as they were allocated.
-    insert_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], [
-        _repeated(assignment_ids, batch.steps_per_row), step_ids, batch.chosen, batch.human])
-    for name, count in (("solutions", len(solution_ids)), ("steps", len(step_ids)), ("ratings", len(batch.values))):
+    ids = batch.ids or _BatchIds.allocate(batch)
+    write_prepared(prepare_columns(Solution, _SOLUTION_COLUMNS, list(zip(*solution_rows, strict=True)),
+                                   ids=ids.solutions))
+    write_prepared(prepare_columns(Assignment, _ASSIGNMENT_COLUMNS, [
+        ids.solutions,
+        [lookups.users[_labeler_account(row.labeler)] if row.labeler is not None else None for row in rows],
+        [AssignmentStatus.SUBMITTED.value] * len(rows),
+        batch.finished_at,
+        [row.finish_reason or FinishReason.GIVE_UP.value for row in rows],
+        [row.total_time for row in rows],
+        [row.timestamp or "" for row in rows],
+        batch.assignment_extras,
+    ], ids=ids.assignments))
+    for prepared in batch.label_rows or _label_rows(batch, ids):
+        write_prepared(prepared)
+    for name, count in (("solutions", len(ids.solutions)), ("steps", len(ids.steps)), ("ratings", len(batch.values))):
         created[name] = created.get(name, 0) + count
 
 
@@ -689,7 +733,10 @@ def import_prm800k(path: Path | str, campaign: Campaign, *, skip_invalid: bool =
     conversational = 0
     try:
         with fewer_collections(), import_transaction():
-            batches = read_ahead(lambda relay: map(_prepare, valid_rows(
+            def prepare(batch: list[tuple[int, ParsedRow]]) -> _Batch:
+                return _prepare(batch, write_ahead=skip_invalid or not report.rejected_count)
+
+            batches = read_ahead(lambda relay: map(prepare, valid_rows(
                 path, parse_row, settings.STEPLAB_IMPORT_BATCH, relay, report=report)), progress)
             for batch in batches:
                 if report.rejected_count and not skip_invalid:

@@ -72,7 +72,7 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, float]
 
 
 class ServerCpu(threading.Thread):
-    """CPU seconds of the PostgreSQL backend serving the import (read from /proc while it runs: the server is on
+    """CPU seconds of the PostgreSQL backends serving the import (read from /proc while it runs: the server is on
     this machine). With the client's CPU time it says what the import costs whatever the others' load."""
 
     def __init__(self, database_url: str) -> None:
@@ -86,6 +86,7 @@ class ServerCpu(threading.Thread):
         import psycopg
 
         ticks = os.sysconf("SC_CLK_TCK")
+        by_backend: dict[int, float] = {}  # the import's connection and its read-ahead thread's
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             while not self.done.wait(0.2):
                 for (pid,) in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s",
@@ -94,7 +95,8 @@ class ServerCpu(threading.Thread):
                         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                     except OSError:
                         continue
-                    self.seconds = (int(fields[11]) + int(fields[12])) / ticks
+                    by_backend[pid] = (int(fields[11]) + int(fields[12])) / ticks
+                    self.seconds = sum(by_backend.values())
 
 
 def main() -> None:

@@ -194,10 +194,11 @@ def read_ahead(produce: Callable[[ProgressCallback | None], Iterator[T]], progre
 
     An import alternates between parsing (Python, this process) and writing (the database server, which the
     process waits for): reading ahead lets the next batch be parsed while the server takes in the last one — a
-    thread waiting on the database releases the GIL. The thread only parses — ``produce`` must not query the
-    database, which it would do on another connection, outside the import's transaction: every database call,
-    ``progress`` included (it is relayed), stays in the caller's thread. An exception in the thread is raised
-    here; leaving early stops the thread.
+    thread waiting on the database releases the GIL. The thread runs on its own database connection, outside the
+    import's transaction: ``produce`` may only take ids from a PostgreSQL sequence there (``allocate_ids``:
+    sequences hand out ids outside any transaction), nothing else — every other database call, ``progress``
+    included (it is relayed), stays in the caller's thread. An exception in the thread is raised here; leaving
+    early stops the thread.
     """
     handoff: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
     stop = threading.Event()
@@ -222,6 +223,8 @@ def read_ahead(produce: Callable[[ProgressCallback | None], Iterator[T]], progre
             send("end", None)
         except BaseException as error:  # noqa: BLE001 — handed to the consumer, which raises it
             send("error", error)
+        finally:
+            connection.close()  # this thread's own, if it opened one
 
     thread = threading.Thread(target=run, name="import-read-ahead", daemon=True)
     thread.start()
@@ -256,7 +259,8 @@ def allocate_ids(model: type[models.Model], count: int) -> list[int]:
     """Primary keys for ``count`` new rows.
 
     PostgreSQL: from the table's sequence, returned as one text value (1M ids fetched as 1M result rows cost
-    11 s of the 1M-rating import; as one string, under a second). SQLite: the next ``count`` ids after the
+    11 s of the 1M-rating import; as one string, under a second); any connection may take them, in any thread,
+    inside a transaction or not: a sequence never hands a value out twice. SQLite: the next ``count`` ids after the
     table's highest (and its AUTOINCREMENT high-water mark), under the database's write lock, which the caller's
     transaction then keeps until it ends — so no other connection can take them (call it inside a transaction).
     """
@@ -310,23 +314,36 @@ def _json_or_null(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
-def _write(model: type[models.Model], columns: list[models.Field], rows: list[tuple[Any, ...]],
-           tail: tuple[Any, ...] = ()) -> None:
-    """Insert value tuples (primary key included) into ``columns`` of ``model``'s table; ``tail`` holds the
-    values of the last columns, the same for every row (defaults, "now"), converted once rather than per row.
+def _write(model: type[models.Model], columns: list[models.Field], rows: list[tuple[Any, ...]]) -> None:
+    """Insert value tuples (primary key included) into ``columns`` of ``model``'s table."""
+    if rows:
+        write_prepared(_prepare_rows(model, columns, list(zip(*rows, strict=True))))
 
-    PostgreSQL: one ``COPY``, its foreign keys checked in bulk (see ``_foreign_keys_in_bulk``). SQLite:
-    ``executemany`` of one prepared INSERT — the statement is compiled once, not once per 500 rows.
+
+@dataclass
+class PreparedRows:
+    """Rows of one table ready to be written, made without the database — so in any thread: an import formats
+    its largest tables in its read-ahead thread, while the server takes in the previous batch.
+
+    PostgreSQL: the rows in COPY's text format, in slices, and the distinct values of each foreign key (checked
+    in bulk when written). SQLite: the value tuples of one prepared INSERT."""
+
+    model: type[models.Model]
+    columns: list[models.Field]
+    copy_slices: list[str] = field(default_factory=list)
+    referenced: list[tuple[models.ForeignKey, set[Any]]] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def _prepare_rows(model: type[models.Model], columns: list[models.Field], by_column: list[Sequence[Any]],
+             tail: tuple[Any, ...] = ()) -> PreparedRows:
+    """The rows given column by column (``by_column[i]`` holds every row's value of ``columns[i]``), ready for
+    ``write_prepared``; ``tail`` holds the values of the last columns, the same for every row (defaults, "now"),
+    converted once rather than per row.
+
     Values are converted and formatted a column at a time (one loop per column, ``map`` where no value needs a
     look): per-value function calls were the largest client cost of a 1M-rating import.
     """
-    if rows:
-        _write_columns(model, columns, list(zip(*rows, strict=True)), tail)
-
-
-def _write_columns(model: type[models.Model], columns: list[models.Field], by_column: list[Sequence[Any]],
-                   tail: tuple[Any, ...] = ()) -> None:
-    """``_write`` of the rows given column by column (``by_column[i]`` holds every row's value of ``columns[i]``)."""
     own = len(columns) - len(tail)
     tail_values = list(tail)
     for position, convert in _converters(columns[own:]):
@@ -334,32 +351,49 @@ def _write_columns(model: type[models.Model], columns: list[models.Field], by_co
     tail = tuple(tail_values)
     for position, convert in _converters(columns[:own]):
         by_column[position] = _convert_column(convert, by_column[position])
+    prepared = PreparedRows(model=model, columns=columns)
+    if connection.vendor != "postgresql":
+        prepared.rows = ([(*row, *tail) for row in zip(*by_column, strict=True)] if tail
+                         else list(zip(*by_column, strict=True)))
+        return prepared
+    # ForeignKey.db_constraint is a plain attribute that django-stubs does not declare.
+    prepared.referenced = [
+        (f, (set(by_column[position]) if position < own else {tail[position - own]}) - {None})
+        for position, f in enumerate(columns) if isinstance(f, models.ForeignKey) and f.db_constraint]  # type: ignore[attr-defined]
+    formats = [_COPY_FORMATS.get(_kind(f)) for f in columns]
+    if None in formats:  # a column type without a text format below: psycopg formats the rows when written
+        prepared.rows = [(*row, *tail) for row in zip(*by_column, strict=True)]
+        return prepared
+    # COPY's text format written here, the constant columns rendered once: 2.5x less CPU than psycopg's
+    # write_row, which rendered the two "now" timestamps of every rating again.
+    end = "".join(f"\t{_copy_text(formats[own + i], value)}" for i, value in enumerate(tail)) + "\n"
+    text_formats = [fmt for fmt in formats[:own] if fmt is not None]  # all of them (checked above)
+    # In slices: the server takes in each slice while the next one is sent.
+    for start in range(0, len(by_column[0]), COPY_SLICE_ROWS):
+        texts = [_copy_column(fmt, values[start:start + COPY_SLICE_ROWS])
+                 for fmt, values in zip(text_formats, by_column, strict=True)]
+        prepared.copy_slices.append(end.join(map("\t".join, zip(*texts, strict=True))) + end)
+    return prepared
+
+
+def write_prepared(prepared: PreparedRows) -> None:
+    """Insert rows made by ``prepare_columns``. PostgreSQL: one ``COPY``, its foreign keys
+    checked in bulk (see ``_foreign_keys_in_bulk``). SQLite: ``executemany`` of one prepared INSERT — the
+    statement is compiled once, not once per 500 rows."""
     quote = connection.ops.quote_name
-    table = quote(model._meta.db_table)
-    names = ", ".join(quote(_column(f)) for f in columns)
+    table = quote(prepared.model._meta.db_table)
+    names = ", ".join(quote(_column(f)) for f in prepared.columns)
     with connection.cursor() as cursor:
         if connection.vendor != "postgresql":
-            cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))})",
-                               [(*row, *tail) for row in zip(*by_column, strict=True)] if tail
-                               else list(zip(*by_column, strict=True)))
+            placeholders = ", ".join(["%s"] * len(prepared.columns))
+            cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({placeholders})", prepared.rows)
             return
-        formats = [_COPY_FORMATS.get(_kind(f)) for f in columns]
-        with (_foreign_keys_in_bulk(cursor, columns, by_column, tail), connection.wrap_database_errors,
+        with (_foreign_keys_in_bulk(cursor, prepared.referenced), connection.wrap_database_errors,
               cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy):
-            if None in formats:  # a column type without a text format below: psycopg formats the rows
-                for row in zip(*by_column, strict=True):
-                    copy.write_row((*row, *tail))
-                return
-            # COPY's text format written here, the constant columns rendered once: 2.5x less CPU than
-            # psycopg's write_row, which rendered the two "now" timestamps of every rating again.
-            end = "".join(f"\t{_copy_text(formats[own + i], value)}" for i, value in enumerate(tail)) + "\n"
-            text_formats = [fmt for fmt in formats[:own] if fmt is not None]  # all of them (checked above)
-            # A slice at a time: the server takes in each slice while the next one is formatted, instead of
-            # idling until the whole batch is rendered and then keeping this process waiting.
-            for start in range(0, len(by_column[0]), COPY_SLICE_ROWS):
-                texts = [_copy_column(fmt, values[start:start + COPY_SLICE_ROWS])
-                         for fmt, values in zip(text_formats, by_column, strict=True)]
-                copy.write(end.join(map("\t".join, zip(*texts, strict=True))) + end)
+            for row in prepared.rows:
+                copy.write_row(row)
+            for text in prepared.copy_slices:
+                copy.write(text)
 
 
 # Rows per ``copy.write``: large enough that a write costs little, small enough that the server starts early.
@@ -456,8 +490,7 @@ def _may_skip_row_triggers(cursor: Any) -> bool:
 
 
 @contextmanager
-def _foreign_keys_in_bulk(cursor: Any, columns: list[models.Field], by_column: list[Sequence[Any]],
-                          tail: tuple[Any, ...] = ()) -> Iterator[None]:
+def _foreign_keys_in_bulk(cursor: Any, referenced: list[tuple[models.ForeignKey, set[Any]]]) -> Iterator[None]:
     """Check the foreign keys of rows about to be copied with one query per key instead of one per row.
 
     PostgreSQL checks a foreign key with a trigger per inserted row, at commit for Django's deferred keys:
@@ -468,16 +501,11 @@ def _foreign_keys_in_bulk(cursor: Any, columns: list[models.Field], by_column: l
     statements only, and only until the COPY ends. Unique and check constraints are indexes and expressions, not
     triggers: they stay checked. A role that may not set the parameter keeps the row triggers (correct, slower).
     """
-    # ForeignKey.db_constraint is a plain attribute that django-stubs does not declare.
-    keys = [(position, f) for position, f in enumerate(columns)
-            if isinstance(f, models.ForeignKey) and f.db_constraint]  # type: ignore[attr-defined]
-    if not keys or not connection.in_atomic_block or not _may_skip_row_triggers(cursor):
+    if not referenced or not connection.in_atomic_block or not _may_skip_row_triggers(cursor):
         yield
         return
-    own = len(columns) - len(tail)
-    for position, key in keys:
-        values = set(by_column[position]) if position < own else {tail[position - own]}
-        _lock_referenced(cursor, key, values - {None})
+    for key, values in referenced:
+        _lock_referenced(cursor, key, values)
     cursor.execute("SELECT current_setting('session_replication_role')")
     previous = cursor.fetchone()[0]
     cursor.execute("SELECT set_config('session_replication_role', 'replica', true)")
@@ -568,29 +596,44 @@ def insert_rows(model: type[models.Model], fields: list[str], rows: list[tuple[A
 def insert_columns(model: type[models.Model], fields: list[str], columns: list[Sequence[Any]]) -> list[int]:
     """``insert_rows`` of values given column by column (``columns[i]`` holds every row's ``fields[i]``): a bulk
     import builds its largest tables this way, without a tuple per row to take apart again."""
-    meta = model._meta
-    if len(columns) != len(fields):
-        raise ValueError(f"{len(columns)} column(s) of values for {len(fields)} field(s) of {meta.label}")
-    count = len(columns[0]) if columns else 0
+    count = _checked_count(model, fields, columns)
     if count == 0:
         return []
-    by_attname = {f.attname: f for f in meta.concrete_fields}
-    unknown = [name for name in fields if name not in by_attname]
-    if unknown:
-        raise ValueError(f"{meta.label} has no field {unknown[0]!r}")
     if connection.vendor not in ("postgresql", "sqlite"):
         objects = [model(**dict(zip(fields, row, strict=True))) for row in zip(*columns, strict=True)]
         model._default_manager.bulk_create(objects, batch_size=500)
         return [obj.pk for obj in objects]
+    with transaction.atomic(savepoint=False):  # SQLite: the ids' write lock lasts until the rows are in
+        ids = allocate_ids(model, count)
+        write_prepared(prepare_columns(model, fields, columns, ids=ids))
+    return ids
+
+
+def prepare_columns(model: type[models.Model], fields: list[str], columns: list[Sequence[Any]], *,
+                    ids: list[int]) -> PreparedRows:
+    """``insert_columns``' rows with their primary keys ``ids`` (from ``allocate_ids``), ready for
+    ``write_prepared`` and made without the database: PostgreSQL or SQLite only."""
+    if len(ids) != _checked_count(model, fields, columns):
+        raise ValueError(f"{len(ids)} id(s) for {len(columns[0]) if columns else 0} row(s) of {model._meta.label}")
+    meta = model._meta
+    by_attname = {f.attname: f for f in meta.concrete_fields}
     now = timezone.now()
     pk = meta.pk
     rest = [f for f in meta.concrete_fields if f is not pk and f.attname not in fields]
     filler = tuple(now if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
                    else f.get_default() for f in rest)
-    with transaction.atomic(savepoint=False):  # SQLite: the ids' write lock lasts until the rows are in
-        ids = allocate_ids(model, count)
-        _write_columns(model, [pk, *(by_attname[name] for name in fields), *rest], [ids, *columns], tail=filler)
-    return ids
+    return _prepare_rows(model, [pk, *(by_attname[name] for name in fields), *rest], [ids, *columns], tail=filler)
+
+
+def _checked_count(model: type[models.Model], fields: list[str], columns: list[Sequence[Any]]) -> int:
+    """How many rows ``columns`` hold, once checked against ``fields`` of ``model``."""
+    meta = model._meta
+    if len(columns) != len(fields):
+        raise ValueError(f"{len(columns)} column(s) of values for {len(fields)} field(s) of {meta.label}")
+    unknown = [name for name in fields if name not in {f.attname for f in meta.concrete_fields}]
+    if unknown:
+        raise ValueError(f"{meta.label} has no field {unknown[0]!r}")
+    return len(columns[0]) if columns else 0
 
 
 # Allocations between two young-generation collections while an import runs (Python's default: 700).

@@ -208,6 +208,40 @@ def test_bulk_check_locks_the_referenced_rows_until_commit(campaign_factory) -> 
         other.close()
 
 
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bad_line_after_batches_formatted_ahead_imports_nothing(tmp_path: Path, settings) -> None:  # type: ignore[no-untyped-def]
+    """The read-ahead thread takes the next batches' ids on its own connection and formats their rows; the rows
+    still go in only through the import's one transaction, so a bad last line leaves nothing behind."""
+    from annotate.models import Assignment, Campaign, Completion, Rating, Solution, Step, StepDecision
+    from annotate.prm800k import import_prm800k
+    from annotate.services.importing import ImportFailed
+
+    settings.STEPLAB_IMPORT_BATCH = 5
+    path = tmp_path / "late-error.jsonl"
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from import_export import generate
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    generate(path, 40, 4)  # 8 batches
+    with path.open("a") as out:
+        out.write('{"label": {"steps": "not a list"}}\n')
+    campaign = Campaign.objects.create(slug="late-error", name="late error")
+    with pytest.raises(ImportFailed) as failed:
+        import_prm800k(path, campaign)
+    assert [rejected.line for rejected in failed.value.report.rejected] == [41]
+    for model in (Solution, Assignment, Step, Completion, Rating, StepDecision):
+        assert not model.objects.exists(), model.__name__
+
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:40]))
+    report = import_prm800k(path, campaign)
+    assert report.imported == 40 and Rating.objects.filter(assignment__solution__campaign=campaign).count() == 160
+    # ids in file order across the batches: the export gives the rows back in the order they came
+    texts = list(Completion.objects.order_by("pk").values_list("text", flat=True))
+    assert texts == [json.loads(line)["label"]["steps"][index]["completions"][0]["text"]
+                     for line in path.read_text().splitlines() for index in range(4)]
+
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     import django
