@@ -562,6 +562,11 @@ class _Batch:
     values: list[int | None]
     flags: list[bool | None]
     rationales: list[str]
+    # The step decisions worth a row: where the labeler chose a completion or wrote a step, or where the step has
+    # no completion (nothing else records that the labeling reached it). Absent, a decision reads as
+    # (None, None): a stepwise million-rating file has almost none, which saves a million rows.
+    decision_rows: list[int]  # the row (its position in ``rows``) of each decision
+    decision_steps: list[int]  # its step's position among the batch's steps
     chosen: list[int | None]
     human: list[Any]
     conversational: int
@@ -589,9 +594,8 @@ class _BatchIds:
 
 
 def _label_rows(batch: _Batch, ids: _BatchIds) -> list[PreparedRows]:
-    """The batch's steps, completions, ratings (one per completion) and step decisions (one per step, in the
-    steps' order), their ids repeated per row with C-level repeats (``_repeated``): no Python loop over steps."""
-    assignment_per_step = _repeated(ids.assignments, batch.steps_per_row)
+    """The batch's steps, completions, ratings (one per completion) and step decisions (see ``_Batch``), their
+    ids repeated per row with C-level repeats (``_repeated``): no Python loop over steps."""
     return [
         prepare_columns(Step, ["solution_id", "index"], [_repeated(ids.solutions, batch.steps_per_row),
                                                          batch.step_indexes], ids=ids.steps),
@@ -602,8 +606,8 @@ def _label_rows(batch: _Batch, ids: _BatchIds) -> list[PreparedRows]:
             _repeated(ids.assignments, batch.completions_per_row), ids.completions, batch.values, batch.flags,
             batch.rationales], ids=allocate_ids(Rating, len(batch.values))),
         prepare_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], [
-            assignment_per_step, ids.steps, batch.chosen, batch.human],
-            ids=allocate_ids(StepDecision, len(batch.step_indexes))),
+            [ids.assignments[row] for row in batch.decision_rows], [ids.steps[step] for step in batch.decision_steps],
+            batch.chosen, batch.human], ids=allocate_ids(StepDecision, len(batch.chosen))),
     ]
 
 
@@ -617,9 +621,11 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
                       problem_fields=[], digests=[], solution_extras=[], assignment_extras=[],
                       finished_at=[_parse_timestamp(row.timestamp) for row in rows], steps_per_row=[],
                       completions_per_row=[], completions_per_step=[], step_indexes=[], completion_indexes=[],
-                      texts=[], values=[], flags=[], rationales=[], chosen=[], human=[],
+                      texts=[], values=[], flags=[], rationales=[], decision_rows=[],
+                      decision_steps=[], chosen=[], human=[],
                       conversational=sum(row.is_conversational for row in rows))
-    for row, answer, verifier_score in zip(rows, prepared.answers, prepared.verifier_scores, strict=True):
+    for position, (row, answer, verifier_score) in enumerate(zip(rows, prepared.answers, prepared.verifier_scores,
+                                                                    strict=True)):
         fields = (row.question["problem"], row.question.get("ground_truth_answer"),
                   row.question.get("ground_truth_solution"))
         as_given = Problem(text=fields[0], answer=fields[1], solution=fields[2])  # unsaved: its fields only
@@ -638,13 +644,18 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
         if row.labeler is not None and imported_username(row.labeler) is None:
             assignment_extra["labeler"] = row.labeler
         prepared.assignment_extras.append(assignment_extra or _NO_EXTRA)
+        first_step = len(prepared.step_indexes)  # this row's first step among the batch's
         prepared.steps_per_row.append(len(row.steps))
         prepared.step_indexes.extend(range(len(row.steps)))
         in_row = 0
-        for parsed_step in row.steps:
-            prepared.chosen.append(parsed_step.chosen_completion)
-            prepared.human.append(parsed_step.human_completion)
+        for step_index, parsed_step in enumerate(row.steps):
             count = len(parsed_step.completions) if parsed_step.completions else 0
+            if (parsed_step.chosen_completion is not None or parsed_step.human_completion is not None
+                    or count == 0):
+                prepared.decision_rows.append(position)
+                prepared.decision_steps.append(first_step + step_index)
+                prepared.chosen.append(parsed_step.chosen_completion)
+                prepared.human.append(parsed_step.human_completion)
             prepared.completions_per_step.append(count)
             in_row += count
             if count:
