@@ -53,6 +53,7 @@ from .services.campaign_problems import new_problem, resolve_problems
 from .services.importing import (
     ImportFailed,
     ImportReport,
+    JsonText,
     PreparedRows,
     ProgressCallback,
     RowError,
@@ -60,6 +61,7 @@ from .services.importing import (
     bulk_insert,
     fewer_collections,
     import_transaction,
+    json_text,
     prepare_columns,
     read_ahead,
     refresh_planner_statistics,
@@ -550,7 +552,8 @@ class _Batch:
     # problem was made from the first row that names it) — the main thread recomputes them otherwise.
     problem_fields: list[tuple[str, str | None, str | None]]
     digests: list[str]
-    solution_extras: list[dict[str, Any]]
+    solution_extras: list[JsonText | None]
+    pre_generated_steps: list[JsonText | None]  # each row's, as JSON
     assignment_extras: list[dict[str, Any]]
     finished_at: list[datetime | None]
     steps_per_row: list[int]
@@ -618,7 +621,8 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
     prepared = _Batch(rows=rows, answers=[row.final_answer() for row in rows],
                       verifier_scores=[_float_or_none(row.question.get("pre_generated_verifier_score"))
                                        for row in rows],
-                      problem_fields=[], digests=[], solution_extras=[], assignment_extras=[],
+                      problem_fields=[], digests=[], solution_extras=[], pre_generated_steps=[],
+                      assignment_extras=[],
                       finished_at=[_parse_timestamp(row.timestamp) for row in rows], steps_per_row=[],
                       completions_per_row=[], completions_per_step=[], step_indexes=[], completion_indexes=[],
                       texts=[], values=[], flags=[], rationales=[], decision_rows=[],
@@ -631,9 +635,10 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
         as_given = Problem(text=fields[0], answer=fields[1], solution=fields[2])  # unsaved: its fields only
         prepared.problem_fields.append(fields)
         prepared.digests.append(_solution_digest(as_given, row))
-        prepared.solution_extras.append(_solution_extra(row, row.question, question_from_fields(
+        prepared.solution_extras.append(json_text(_solution_extra(row, row.question, question_from_fields(
             as_given, pre_generated_steps=row.question.get("pre_generated_steps"), final_answer=answer,
-            verifier_score=verifier_score)))
+            verifier_score=verifier_score))))
+        prepared.pre_generated_steps.append(json_text(row.question.get("pre_generated_steps")))
         assignment_extra: dict[str, Any] = {}
         if row.timestamp is None:
             assignment_extra["timestamp_null"] = True
@@ -698,16 +703,17 @@ def _import_batch(campaign: Campaign, batch: _Batch, lookups: _Lookups, created:
         verdict = answers_match(ground_truth, answer)
         outcome = "graded_correct" if verdict else "graded_wrong" if verdict is False else "ungraded"
         created[outcome] = created.get(outcome, 0) + 1
-        pre_generated_steps = question.get("pre_generated_steps")
+        extra: dict[str, Any] | JsonText | None
         if (problem.text, problem.answer, problem.solution) == batch.problem_fields[position]:
             digest, extra = batch.digests[position], batch.solution_extras[position]
         else:  # the campaign's problem differs from this row's question (spacing, another ground truth)
             digest = _solution_digest(problem, row)
             extra = _solution_extra(row, question, question_from_fields(
-                problem, pre_generated_steps=pre_generated_steps, final_answer=answer, verifier_score=verifier_score))
+                problem, pre_generated_steps=question.get("pre_generated_steps"), final_answer=answer,
+                verifier_score=verifier_score))
         solution_rows.append((campaign.pk, problem.pk, row.generation, row.is_quality_control, row.is_screening,
-                              answer, verdict, verifier_score, pre_generated_steps, "prm800k", 1, _PROVENANCE,
-                              digest, extra))
+                              answer, verdict, verifier_score, batch.pre_generated_steps[position], "prm800k", 1,
+                              _PROVENANCE, digest, extra))
     ids = batch.ids or _BatchIds.allocate(batch)
     write_prepared(prepare_columns(Solution, _SOLUTION_COLUMNS, list(zip(*solution_rows, strict=True)),
                                    ids=ids.solutions))

@@ -310,8 +310,18 @@ def _sqlite_datetime(value: datetime | None, zone: tzinfo) -> str | None:
     return str(value.astimezone(zone).replace(tzinfo=None))
 
 
+class JsonText(str):
+    """A value already encoded as JSON, written as it is into a JSON column: an importer encodes its JSON values
+    in its read-ahead thread, while the main thread waits on the server."""
+
+
+def json_text(value: Any) -> JsonText | None:
+    """``value`` encoded as a JSON column stores it (None stays NULL)."""
+    return None if value is None else JsonText(json.dumps(value))
+
+
 def _json_or_null(value: Any) -> str | None:
-    return None if value is None else json.dumps(value)
+    return value if value is None or isinstance(value, JsonText) else json.dumps(value)
 
 
 def _write(model: type[models.Model], columns: list[models.Field], rows: list[tuple[Any, ...]]) -> None:
