@@ -51,7 +51,8 @@ def datasets_page(request: HttpRequest) -> HttpResponse:
     versions = list(DatasetVersion.objects.filter(campaign__in=research_campaigns(request.user),
                                                   status=DatasetVersion.Status.READY)
                     .select_related("campaign").order_by("campaign__slug", "-number"))
-    return render(request, "rewards/datasets.html", {"rows": version_rows(versions)})
+    campaigns = research_campaigns(request.user).order_by("name")
+    return render(request, "rewards/datasets.html", {"rows": version_rows(versions), "campaigns": campaigns})
 
 
 COUNTED = (("problems", "problems"), ("solutions", "solutions"), ("assignments", "labelings"), ("steps", "steps"))

@@ -145,6 +145,24 @@ def test_dataset_versions_show_distribution_and_what_changed(client, campaign_fa
 
 
 @pytest.mark.django_db
+def test_datasets_page_snapshots_a_campaign_from_a_button(client, campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+    """An empty Datasets page offers the button that makes a version, for each campaign the user researches."""
+    campaign, other = campaign_factory("mine"), campaign_factory("theirs")
+    researcher = make_user("res")
+    Membership.objects.create(campaign=campaign, user=researcher, role=Role.RESEARCHER)
+    client.force_login(researcher)
+    page = client.get(reverse("pages:datasets")).content.decode()
+    assert re.findall(r'data-action="snapshot" data-campaign="([^"]+)"', page) == ["mine"]
+    assert "No dataset versions yet: “Snapshot” above makes one." in page
+    action = re.search(r'<form method="post" action="([^"]+)" class="inline">', page)
+    assert action is not None
+    response = client.post(action.group(1))
+    assert response.status_code == 302
+    assert list(DatasetVersion.objects.values_list("campaign__slug", "number")) == [("mine", 1)]
+    assert not DatasetVersion.objects.filter(campaign=other).exists()
+
+
+@pytest.mark.django_db
 def test_nav_offers_each_role_only_what_it_may_open(client, campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
     campaign = campaign_factory("nav")
     users = {role: make_user(f"u-{role}") for role in (Role.LABELER, Role.RESEARCHER, Role.ADMIN)}
