@@ -639,16 +639,7 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
             as_given, pre_generated_steps=row.question.get("pre_generated_steps"), final_answer=answer,
             verifier_score=verifier_score))))
         prepared.pre_generated_steps.append(json_text(row.question.get("pre_generated_steps")))
-        assignment_extra: dict[str, Any] = {}
-        if row.timestamp is None:
-            assignment_extra["timestamp_null"] = True
-        elif not row.timestamp:
-            assignment_extra["timestamp"] = ""  # an empty source_timestamp means "none recorded"
-        if row.finish_reason is None:
-            assignment_extra["finish_reason_null"] = True  # kept as give_up: the pass did not finish labeling
-        if row.labeler is not None and imported_username(row.labeler) is None:
-            assignment_extra["labeler"] = row.labeler
-        prepared.assignment_extras.append(assignment_extra or _NO_EXTRA)
+        prepared.assignment_extras.append(_assignment_extra(row))
         first_step = len(prepared.step_indexes)  # this row's first step among the batch's
         prepared.steps_per_row.append(len(row.steps))
         prepared.step_indexes.extend(range(len(row.steps)))
@@ -675,6 +666,21 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
         prepared.ids = _BatchIds.allocate(prepared)
         prepared.label_rows = _label_rows(prepared, prepared.ids)
     return prepared
+
+
+def _assignment_extra(row: ParsedRow) -> dict[str, Any]:
+    """What export needs beyond the assignment's fields to give back the row's timestamp, finish reason and
+    labeler as they came."""
+    extra: dict[str, Any] = {}
+    if row.timestamp is None:
+        extra["timestamp_null"] = True
+    elif not row.timestamp:
+        extra["timestamp"] = ""  # an empty source_timestamp means "none recorded"
+    if row.finish_reason is None:
+        extra["finish_reason_null"] = True  # kept as give_up: the pass did not finish labeling
+    if row.labeler is not None and imported_username(row.labeler) is None:
+        extra["labeler"] = row.labeler
+    return extra or _NO_EXTRA
 
 
 def _solution_digest(problem: Problem, row: ParsedRow) -> str:
