@@ -39,7 +39,7 @@ class LeaseOrder(models.TextChoices):
 
 
 class StepRationale(models.TextChoices):
-    OFF = "off", "Off"
+    OFF = "off"
     OPTIONAL = "optional", "Optional: a labeler may give a one-line reason for a −1"
     REQUIRED = "required", "Required: a pass with a −1 is submitted only with its reason"
 
@@ -97,10 +97,10 @@ class Campaign(models.Model):
         return self.mode == CampaignMode.STEPWISE
 
 
-class Role(models.TextChoices):
-    LABELER = "labeler", "Labeler"
-    ADMIN = "admin", "Admin"
-    RESEARCHER = "researcher", "Researcher"
+class Role(models.TextChoices):  # labels: Django's, from the names ("Labeler", …)
+    LABELER = "labeler"
+    ADMIN = "admin"
+    RESEARCHER = "researcher"
 
 
 class Membership(models.Model):
@@ -272,7 +272,7 @@ class Completion(models.Model):
 
 class AssignmentStatus(models.TextChoices):
     LEASED = "leased", "Leased (in progress)"
-    SUBMITTED = "submitted", "Submitted"
+    SUBMITTED = "submitted"
     EXPIRED = "expired", "Lease expired"
 
 
@@ -449,6 +449,57 @@ class SplitReport(models.Model):
         return f"bad split reported on step {self.step_id} in assignment {self.assignment_id}"
 
 
+# --- Machine labels ----------------------------------------------------------------------------------------
+
+class LabelSourceKind(models.TextChoices):
+    MC = "mc", "Monte-Carlo estimate (share of sampled continuations that reach the answer)"
+    PRM = "prm", "A registered PRM's step score"
+    IMPORT = "import", "Imported from a file (external, named)"
+
+
+def says_correct(kind: str, value: float) -> bool:
+    """A source's hard label of a step. A Monte-Carlo estimate says "correct" when any sampled continuation
+    reached the answer (Math-Shepherd's hard estimate, ``value > 0``); a PRM score or an imported label when
+    ``value >= 0.5``."""
+    return value > 0 if kind == LabelSourceKind.MC else value >= 0.5
+
+
+class MachineLabel(models.Model):
+    """One machine source's label of one step: P(the step is correct) in [0, 1], beside the human ratings.
+
+    A source is ``kind`` + ``source`` (``mc:smollm2``, ``prm:<model>``, ``import:math-shepherd``); recording
+    a source again replaces its labels of those steps. ``rollouts`` is the Monte-Carlo sample size (0 for a
+    value inferred from a first-error index), ``provenance`` the model, settings and job that produced it.
+    """
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="machine_labels", db_index=False)
+    solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="machine_labels")
+    kind = models.CharField(max_length=8, choices=LabelSourceKind.choices)
+    source = models.CharField(max_length=200, help_text="The source's name: a model, an import's name.")
+    value = models.FloatField(help_text="P(step correct), 0–1.")
+    rollouts = models.PositiveIntegerField(null=True, blank=True, help_text="Monte-Carlo continuations sampled.")
+    provenance = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # its index (step first) serves the workspace's "labels of these steps" and the replace-on-record
+            models.UniqueConstraint(fields=["step", "kind", "source"], name="machinelabel_unique_per_source"),
+            models.CheckConstraint(condition=Q(value__gte=0) & Q(value__lte=1), name="machinelabel_value_0_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.source} {self.value:.2f} on step {self.step_id}"
+
+    @property
+    def source_key(self) -> str:
+        return f"{self.kind}:{self.source}"
+
+    @property
+    def says_correct(self) -> bool:
+        return says_correct(self.kind, self.value)
+
+
 # --- Campaign admin and quality ---------------------------------------------------------------------------
 
 class ImportKind(models.TextChoices):
@@ -528,54 +579,3 @@ class CampaignMetrics(models.Model):
 
     def __str__(self) -> str:
         return f"metrics of {self.campaign_id} at {self.computed_at:%Y-%m-%d %H:%M}"
-
-
-# --- Machine labels ----------------------------------------------------------------------------------------
-
-class LabelSourceKind(models.TextChoices):
-    MC = "mc", "Monte-Carlo estimate (share of sampled continuations that reach the answer)"
-    PRM = "prm", "A registered PRM's step score"
-    IMPORT = "import", "Imported from a file (external, named)"
-
-
-def says_correct(kind: str, value: float) -> bool:
-    """A source's hard label of a step. A Monte-Carlo estimate says "correct" when any sampled continuation
-    reached the answer (Math-Shepherd's hard estimate, ``value > 0``); a PRM score or an imported label when
-    ``value >= 0.5``."""
-    return value > 0 if kind == LabelSourceKind.MC else value >= 0.5
-
-
-class MachineLabel(models.Model):
-    """One machine source's label of one step: P(the step is correct) in [0, 1], beside the human ratings.
-
-    A source is ``kind`` + ``source`` (``mc:smollm2``, ``prm:<model>``, ``import:math-shepherd``); recording
-    a source again replaces its labels of those steps. ``rollouts`` is the Monte-Carlo sample size (0 for a
-    value inferred from a first-error index), ``provenance`` the model, settings and job that produced it.
-    """
-
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="machine_labels", db_index=False)
-    solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="machine_labels")
-    kind = models.CharField(max_length=8, choices=LabelSourceKind.choices)
-    source = models.CharField(max_length=200, help_text="The source's name: a model, an import's name.")
-    value = models.FloatField(help_text="P(step correct), 0–1.")
-    rollouts = models.PositiveIntegerField(null=True, blank=True, help_text="Monte-Carlo continuations sampled.")
-    provenance = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            # its index (step first) serves the workspace's "labels of these steps" and the replace-on-record
-            models.UniqueConstraint(fields=["step", "kind", "source"], name="machinelabel_unique_per_source"),
-            models.CheckConstraint(condition=Q(value__gte=0) & Q(value__lte=1), name="machinelabel_value_0_1"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.source} {self.value:.2f} on step {self.step_id}"
-
-    @property
-    def source_key(self) -> str:
-        return f"{self.kind}:{self.source}"
-
-    @property
-    def says_correct(self) -> bool:
-        return says_correct(self.kind, self.value)

@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_POST
 from steplab.http import AppRequest
 
 from . import forms, permissions
-from .models import Assignment, AssignmentStatus, Campaign, CampaignMode, MachineLabel
+from .models import Assignment, AssignmentStatus, Campaign, MachineLabel
 from .services import labeling, suggestions
 from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace
 
@@ -163,7 +163,7 @@ class StepRow:
 
 def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow]:
     assignment, progress = ws.assignment, ws.progress
-    stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
+    stepwise = assignment.solution.campaign.is_stepwise
     is_open = assignment.status == AssignmentStatus.LEASED
     rows = []
     for step in ws.steps:
@@ -203,7 +203,7 @@ def _workspace_context(request: AppRequest, ws: Workspace, **extra: object) -> d
         "rows": _rows(ws), "progress": progress, "rating_buttons": RATING_BUTTONS,
         "is_open": assignment.status == AssignmentStatus.LEASED,
         "is_expired": assignment.status == AssignmentStatus.EXPIRED,
-        "stepwise": campaign.mode == CampaignMode.STEPWISE, "heartbeat_s": heartbeat_s,
+        "stepwise": campaign.is_stepwise, "heartbeat_s": heartbeat_s,
         "next_ready": _next_ready(assignment, progress), "rationale_mode": campaign.step_rationale,
     }
     context.update(extra)
@@ -262,7 +262,7 @@ def _rows_response(request: AppRequest, ws: Workspace, step_index: int, announce
     rows = _rows(ws, oob={step.index for step in ws.steps if step.index != step_index})
     return render(request, "annotate/_rows_update.html", {
         "rows": rows, "assignment": ws.assignment, "progress": ws.progress, "rating_buttons": RATING_BUTTONS,
-        "stepwise": ws.assignment.solution.campaign.mode == CampaignMode.STEPWISE,
+        "stepwise": ws.assignment.solution.campaign.is_stepwise,
         "next_ready": _next_ready(ws.assignment, ws.progress), "is_open": True,
         "announce": announce, "removed": removed, "rationale_mode": ws.assignment.solution.campaign.step_rationale,
     })
@@ -338,6 +338,12 @@ def _row_action(form_class: type[django_forms.Form]) -> Callable[[RowAction], As
     return decorate
 
 
+def _marked_row(request: AppRequest, assignment: Assignment, step_index: int, mark: str) -> HttpResponse:
+    """The row of a step whose mark (Unsure, bad split) was just set or cleared, announcing it as ``mark``."""
+    ws = labeling.load_workspace(assignment.pk, request.user, step_indexes=[step_index], checked=assignment)
+    return _rows_response(request, ws, step_index, f"Saved: step {step_index + 1} {mark}.")
+
+
 @login_required
 @require_POST
 @_row_action(forms.RatingForm)
@@ -345,7 +351,7 @@ def rate(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpR
     result = labeling.record_rating(assignment_id, request.user, step_index=data["step_index"],
                                     rating=data["rating"], completion_index=data["completion_index"],
                                     time_ms=data["time_ms"], rationale=data["rationale"])
-    stepwise = result.workspace.assignment.solution.campaign.mode == CampaignMode.STEPWISE
+    stepwise = result.workspace.assignment.solution.campaign.is_stepwise
     what = f"Step {data['step_index'] + 1}" + ("" if stepwise else f", candidate {data['completion_index'] + 1},")
     announce = f"Saved: {what} rated {RATING_WORDS[data['rating']]}."
     if data["rationale"] is not None:
@@ -365,10 +371,8 @@ def rate(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpR
 def flag(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
     rating = labeling.flag_step(assignment_id, request.user, step_index=data["step_index"],
                                 flagged=data["flagged"], completion_index=data["completion_index"])
-    ws = labeling.load_workspace(assignment_id, request.user, step_indexes=[data["step_index"]],
-                                 checked=rating.assignment)
     mark = "marked Unsure" if data["flagged"] else "no longer marked Unsure"
-    return _rows_response(request, ws, data["step_index"], f"Saved: step {data['step_index'] + 1} {mark}.")
+    return _marked_row(request, rating.assignment, data["step_index"], mark)
 
 
 @login_required
@@ -378,9 +382,8 @@ def bad_split(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> 
     assignment = labeling.report_bad_split(assignment_id=assignment_id, user=request.user,
                                            step_index=data["step_index"], reported=data["reported"],
                                            note=data["note"])
-    ws = labeling.load_workspace(assignment_id, request.user, step_indexes=[data["step_index"]], checked=assignment)
     mark = "reported as a bad split" if data["reported"] else "no longer reported as a bad split"
-    return _rows_response(request, ws, data["step_index"], f"Saved: step {data['step_index'] + 1} {mark}.")
+    return _marked_row(request, assignment, data["step_index"], mark)
 
 
 @login_required

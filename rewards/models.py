@@ -11,7 +11,16 @@ from django.db.models import Q
 from annotate.models import Campaign
 
 
-class DatasetVersion(models.Model):
+class NumberedPerCampaign(models.Model):
+    """A row numbered 1, 2, … within its campaign (the model's ``campaign`` and ``number``), the latest first."""
+
+    class Meta:
+        abstract = True
+        ordering = ["campaign", "-number"]
+        constraints = [models.UniqueConstraint(fields=["campaign", "number"], name="%(class)s_unique_number")]
+
+
+class DatasetVersion(NumberedPerCampaign):
     """An immutable snapshot of a campaign's labels, written once in every format.
 
     ``files`` maps a format key (``prm800k``, ``trl-stepwise``, ``trl-stepwise-parquet``, ``outcome``,
@@ -24,7 +33,7 @@ class DatasetVersion(models.Model):
     """
 
     class Status(models.TextChoices):
-        READY = "ready", "Ready"
+        READY = "ready"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="dataset_versions")
     number = models.PositiveIntegerField(help_text="1, 2, … per campaign.")
@@ -41,12 +50,6 @@ class DatasetVersion(models.Model):
     # The campaign's label watermark when this version was cut: lets the beat skip unchanged campaigns
     # without exporting them (see ``rewards.services.datasets.label_watermark``).
     watermark = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["campaign", "-number"]
-        constraints = [
-            models.UniqueConstraint(fields=["campaign", "number"], name="datasetversion_unique_number"),
-        ]
 
     def __str__(self) -> str:
         return f"{self.campaign.slug} v{self.number}"

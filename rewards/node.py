@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
@@ -106,6 +106,19 @@ def json_lines(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
         except json.JSONDecodeError as exc:
             raise JsonLineError(number, exc) from None
         yield number, value
+
+
+def command_parser(prog: str, description: str | None, commands: Mapping[str, str], *, job_file: Collection[str] = (),
+                   ) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """A node's command line for ``run_cli``: one subcommand per ``commands`` entry (name: help), its name in
+    ``command``; those named in ``job_file`` read ``--config JOB.json``, the others' arguments are the caller's to
+    add (the subcommands' parsers, by name)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    subcommands = parser.add_subparsers(dest="command", required=True)
+    parsers = {name: subcommands.add_parser(name, help=about) for name, about in commands.items()}
+    for name in job_file:
+        parsers[name].add_argument("--config", required=True, type=Path, help="job JSON file")
+    return parser, parsers
 
 
 def run_cli(parser: argparse.ArgumentParser, commands: Mapping[str, Callable[[argparse.Namespace], None]],

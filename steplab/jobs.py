@@ -34,12 +34,12 @@ ERROR_TAIL_CHARS = 6000
 J = TypeVar("J", bound="Job")
 
 
-class JobStatus(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
+class JobStatus(models.TextChoices):  # labels: Django's, from the names ("Queued", …)
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 ACTIVE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)

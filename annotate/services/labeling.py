@@ -24,7 +24,6 @@ from ..models import (
     Assignment,
     AssignmentStatus,
     Campaign,
-    CampaignMode,
     Completion,
     FinishReason,
     LeaseOrder,
@@ -316,7 +315,7 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
     with transaction.atomic():
         assignment = _locked_open_assignment(assignment_id, user, now, count_steps=True)
         campaign = assignment.solution.campaign
-        stepwise = campaign.mode == CampaignMode.STEPWISE
+        stepwise = campaign.is_stepwise
         ratings = _ratings_of(assignment)
         decisions = {} if stepwise else _decisions_of(assignment)
         current = ratings.get((step_index, completion_index))
@@ -451,7 +450,7 @@ def flag_step(assignment_id: int, user: User, *, step_index: int, flagged: bool,
         error = (Rating.objects.filter(assignment=assignment, rating=-1, completion__index=0,
                                        completion__step__index__lt=step_index)
                  .order_by("completion__step__index").values_list("completion__step__index", flat=True).first()
-                 if assignment.solution.campaign.mode == CampaignMode.STEPWISE else None)
+                 if assignment.solution.campaign.is_stepwise else None)
         if error is not None:
             raise LabelingError(f"Step {error + 1} is rated −1: the steps after it are not part of this pass.")
         current, created = Rating.objects.get_or_create(assignment=assignment, completion=completion,
@@ -572,7 +571,7 @@ def submit_assignment(assignment_id: int, user: User, *, total_time_ms: int | No
 
 def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
     """Refuse a ``solution`` / ``found_error`` finish the pass does not support (``None``: whichever fits)."""
-    stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
+    stepwise = assignment.solution.campaign.is_stepwise
     # Set by annotate() in the query, which django-stubs does not follow.
     progress = _progress(assignment.step_total, stepwise,  # type: ignore[attr-defined]  # the step count comes with the lock
                          _ratings_of(assignment) if stepwise else {}, {} if stepwise else _decisions_of(assignment))
@@ -779,7 +778,7 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
         assignment = found
         if not permissions.can_label(user, assignment.solution.campaign):
             raise NotAllowed("You are not an active labeler in this campaign.")
-    stepwise = assignment.solution.campaign.mode == CampaignMode.STEPWISE
+    stepwise = assignment.solution.campaign.is_stepwise
     steps = _step_contents(assignment, step_indexes)
     total = len(steps) if step_indexes is None else Step.objects.filter(solution_id=assignment.solution_id).count()
     ratings, decisions = _ratings_of(assignment), _decisions_of(assignment)

@@ -28,7 +28,7 @@ from django.db.models import QuerySet
 from django.urls import URLPattern, path
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.pagination import BasePagination
@@ -75,6 +75,12 @@ class CampaignRef(serializers.Field):
         return campaign.slug if self.context.get("legacy") else campaign.pk
 
 
+# A row of one campaign's, which names it as a CampaignRef. No docstring: the schema would give it to every
+# serializer below as its description.
+class CampaignRowOut(serializers.ModelSerializer):
+    campaign = CampaignRef()
+
+
 class JobsSchema(AutoSchema):
     """Only GET lists are paginated: a POST that starts several jobs answers them as a plain list. A one-job view
     answers its ``output`` serializer."""
@@ -85,6 +91,11 @@ class JobsSchema(AutoSchema):
     def get_response_serializers(self) -> Any:
         output = getattr(self.view, "output", None)
         return {200: output} if output is not None else super().get_response_serializers()
+
+
+def _settings(about: str, keys: Iterable[str]) -> serializers.DictField:
+    """A job's settings as given (its service checks them): ``about`` them, and the keys it takes."""
+    return serializers.DictField(required=False, default=dict, help_text=f"{about}: {', '.join(keys)}.")
 
 
 def _input_error(exc: JobInputError, code: int = status.HTTP_400_BAD_REQUEST) -> Response:
@@ -186,6 +197,46 @@ def one_job_views(*, rows: QuerySet[Any], campaign_of: Callable[[Any], Campaign 
                                                           "cancel": staticmethod(cancel)}))
 
 
+class CampaignJobsView(JobsApiView):
+    """A campaign's launched jobs of one kind, ``job_output``'s model: GET lists them, newest first; POST starts
+    one from ``start_input`` with ``start_job`` (staff and the campaign's admins only), answered as ``job_output``.
+    ``about``, ``about_start``: what each operation does (the schema's descriptions)."""
+
+    job_output: ClassVar[type[serializers.ModelSerializer[Any]]]
+    start_input: ClassVar[type[serializers.Serializer]]
+    about: ClassVar[str]
+    about_start: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        extend_schema_view(
+            get=extend_schema(description=cls.about, responses={200: cls.job_output(many=True)}),
+            post=extend_schema(description=cls.about_start, request=cls.start_input, responses={201: cls.job_output}),
+        )(cls)
+
+    @property
+    def model(self) -> type[models.SamplingJob | models.MachineLabelingJob]:
+        """The kind's model (``job_output``'s)."""
+        return self.job_output.Meta.model
+
+    def get(self, request: Request, **key: Any) -> Response:
+        campaign = self.campaign(key)
+        jobs = self.model._default_manager.filter(campaign=campaign).select_related("campaign")
+        return self.listing(jobs, self.job_output, cut=100)
+
+    def post(self, request: Request, **key: Any) -> Response:
+        campaign = self.campaign(key, start=str(self.model._meta.verbose_name_plural))
+        values = self.valid(self.start_input)
+        try:
+            job = self.start_job(campaign, values)
+        except JobInputError as exc:
+            return _input_error(exc)
+        return Response(self.out(self.job_output, job), status=status.HTTP_201_CREATED)
+
+    def start_job(self, campaign: Campaign, values: dict[str, Any]) -> models.LaunchedJob:
+        raise NotImplementedError
+
+
 class StartGenerationInput(serializers.Serializer):
     strategy = serializers.ChoiceField(choices=sorted(STRATEGIES))
     batch_size = serializers.IntegerField(min_value=1, max_value=MAX_BATCH_SIZE)
@@ -196,9 +247,7 @@ class StartGenerationInput(serializers.Serializer):
                                             help_text="PRM id (default: the campaign's best PRM).")
 
 
-class GenerationOut(serializers.ModelSerializer):
-    campaign = CampaignRef()
-
+class GenerationOut(CampaignRowOut):
     class Meta:
         model = models.LabelingRound
         fields = ("id", "campaign", "number", "status", "strategy", "strategy_config", "batch_size", "selected_count",
@@ -252,8 +301,7 @@ class StartTrainingInput(serializers.Serializer):
                                                help_text="A ready dataset version of a campaign you work on.")
     base_model = serializers.CharField(default="default", help_text="'default' (CPU MiniLM) or a configured backbone.")
     backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
-    hyper = serializers.DictField(required=False, default=dict,
-                                  help_text=f"Trainer settings: {', '.join(USER_KEYS)}.")
+    hyper = _settings("Trainer settings", USER_KEYS)
 
 
 class TrainingJobOut(serializers.ModelSerializer):
@@ -337,38 +385,24 @@ TrainingJobView, TrainingJobCancelView = one_job_views(
 
 class StartSamplingInput(serializers.Serializer):
     backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
-    config = serializers.DictField(required=False, default=dict,
-                                   help_text=f"Sampler settings: {', '.join(SAMPLING_KEYS)}.")
+    config = _settings("Sampler settings", SAMPLING_KEYS)
 
 
-class SamplingJobOut(serializers.ModelSerializer):
-    campaign = CampaignRef()
-
+class SamplingJobOut(CampaignRowOut):
     class Meta:
         model = models.SamplingJob
         fields = ("id", "campaign", "backend", "status", "progress", "config", "problem_count", "summary", "pool",
                   "error", "created_at", "started_at", "finished_at")
 
 
-class SamplingJobsView(JobsApiView):
-    @extend_schema(responses={200: SamplingJobOut(many=True)})
-    def get(self, request: Request, **key: Any) -> Response:
-        """The campaign's sampling jobs, newest first."""
-        campaign = self.campaign(key)
-        return self.listing(models.SamplingJob.objects.filter(campaign=campaign).select_related("campaign"),
-                            SamplingJobOut, cut=100)
+class SamplingJobsView(CampaignJobsView):
+    job_output = SamplingJobOut
+    start_input = StartSamplingInput
+    about = "The campaign's sampling jobs, newest first."
+    about_start = "Sample N solutions per campaign problem with a local LM; they become the campaign's candidate pool."
 
-    @extend_schema(request=StartSamplingInput, responses={201: SamplingJobOut})
-    def post(self, request: Request, **key: Any) -> Response:
-        """Sample N solutions per campaign problem with a local LM; they become the campaign's candidate pool."""
-        campaign = self.campaign(key, start="sampling jobs")
-        values = self.valid(StartSamplingInput)
-        try:
-            job = start_sampling_job(campaign, values["config"], backend=values["backend"],
-                                     user=request.user)
-        except JobInputError as exc:
-            return _input_error(exc)
-        return Response(self.out(SamplingJobOut, job), status=status.HTTP_201_CREATED)
+    def start_job(self, campaign: Campaign, values: dict[str, Any]) -> models.LaunchedJob:
+        return start_sampling_job(campaign, values["config"], backend=values["backend"], user=self.request.user)
 
 
 # --- machine labeling jobs ----------------------------------------------------------------------------
@@ -382,52 +416,38 @@ class StartMachineLabelingInput(serializers.Serializer):
     reward_model = serializers.IntegerField(required=False, allow_null=True, default=None,
                                             help_text="method prm: the registered PRM's id.")
     backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
-    config = serializers.DictField(required=False, default=dict,
-                                   help_text=f"method mc: rollout settings: {', '.join(MC_KEYS)}.")
+    config = _settings("method mc: rollout settings", MC_KEYS)
 
 
-class MachineLabelingJobOut(serializers.ModelSerializer):
-    campaign = CampaignRef()
-
+class MachineLabelingJobOut(CampaignRowOut):
     class Meta:
         model = models.MachineLabelingJob
         fields = ("id", "campaign", "method", "reward_model", "backend", "status", "progress", "config",
                   "solution_count", "summary", "labels_recorded", "error", "created_at", "started_at", "finished_at")
 
 
-class MachineLabelingJobsView(JobsApiView):
-    @extend_schema(responses={200: MachineLabelingJobOut(many=True)})
-    def get(self, request: Request, **key: Any) -> Response:
-        """The campaign's machine labeling jobs (Monte-Carlo rollouts, PRM step scores), newest first."""
-        campaign = self.campaign(key)
-        return self.listing(models.MachineLabelingJob.objects.filter(campaign=campaign).select_related("campaign"),
-                            MachineLabelingJobOut, cut=100)
+class MachineLabelingJobsView(CampaignJobsView):
+    job_output = MachineLabelingJobOut
+    start_input = StartMachineLabelingInput
+    about = "The campaign's machine labeling jobs (Monte-Carlo rollouts, PRM step scores), newest first."
+    about_start = ("Label steps of chosen solutions by machine: recorded as the source ``mc:<model>`` or "
+                   "``prm:<name>``.")
 
-    @extend_schema(request=StartMachineLabelingInput, responses={201: MachineLabelingJobOut})
-    def post(self, request: Request, **key: Any) -> Response:
-        """Label steps of chosen solutions by machine: recorded as the source ``mc:<model>`` or ``prm:<name>``."""
-        campaign = self.campaign(key, start="machine labeling jobs")
-        values = self.valid(StartMachineLabelingInput)
+    def start_job(self, campaign: Campaign, values: dict[str, Any]) -> models.LaunchedJob:
         reward_model = None
         if values["reward_model"] is not None:
             reward_model = models.RewardModel.objects.filter(pk=values["reward_model"]).first()
             if reward_model is None:
-                return _input_error(JobInputError("reward_model", f"no reward model {values['reward_model']}"))
-        try:
-            job = start_machine_labeling_job(
-                campaign=campaign, method=values["method"], limit=values["solutions"],
-                solution_ids=values["solution_ids"], reward_model=reward_model, config=values["config"],
-                backend=values["backend"], user=request.user)
-        except JobInputError as exc:
-            return _input_error(exc)
-        return Response(self.out(MachineLabelingJobOut, job), status=status.HTTP_201_CREATED)
+                raise JobInputError("reward_model", f"no reward model {values['reward_model']}")
+        return start_machine_labeling_job(
+            campaign=campaign, method=values["method"], limit=values["solutions"],
+            solution_ids=values["solution_ids"], reward_model=reward_model, config=values["config"],
+            backend=values["backend"], user=self.request.user)
 
 
 # --- the loop: dataset versions, pools, scoring, evaluation, one-click comparison ---------------------
 
-class DatasetVersionOut(serializers.ModelSerializer):
-    campaign = CampaignRef()
-
+class DatasetVersionOut(CampaignRowOut):
     class Meta:
         model = DatasetVersion
         fields = ("id", "campaign", "number", "status", "content_sha256", "counts", "files", "created_at")
@@ -505,8 +525,7 @@ class ScoringJobsView(JobsApiView):
     def get(self, request: Request, **key: Any) -> Response:
         """Scoring jobs of the campaign's models, newest first."""
         campaign = self.campaign(key)
-        return self.listing(models.ScoringJob.objects.filter(reward_model__campaign=campaign)
-                            .order_by("-created_at", "-id"), ScoringJobOut, cut=100)
+        return self.listing(models.ScoringJob.objects.filter(reward_model__campaign=campaign), ScoringJobOut, cut=100)
 
     @extend_schema(request=StartScoringInput, responses={201: ScoringJobOut(many=True)})
     def post(self, request: Request, **key: Any) -> Response:
@@ -559,8 +578,7 @@ class EvaluationsView(JobsApiView):
                          "step_metrics": run.step_metrics}, status=status.HTTP_201_CREATED)
 
 
-class ComparisonOut(serializers.ModelSerializer):
-    campaign = CampaignRef()
+class ComparisonOut(CampaignRowOut):
     best_of_n = serializers.SerializerMethodField()
 
     class Meta:

@@ -12,17 +12,13 @@ from django.db import models
 from django.db.models import Q
 
 from annotate.models import Campaign, Problem
+from rewards.models import NumberedPerCampaign
 from steplab.jobs import ACTIVE_STATUSES as ACTIVE_STATUSES  # re-exported: job code finds the job layer's
 from steplab.jobs import FINAL_STATUSES as FINAL_STATUSES  # names next to the job models
 from steplab.jobs import Job
 from steplab.jobs import JobStatus as JobStatus
 
 from .text import clean_log, failure_summary
-
-
-class Kind(models.TextChoices):
-    PRM = "prm", "Process reward model (per step)"
-    ORM = "orm", "Outcome reward model (per solution)"
 
 
 class BackendKind(models.TextChoices):
@@ -60,6 +56,11 @@ class LaunchedJob(Job):
     @property
     def readable_log(self) -> str:
         return clean_log(self.log_tail)
+
+
+class Kind(models.TextChoices):
+    PRM = "prm", "Process reward model (per step)"
+    ORM = "orm", "Outcome reward model (per solution)"
 
 
 class TrainingJob(LaunchedJob):
@@ -277,15 +278,7 @@ class EvaluationRun(Recorded):
         return f"evaluation {self.pk} on {self.pool}"
 
 
-class LabelingRoundStatus(models.TextChoices):
-    """A round's own states, not the job layer's: its work is its scoring job (docs/architecture.md)."""
-
-    SCORING = "scoring", "Scoring the pool"
-    COMPLETED = "completed", "Selected: labeling work created"
-    FAILED = "failed", "Failed"
-
-
-class LabelingRound(models.Model):
+class LabelingRound(NumberedPerCampaign):
     """One round of active learning: the current PRM scores the unlabeled pool, a strategy picks a batch,
     the batch becomes the campaign's labeling work of generation ``number`` (the ``Solution.generation`` it
     writes, the PRM800K field).
@@ -293,6 +286,13 @@ class LabelingRound(models.Model):
     At most one round per campaign is scoring at a time (partial unique constraint), so two
     triggers (button, API, periodic task) cannot choose from the same pool at once.
     """
+
+    class Status(models.TextChoices):
+        """A round's own states, not the job layer's: its work is its scoring job (docs/architecture.md)."""
+
+        SCORING = "scoring", "Scoring the pool"
+        COMPLETED = "completed", "Selected: labeling work created"
+        FAILED = "failed"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="labeling_rounds")
     number = models.IntegerField(help_text="g: Solution.generation of the work it created.")
@@ -307,7 +307,7 @@ class LabelingRound(models.Model):
                                        related_name="labeling_round")
     batch_size = models.PositiveIntegerField()
     selected_count = models.PositiveIntegerField(default=0)
-    status = models.CharField(max_length=16, choices=LabelingRoundStatus.choices, default=LabelingRoundStatus.SCORING)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.SCORING)
     error = models.TextField(blank=True)
     auto_started = models.BooleanField(default=False, help_text="Started by the periodic task.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
@@ -315,10 +315,9 @@ class LabelingRound(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["campaign", "-number"]
+    class Meta(NumberedPerCampaign.Meta):
         constraints = [
-            models.UniqueConstraint(fields=["campaign", "number"], name="labelinground_unique_number"),
+            *NumberedPerCampaign.Meta.constraints,
             models.UniqueConstraint(fields=["campaign"], condition=Q(status="scoring"),
                                     name="labelinground_one_scoring_per_campaign"),
         ]
@@ -327,26 +326,25 @@ class LabelingRound(models.Model):
         return f"labeling round {self.number} of {self.campaign_id} ({self.status})"
 
 
-class ComparisonStage(models.TextChoices):
-    """The chain's stages in the order a run goes through them; ``status`` says whether it is still moving."""
-
-    SNAPSHOT = "snapshot", "Snapshot the labels"
-    TRAIN = "train", "Train a PRM and an ORM"
-    SCORE = "score", "Score the pool with both"
-    EVALUATE = "evaluate", "Evaluate best-of-N"
-    DONE = "done", "Done"
-
-
 class ComparisonRun(Job):
     """One click of "Compare PRM and ORM": snapshot → train PRM + ORM (same backbone, same budget) → score the
     campaign's pool with both → evaluate. The jobs it starts are ordinary training/scoring jobs with their own
     pages; this row only records the chain, where it stands (``stage``) and, on failure, the stage at fault
     (``error``, in one sentence)."""
 
+    class Stage(models.TextChoices):
+        """The chain's stages in the order a run goes through them; ``status`` says whether it is still moving."""
+
+        SNAPSHOT = "snapshot", "Snapshot the labels"
+        TRAIN = "train", "Train a PRM and an ORM"
+        SCORE = "score", "Score the pool with both"
+        EVALUATE = "evaluate", "Evaluate best-of-N"
+        DONE = "done"
+
     task_name = "jobs.advance_comparison"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="comparison_runs")
-    stage = models.CharField(max_length=16, choices=ComparisonStage.choices, default=ComparisonStage.SNAPSHOT)
+    stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.SNAPSHOT)
     max_steps = models.PositiveIntegerField(help_text="Optimizer steps per model (the budget).")
     per_problem = models.PositiveIntegerField(default=0, help_text="Candidates scored per problem: the first k "
                                                                    "of each (0 = all), so N runs up to k.")

@@ -1,7 +1,7 @@
 """Read-side queries for the pages: a fixed number of queries whatever the number of runs and models."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
@@ -137,6 +137,19 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
 def reward_models(campaigns: QuerySet[Campaign], *, staff: bool) -> QuerySet[RewardModel]:
     models = RewardModel.objects.select_related("dataset_version__campaign", "campaign")
     return models if staff else models.filter(campaign__in=campaigns)
+
+
+def reward_model(pk: int) -> RewardModel | None:
+    return RewardModel.objects.filter(pk=pk).first()
+
+
+def campaign_reward_models(campaign: Campaign, ids: Iterable[int]) -> list[RewardModel]:
+    """The campaign's own reward models among ``ids``."""
+    return list(RewardModel.objects.filter(pk__in=ids, campaign=campaign))
+
+
+def campaign_pool(campaign: Campaign, pk: int) -> CandidatePool | None:
+    return CandidatePool.objects.filter(pk=pk, campaign=campaign).first()
 
 
 def _validation(model: RewardModel) -> dict[str, Any]:

@@ -1,16 +1,28 @@
 """Reward-model pages, mounted at /models/."""
-from django.urls import path
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpResponse
+from django.urls import URLPattern, path
 
 from . import api, views
 
 app_name = "jobs"
 
+
+def job_pages(prefix: str, name: str, detail: Callable[..., HttpResponse], progress: Callable[..., HttpResponse],
+              cancel: Callable[..., HttpResponse], kwargs: dict[str, Any] | None = None) -> list[URLPattern]:
+    """A job's page at ``prefix``, its polled progress fragment and its cancel POST: ``name``, ``name``_progress,
+    ``name``_cancel (``kwargs``: passed to each view)."""
+    return [path(prefix, detail, kwargs, name=name),
+            path(f"{prefix}progress/", progress, kwargs, name=f"{name}_progress"),
+            path(f"{prefix}cancel/", cancel, kwargs, name=f"{name}_cancel")]
+
+
 urlpatterns = [
     path("", views.index, name="index"),
     path("jobs/new/", views.job_new, name="job_new"),
-    path("jobs/<int:pk>/", views.job_detail, name="job"),
-    path("jobs/<int:pk>/progress/", views.job_progress, name="job_progress"),
-    path("jobs/<int:pk>/cancel/", views.job_cancel, name="job_cancel"),
+    *job_pages("jobs/<int:pk>/", "job", views.job_detail, views.job_progress, views.job_cancel),
     path("dashboard/", views.dashboard, name="dashboard"),
     path("dashboard/figures/<str:name>.<str:fmt>", views.figure, name="figure"),
     path("dashboard/<slug:slug>/", views.dashboard, name="campaign_dashboard"),
@@ -25,9 +37,7 @@ urlpatterns = [
     path("dashboard/<slug:slug>/evaluate/", views.evaluate_start, name="evaluate_start"),
     path("comparisons/<int:pk>/progress/", views.comparison_progress, name="comparison_progress"),
     path("comparisons/<int:pk>/cancel/", views.comparison_cancel, name="comparison_cancel"),
-    *[route for kind in views.WORK for route in (
-        path(f"{kind}/<int:pk>/", views.work_detail, {"kind": kind}, name=f"{kind}_job"),
-        path(f"{kind}/<int:pk>/progress/", views.work_progress, {"kind": kind}, name=f"{kind}_job_progress"),
-        path(f"{kind}/<int:pk>/cancel/", views.work_cancel, {"kind": kind}, name=f"{kind}_job_cancel"))],
+    *[route for kind in views.WORK for route in job_pages(
+        f"{kind}/<int:pk>/", f"{kind}_job", views.work_detail, views.work_progress, views.work_cancel, {"kind": kind})],
     *api.urls(legacy=True),  # the jobs API's first home, kept for scripts; /api/ is the documented one
 ]

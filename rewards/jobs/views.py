@@ -29,12 +29,10 @@ from steplab.http import AppRequest
 from . import selectors
 from .forms import TrainingJobForm
 from .models import (
-    CandidatePool,
     ComparisonRun,
     LabelingMethod,
     MachineLabelingJob,
     PoolPurpose,
-    RewardModel,
     SamplingJob,
     ScoringJob,
     TrainingJob,
@@ -265,11 +263,11 @@ def score_start(request: HttpRequest, slug: str) -> HttpResponse:
     campaign = _campaign_for_work(request, slug)
     form = {"pool": request.POST.get("pool", ""), "models": ",".join(request.POST.getlist("models"))}
     try:
-        pool = CandidatePool.objects.filter(pk=_integer(form, "pool"), campaign=campaign).first()
+        pool = selectors.campaign_pool(campaign, _integer(form, "pool"))
         if pool is None:
             raise JobInputError("pool", f"no candidate pool {form['pool']} in campaign {slug}")
         ids = [int(v) for v in request.POST.getlist("models") if v.isdigit()]
-        models = list(RewardModel.objects.filter(pk__in=ids, campaign=campaign))
+        models = selectors.campaign_reward_models(campaign, ids)
         if not models:
             raise JobInputError("models", "choose at least one reward model of this campaign")
         for model in models:
@@ -410,7 +408,7 @@ def machine_labels_start(request: HttpRequest, slug: str) -> HttpResponse:
                               if monte_carlo else ())
         reward_model = None
         if form["method"] == LabelingMethod.PRM and form["reward_model"]:
-            reward_model = RewardModel.objects.filter(pk=_integer(form, "reward_model")).first()
+            reward_model = selectors.reward_model(_integer(form, "reward_model"))
         start_machine_labeling_job(campaign=campaign, method=form["method"], limit=_integer(form, "solutions"),
                                    reward_model=reward_model, config=config, user=request.user)
     except JobInputError as exc:

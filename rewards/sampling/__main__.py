@@ -8,21 +8,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from ..node import run_cli
+from ..node import command_parser, run_cli
 from .config import SamplingConfigError, load_config, load_rollout_config
 from .rollouts import SolutionsError, read_solutions, run_rollouts
 from .sampler import ProblemsError, read_problems, run_sampling
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rewards.sampling", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    sample = commands.add_parser("sample", help="sample N solutions per problem into an import-ready JSONL")
-    sample.add_argument("--config", required=True, type=Path, help="job JSON file")
-    rollouts = commands.add_parser("rollouts", help="Monte-Carlo step estimates of solutions into a JSONL")
-    rollouts.add_argument("--config", required=True, type=Path, help="job JSON file")
+    parser, _ = command_parser("python -m rewards.sampling", __doc__, {
+        "sample": "sample N solutions per problem into an import-ready JSONL",
+        "rollouts": "Monte-Carlo step estimates of solutions into a JSONL",
+    }, job_file=("sample", "rollouts"))
     return parser
 
 

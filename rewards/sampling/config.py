@@ -72,8 +72,19 @@ class ModelSettings:
     # Jobs started on the web carry it (STEPLAB_MODELS_DIR): ``model`` is then a folder name inside it.
     models_dir: Path | None = None
 
-    #: the job's own file keys, left out of the provenance with the other paths
+    #: the job's input files: each must exist (relative to the job file's folder), and is left out of the
+    #: provenance with the other paths
     input_keys: ClassVar[tuple[str, ...]] = ()
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _input_file(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name not in cls.input_keys:
+            return value
+        path = _path(info.field_name, value, _base_dir(info))
+        if not path.is_file():
+            raise _invalid(info.field_name, f"names a file that does not exist: {str(path)!r}")
+        return path
 
     @field_validator("output", "models_dir", mode="before")
     @classmethod
@@ -146,14 +157,6 @@ class ModelSettings:
         return "SmolLM2-135M-Instruct" if self.model == SMOLLM2 else Path(self.model).name
 
 
-def _input_file(key: str, value: Any, info: ValidationInfo) -> Path:
-    """A job's input file, relative to the job file's folder; it must exist."""
-    path = _path(key, value, _base_dir(info))
-    if not path.is_file():
-        raise _invalid(key, f"names a file that does not exist: {str(path)!r}")
-    return path
-
-
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"), kw_only=True)
 class SampleConfig(ModelSettings):
     """A validated sampling job: ``n`` solutions for each problem of ``problems``."""
@@ -163,11 +166,6 @@ class SampleConfig(ModelSettings):
     limit: Annotated[Whole, Field(ge=1, le=10_000_000)] | None = None
 
     input_keys: ClassVar[tuple[str, ...]] = ("problems",)
-
-    @field_validator("problems", mode="before")
-    @classmethod
-    def _problems_file(cls, value: Any, info: ValidationInfo) -> Path:
-        return _input_file("problems", value, info)
 
 
 Strategy = Literal["binary_search", "every_step"]
@@ -186,11 +184,6 @@ class RolloutConfig(ModelSettings):
     max_steps: Annotated[Whole, Field(ge=1, le=10_000)] | None = None
 
     input_keys: ClassVar[tuple[str, ...]] = ("solutions",)
-
-    @field_validator("solutions", mode="before")
-    @classmethod
-    def _solutions_file(cls, value: Any, info: ValidationInfo) -> Path:
-        return _input_file("solutions", value, info)
 
 
 _ADAPTERS: dict[type[ModelSettings], TypeAdapter[Any]] = {

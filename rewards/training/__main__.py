@@ -9,16 +9,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..node import run_cli
+from ..node import command_parser, run_cli
 from .config import TrainingConfigError, load_config
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rewards.training", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="train a PRM or ORM from an exported dataset")
-    train.add_argument("--config", required=True, type=Path, help="job JSON file")
-    score = commands.add_parser("score", help="score solutions with a trained model")
+    parser, commands = command_parser("python -m rewards.training", __doc__, {
+        "train": "train a PRM or ORM from an exported dataset",
+        "score": "score solutions with a trained model",
+    }, job_file=("train",))
+    score = commands["score"]
     score.add_argument("--model", required=True, type=Path, help="folder written by train")
     score.add_argument("--input", required=True, type=Path,
                        help="JSONL/Parquet rows {id, prompt, completions|completion}")

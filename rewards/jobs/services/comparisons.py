@@ -31,7 +31,6 @@ from ..models import (
     Candidate,
     CandidatePool,
     ComparisonRun,
-    ComparisonStage,
     JobStatus,
     Kind,
     PoolProblem,
@@ -58,8 +57,8 @@ DEFAULT_PER_PROBLEM = 16
 #: step-level table comes from scoring the held-out solutions), so a seeded sample keeps a CPU run in its budget
 VALIDATION_ROWS = 300
 SUBSET_SOURCE = "subset of pool"  # how a comparison's copy of a pool is told apart from the pools users bring
-STAGE_WORDS: dict[str, str] = {ComparisonStage.SNAPSHOT: "snapshot", ComparisonStage.TRAIN: "training",
-               ComparisonStage.SCORE: "scoring", ComparisonStage.EVALUATE: "evaluation"}
+STAGE_WORDS: dict[str, str] = {ComparisonRun.Stage.SNAPSHOT: "snapshot", ComparisonRun.Stage.TRAIN: "training",
+                               ComparisonRun.Stage.SCORE: "scoring", ComparisonRun.Stage.EVALUATE: "evaluation"}
 
 
 class _Lost(Exception):
@@ -193,7 +192,7 @@ def _snapshot(run: ComparisonRun) -> None:
             trainings = {kind: start_training_job(TrainingRequest(kind=kind, dataset_version=version,
                                                                   base_model=run.base_model, hyper=hyper),
                                                   user=run.started_by) for kind in (Kind.PRM, Kind.ORM)}
-            _move(run, ComparisonStage.SNAPSHOT, stage=ComparisonStage.TRAIN, dataset_version=version,
+            _move(run, ComparisonRun.Stage.SNAPSHOT, stage=ComparisonRun.Stage.TRAIN, dataset_version=version,
                   new_version=new, pool=pool, prm_job=trainings[Kind.PRM], orm_job=trainings[Kind.ORM])
     except JobInputError as exc:
         _fail(run, f"training could not start: {exc}")
@@ -228,7 +227,7 @@ def _train(run: ComparisonRun) -> None:
         with transaction.atomic():
             scorings = {kind: start_scoring_job(job.reward_model, pool, user=run.started_by)
                         for kind, job in ((Kind.PRM, prm), (Kind.ORM, orm))}
-            _move(run, ComparisonStage.TRAIN, stage=ComparisonStage.SCORE, prm_scoring=scorings[Kind.PRM],
+            _move(run, ComparisonRun.Stage.TRAIN, stage=ComparisonRun.Stage.SCORE, prm_scoring=scorings[Kind.PRM],
                   orm_scoring=scorings[Kind.ORM])
     except JobInputError as exc:
         _fail(run, f"scoring could not start: {exc}")
@@ -244,17 +243,17 @@ def _score(run: ComparisonRun) -> None:
     assert run.pool is not None
     try:
         with transaction.atomic():
-            _move(run, ComparisonStage.SCORE, stage=ComparisonStage.EVALUATE)
+            _move(run, ComparisonRun.Stage.SCORE, stage=ComparisonRun.Stage.EVALUATE)
             evaluation = evaluate_pool(run.pool, prm_scoring=prm, orm_scoring=orm, campaign=run.campaign,
                                        user=run.started_by)
-            _move(run, ComparisonStage.EVALUATE, stage=ComparisonStage.DONE, status=JobStatus.SUCCEEDED,
+            _move(run, ComparisonRun.Stage.EVALUATE, stage=ComparisonRun.Stage.DONE, status=JobStatus.SUCCEEDED,
                   evaluation=evaluation, finished_at=timezone.now())
     except JobInputError as exc:
         _fail(run, f"evaluation: {exc}")
 
 
 STAGES: dict[str, Callable[[ComparisonRun], None]] = {
-    ComparisonStage.SNAPSHOT: _snapshot, ComparisonStage.TRAIN: _train, ComparisonStage.SCORE: _score}
+    ComparisonRun.Stage.SNAPSHOT: _snapshot, ComparisonRun.Stage.TRAIN: _train, ComparisonRun.Stage.SCORE: _score}
 
 
 def advance(run_id: int) -> str | None:
@@ -300,9 +299,9 @@ def reconcile(older_than_s: float = 30.0) -> list[int]:
     """For the periodic task: advance runs whose stage's jobs have all ended (their watcher's call was lost),
     and send runs that never reached the broker."""
     moved = jobs.dispatch_pending(ComparisonRun, older_than=timedelta(seconds=older_than_s))
-    for run in ComparisonRun.objects.filter(status=JobStatus.RUNNING, stage__in=(ComparisonStage.TRAIN,
-                                                                                ComparisonStage.SCORE)):
-        stage_jobs = ((run.prm_job_id, run.orm_job_id, TrainingJob) if run.stage == ComparisonStage.TRAIN
+    for run in ComparisonRun.objects.filter(status=JobStatus.RUNNING,
+                                            stage__in=(ComparisonRun.Stage.TRAIN, ComparisonRun.Stage.SCORE)):
+        stage_jobs = ((run.prm_job_id, run.orm_job_id, TrainingJob) if run.stage == ComparisonRun.Stage.TRAIN
                       else (run.prm_scoring_id, run.orm_scoring_id, ScoringJob))
         ids = [pk for pk in stage_jobs[:2] if pk is not None]
         if not stage_jobs[2].objects.filter(pk__in=ids, status__in=ACTIVE_STATUSES).exists():

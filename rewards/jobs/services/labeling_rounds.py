@@ -39,7 +39,6 @@ from ..models import (
     JobStatus,
     Kind,
     LabelingRound,
-    LabelingRoundStatus,
     PoolPurpose,
     RewardModel,
     ScoringJob,
@@ -135,7 +134,7 @@ def start_labeling_round(campaign: Campaign, *, strategy: str, batch_size: Any,
     try:
         with transaction.atomic():
             Campaign.objects.select_for_update().get(pk=campaign.pk)  # one g at a time per campaign
-            if LabelingRound.objects.filter(campaign=campaign, status=LabelingRoundStatus.SCORING).exists():
+            if LabelingRound.objects.filter(campaign=campaign, status=LabelingRound.Status.SCORING).exists():
                 raise JobInputError("campaign", f"a generation of {campaign.slug} is still scoring")
             labeling_round = LabelingRound.objects.create(
                 campaign=campaign, number=next_number(campaign), pool=pool, strategy=chosen.name,
@@ -165,7 +164,7 @@ def complete_labeling_round(labeling_round: LabelingRound) -> LabelingRound:
     with transaction.atomic():
         labeling_round = LabelingRound.objects.select_for_update(of=("self",)).select_related(
             "campaign", "pool").get(pk=labeling_round.pk)
-        if labeling_round.status != LabelingRoundStatus.SCORING:
+        if labeling_round.status != LabelingRound.Status.SCORING:
             return labeling_round
         scores: dict[int, CandidateScore] = {}
         if labeling_round.scoring_job_id is not None:
@@ -189,7 +188,7 @@ def complete_labeling_round(labeling_round: LabelingRound) -> LabelingRound:
         solutions = _materialise(labeling_round, [(by_id[int(s.candidate.id)], s.reason, s.rank) for s in selections],
                                  scores, digests)
         LabelingRound.objects.filter(pk=labeling_round.pk).update(
-            status=LabelingRoundStatus.COMPLETED, selected_count=len(solutions), finished_at=timezone.now())
+            status=LabelingRound.Status.COMPLETED, selected_count=len(solutions), finished_at=timezone.now())
         labeling_round.refresh_from_db()
     return labeling_round
 
@@ -226,15 +225,15 @@ def _materialise(labeling_round: LabelingRound, picks: list[tuple[Candidate, str
 
 
 def _fail(labeling_round: LabelingRound, error: str) -> None:
-    LabelingRound.objects.filter(pk=labeling_round.pk, status=LabelingRoundStatus.SCORING).update(
-        status=LabelingRoundStatus.FAILED, error=error[-4000:], finished_at=timezone.now())
+    LabelingRound.objects.filter(pk=labeling_round.pk, status=LabelingRound.Status.SCORING).update(
+        status=LabelingRound.Status.FAILED, error=error[-4000:], finished_at=timezone.now())
     labeling_round.refresh_from_db()
 
 
 def scoring_finished(scoring_job_id: int) -> LabelingRound | None:
     """The completion hook of a labeling round's scoring job: complete or fail the labeling round once it ended."""
     labeling_round = LabelingRound.objects.filter(scoring_job_id=scoring_job_id,
-                                                  status=LabelingRoundStatus.SCORING).first()
+                                                  status=LabelingRound.Status.SCORING).first()
     if labeling_round is None:
         return None
     job = ScoringJob.objects.get(pk=scoring_job_id)
@@ -249,7 +248,7 @@ def scoring_finished(scoring_job_id: int) -> LabelingRound | None:
 def reconcile() -> list[int]:
     """Finish labeling rounds whose scoring job ended without its watcher calling back (a lost worker)."""
     done = []
-    scoring = LabelingRound.objects.filter(status=LabelingRoundStatus.SCORING).select_related("scoring_job")
+    scoring = LabelingRound.objects.filter(status=LabelingRound.Status.SCORING).select_related("scoring_job")
     for labeling_round in scoring:
         job = labeling_round.scoring_job
         if job is None:
@@ -281,7 +280,7 @@ def auto_start_labeling_rounds(threshold: float | None = None) -> list[LabelingR
     last_ids = (LabelingRound.objects.filter(campaign__is_active=True).values("campaign")
                 .annotate(last=Max("id")).values_list("last", flat=True))
     for last in LabelingRound.objects.filter(pk__in=list(last_ids)).select_related("campaign"):
-        if last.status != LabelingRoundStatus.COMPLETED or labeled_share(last) < share:
+        if last.status != LabelingRound.Status.COMPLETED or labeled_share(last) < share:
             continue
         try:
             started.append(start_labeling_round(last.campaign, strategy=last.strategy, batch_size=last.batch_size,
