@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.db import models
@@ -239,32 +239,53 @@ class Solution(models.Model):
         return f"solution {self.pk} of {self.problem}"
 
 
-class Step(models.Model):
+class PositionedRow(models.Model):
+    """A row at a position (``index``, from 0) within its parent: a step in a solution, a completion at a step, a
+    problem in a candidate pool, a candidate of a pool problem. ``noun`` names the row and ``parent`` is its
+    foreign key to the parent, for ``__str__`` ("step 3 of solution 12")."""
+
+    index = models.PositiveIntegerField()
+
+    noun: ClassVar[str]
+    parent: ClassVar[str]
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.noun} {self.index} of {self.parent.replace('_', ' ')} {getattr(self, f'{self.parent}_id')}"
+
+
+def position_meta(parent: str, *, order_by: str, constraint: str) -> Any:  # a Meta class, as Django reads it
+    """The ``Meta`` of a ``PositionedRow`` with one row per position: rows read in the parent's order
+    (``order_by``: the parent's column or, through its own ordering, the parent) and then by position."""
+
+    class Meta:
+        ordering = [order_by, "index"]
+        constraints = [models.UniqueConstraint(fields=[parent, "index"], name=constraint)]
+
+    return Meta
+
+
+class Step(PositionedRow):
+    noun, parent = "step", "solution"
     # No index of its own: the unique constraint's index, which starts with this column, serves its lookups (a
     # second index is one more write per imported row, for a million rows per table).
     solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="steps", db_index=False)
-    index = models.PositiveIntegerField()
 
-    class Meta:
-        ordering = ["solution_id", "index"]
-        constraints = [models.UniqueConstraint(fields=["solution", "index"], name="step_unique_index")]
-
-    def __str__(self) -> str:
-        return f"step {self.index} of solution {self.solution_id}"
+    Meta = position_meta("solution", order_by="solution_id", constraint="step_unique_index")
 
 
-class Completion(models.Model):
+class Completion(PositionedRow):
     """One candidate text at a step position (index 0 is the pre-generated step in stepwise mode)."""
 
+    noun, parent = "completion", "step"
     # Indexed on its own although the unique constraint's index starts with it: without it, the export's generic
     # plan for "completions of these steps" (a prepared statement) read 5x slower.
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="completions")
-    index = models.PositiveIntegerField()
     text = models.TextField()
 
-    class Meta:
-        ordering = ["step_id", "index"]
-        constraints = [models.UniqueConstraint(fields=["step", "index"], name="completion_unique_index")]
+    Meta = position_meta("step", order_by="step_id", constraint="completion_unique_index")
 
     def __str__(self) -> str:
         return self.text[:60]
@@ -443,6 +464,7 @@ class SplitReport(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        ordering = ["step__solution_id", "step__index", "pk"]  # a solution's reports together, in step order
         constraints = [models.UniqueConstraint(fields=["assignment", "step"], name="split_report_unique_per_step")]
 
     def __str__(self) -> str:

@@ -41,8 +41,7 @@ def solutions_with_split_reports(campaign_id: int) -> list[SplitReports]:
     """The campaign's solutions labelers reported as badly split, most reported first, in one query."""
     groups: dict[int, SplitReports] = {}
     reports = (SplitReport.objects.filter(step__solution__campaign_id=campaign_id)
-               .select_related("step__solution__problem", "assignment__labeler")
-               .order_by("step__solution_id", "step__index", "pk"))
+               .select_related("step__solution__problem", "assignment__labeler"))  # in the model's order
     for report in reports:
         solution = report.step.solution
         groups.setdefault(solution.pk, SplitReports(solution)).reports.append(report)

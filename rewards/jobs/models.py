@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from annotate.models import Campaign, Problem
+from annotate.models import Campaign, PositionedRow, Problem, position_meta
 from rewards.models import NumberedPerCampaign
 from steplab.jobs import ACTIVE_STATUSES as ACTIVE_STATUSES  # re-exported: job code finds the job layer's
 from steplab.jobs import FINAL_STATUSES as FINAL_STATUSES  # names next to the job models
@@ -151,23 +151,20 @@ class CandidatePool(Recorded):
         return self.name
 
 
-class PoolProblem(models.Model):
+class PoolProblem(PositionedRow):
+    noun, parent = "problem", "pool"
     pool = models.ForeignKey(CandidatePool, on_delete=models.CASCADE, related_name="problems")
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="+")
-    index = models.PositiveIntegerField()
     source_id = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["pool", "index"]
         constraints = [models.UniqueConstraint(fields=["pool", "problem"], name="poolproblem_unique")]
 
-    def __str__(self) -> str:
-        return f"problem {self.index} of pool {self.pool_id}"
 
-
-class Candidate(models.Model):
+class Candidate(PositionedRow):
+    noun, parent = "candidate", "pool_problem"
     pool_problem = models.ForeignKey(PoolProblem, on_delete=models.CASCADE, related_name="candidates")
-    index = models.PositiveIntegerField()
     text = models.TextField()
     steps = models.JSONField(default=list)
     # NULL is "no answer reached", which the evaluation counts apart from an empty answer.
@@ -180,12 +177,7 @@ class Candidate(models.Model):
     solution = models.OneToOneField("annotate.Solution", null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="pool_candidate")
 
-    class Meta:
-        ordering = ["pool_problem", "index"]
-        constraints = [models.UniqueConstraint(fields=["pool_problem", "index"], name="candidate_unique_index")]
-
-    def __str__(self) -> str:
-        return f"candidate {self.index} of pool problem {self.pool_problem_id}"
+    Meta = position_meta("pool_problem", order_by="pool_problem", constraint="candidate_unique_index")
 
 
 class ScoringJob(LaunchedJob):
