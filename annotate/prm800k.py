@@ -540,9 +540,10 @@ _NO_EXTRA: dict[str, Any] = {}  # shared by the assignments that need no extra (
 @dataclass
 class _Batch:
     """A batch of valid rows with everything of theirs that needs no database — answers, assignment extras, and
-    the columns of their steps, completions, ratings and decisions except the ids — made in the read-ahead
-    thread, so that it overlaps the server's work on the previous batch. The main thread then adds the new
-    ids with C-level repeats (``_repeated``), without a Python loop over steps or completions."""
+    the columns of their steps, completions, ratings and decisions — made in the read-ahead thread, so that it
+    overlaps the server's work on the previous batch. Ids are added with C-level repeats (``_repeated``),
+    without a Python loop over steps or completions: in that thread on PostgreSQL (``ids``, ``label_rows``), by
+    the main thread otherwise."""
 
     rows: list[ParsedRow]
     answers: list[str | None]

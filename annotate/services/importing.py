@@ -346,7 +346,7 @@ class PreparedRows:
 
 
 def _prepare_rows(model: type[models.Model], columns: list[models.Field], by_column: list[Sequence[Any]],
-             tail: tuple[Any, ...] = ()) -> PreparedRows:
+                  tail: tuple[Any, ...] = ()) -> PreparedRows:
     """The rows given column by column (``by_column[i]`` holds every row's value of ``columns[i]``), ready for
     ``write_prepared``; ``tail`` holds the values of the last columns, the same for every row (defaults, "now"),
     converted once rather than per row.
@@ -640,7 +640,8 @@ def _checked_count(model: type[models.Model], fields: list[str], columns: list[S
     meta = model._meta
     if len(columns) != len(fields):
         raise ValueError(f"{len(columns)} column(s) of values for {len(fields)} field(s) of {meta.label}")
-    unknown = [name for name in fields if name not in {f.attname for f in meta.concrete_fields}]
+    attnames = {f.attname for f in meta.concrete_fields}
+    unknown = [name for name in fields if name not in attnames]
     if unknown:
         raise ValueError(f"{meta.label} has no field {unknown[0]!r}")
     return len(columns[0]) if columns else 0
