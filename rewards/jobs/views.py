@@ -25,6 +25,7 @@ from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from steplab import jsonlimits
 from steplab.http import AppRequest
+from steplab.redirects import safe_next
 
 from . import selectors
 from .forms import TrainingJobForm
@@ -222,7 +223,7 @@ def snapshot(request: HttpRequest, slug: str) -> HttpResponse:
         messages.success(request, f"Dataset version {version} made.")
     else:
         messages.info(request, f"The labels have not changed since {version}: no new version.")
-    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#loop")
+    return redirect(safe_next(request, f"{reverse('jobs:campaign_dashboard', args=[slug])}#loop"))
 
 
 @login_required

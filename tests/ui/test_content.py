@@ -156,8 +156,9 @@ def test_datasets_page_snapshots_a_campaign_from_a_button(client, campaign_facto
     assert "No dataset versions yet: “Snapshot” above makes one." in page
     action = re.search(r'<form method="post" action="([^"]+)" class="inline">', page)
     assert action is not None
-    response = client.post(action.group(1))
-    assert response.status_code == 302
+    assert f'<input type="hidden" name="next" value="{reverse("pages:datasets")}">' in page
+    response = client.post(action.group(1), {"next": reverse("pages:datasets")})
+    assert response.status_code == 302 and response.url == reverse("pages:datasets")  # back where the user was
     assert list(DatasetVersion.objects.values_list("campaign__slug", "number")) == [("mine", 1)]
     assert not DatasetVersion.objects.filter(campaign=other).exists()
 
