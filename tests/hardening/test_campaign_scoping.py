@@ -130,3 +130,25 @@ def test_the_service_refuses_a_foreign_model_whoever_calls_it(two, tmp_path) -> 
     with pytest.raises(JobInputError) as refused:
         evaluate_pool(pool, prm_scoring=_scoring(a, pool), campaign=b)
     assert refused.value.field == "pool"
+
+
+@pytest.mark.parametrize("kind", ["prm", "orm"])
+def test_the_dashboards_render_an_evaluation_of_one_model(two, tmp_path, kind) -> None:  # type: ignore[no-untyped-def]
+    """One model and no other: the campaign's dashboard and /models/dashboard/ still answer (for everyone)."""
+    from rewards.jobs.models import Candidate, CandidateScore
+    from rewards.jobs.services.evaluation import evaluate_pool
+
+    a, _, people, _ = two
+    pool, _ = import_pool(_pool_file(tmp_path), "one model", campaign=a)
+    job = _scoring(a, pool, kind)
+    CandidateScore.objects.bulk_create(
+        CandidateScore(scoring_job=job, candidate=candidate, score=0.9 if candidate.is_correct else 0.2)
+        for candidate in Candidate.objects.filter(pool_problem__pool=pool))
+    evaluate_pool(pool, **{f"{kind}_scoring": job}, campaign=a, trials=5)  # type: ignore[arg-type]
+    for user in (people.researcher, people.staff):
+        client = Client()
+        client.force_login(user)
+        for url in (f"/models/dashboard/{a.slug}/", "/models/dashboard/"):
+            response = client.get(url)
+            assert response.status_code == 200, (url, user)
+            assert "dataset version: a file" in response.content.decode(), url
