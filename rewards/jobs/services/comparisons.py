@@ -39,6 +39,7 @@ from ..models import (
     TrainingJob,
 )
 from .evaluation import evaluate_pool
+from .pools import free_pool_name
 from .scoring import start_scoring_job
 from .training import EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
@@ -78,12 +79,13 @@ def first_per_problem(pool: CandidatePool, k: int) -> CandidatePool:
     of each problem (copied once, graded as they were; reused by later comparisons)."""
     if k == 0 or pool.pool_size <= k:
         return pool
-    name = f"{pool.name} · first {k} per problem"
-    existing = CandidatePool.objects.filter(name=name).first()
+    # found by what it was copied from, in the pool's campaign: a name can be chosen by anyone who uploads a pool
+    source = f"{SUBSET_SOURCE} {pool.pk}: the first {k} candidates per problem"
+    existing = CandidatePool.objects.filter(campaign=pool.campaign, source=source).first()
     if existing is not None:
         return existing
-    subset = CandidatePool.objects.create(name=name, purpose=PoolPurpose.EVALUATION, campaign=pool.campaign,
-                                          source=f"{SUBSET_SOURCE} {pool.pk}: the first {k} candidates per problem",
+    subset = CandidatePool.objects.create(name=free_pool_name(pool.campaign, f"{pool.name} · first {k} per problem"),
+                                          purpose=PoolPurpose.EVALUATION, campaign=pool.campaign, source=source,
                                           split_rule=pool.split_rule, created_by=pool.created_by)
     count = 0
     for problem in pool.problems.order_by("index"):

@@ -166,8 +166,8 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
         raise ValueError("campaign: a labeling pool belongs to a campaign (give --campaign)")
     if split_rule not in SPLIT_RULES:
         raise ValueError(f"split_rule must be one of {', '.join(SPLIT_RULES)}, got {split_rule!r}")
-    if CandidatePool.objects.filter(name=name).exists():
-        raise ValueError(f"name: a candidate pool named {name!r} already exists")
+    if CandidatePool.objects.filter(name=name, campaign=campaign).exists():
+        raise ValueError(f"name: this campaign already has a candidate pool named {name!r}")
     report = ImportReport(file=str(path))
     problems: dict[str, ParsedProblem] = {}
     order: list[str] = []
@@ -225,6 +225,28 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
         pool.save(update_fields=["problem_count", "candidate_count", "pool_size"])
     report.created = {"problems": len(order), "candidates": report.imported, "correct": correct}
     return pool, report
+
+
+def free_pool_name(campaign: Campaign | None, name: str) -> str:
+    """``name``, or ``name (2)``, ``name (3)``… when the campaign has that name already: the names the product
+    gives its own pools (a sampling job's, a comparison's subset) are never refused because a member chose one."""
+    taken = set(CandidatePool.objects.filter(campaign=campaign, name__startswith=name).values_list("name", flat=True))
+    return next(candidate for candidate in (name, *(f"{name} ({n})" for n in range(2, len(taken) + 3)))
+                if candidate not in taken)
+
+
+def pool_named(name: str, campaign_slug: str | None = None) -> CandidatePool:
+    """The pool a staff command names: names are unique per campaign, so a name several campaigns use needs
+    the campaign too. ValueError says which is missing."""
+    pools = CandidatePool.objects.filter(name=name)
+    if campaign_slug is not None:
+        pools = pools.filter(campaign__slug=campaign_slug)
+    found = list(pools.select_related("campaign")[:2])
+    if not found:
+        raise ValueError(f"--pool: no pool named {name!r}" + (f" in campaign {campaign_slug}" if campaign_slug else ""))
+    if len(found) > 1:
+        raise ValueError(f"--pool: several campaigns have a pool named {name!r}: give --campaign")
+    return found[0]
 
 
 def import_uploaded_pool(uploaded: Any, *, campaign: Campaign, name: str = "", purpose: str = PoolPurpose.EVALUATION,
