@@ -1,4 +1,5 @@
-"""Regular expression: the problem's ground truth is a pattern the final answer must match in full.
+"""Regular expression: the problem's ground truth is a pattern the final answer must match in full (case
+ignored, a closing period left out).
 
 Optional ``config["pattern"]`` reads the final answer out of the response instead of its last line (the last
 match; its first group when it has one). Patterns come from admins' files, so a bad one grades nothing rather
@@ -47,4 +48,5 @@ class RegexGrader(Grader):
         compiled = _compiled(ground_truth.strip())
         if compiled is None or len(answer) > MAX_ANSWER_CHARS:
             return False
-        return compiled.fullmatch(answer.strip()) is not None
+        # a sentence's closing period is not part of the answer (as the exact grader ignores it)
+        return compiled.fullmatch(answer.strip().removesuffix(".").strip()) is not None
