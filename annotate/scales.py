@@ -17,7 +17,7 @@ from typing import Any
 
 RATING_MIN, RATING_MAX = -9, 9  # stored ratings lie here (annotate.models checks the same range)
 _COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
-_RESERVED_KEYS = frozenset("jkfnpu?")  # the workspace's other shortcuts (move, Unsure, help)
+_RESERVED_KEYS = frozenset("jkfsc?")  # the workspace's other shortcuts (move, Unsure, bad split, continue, help)
 
 
 class ScaleError(ValueError):
