@@ -40,6 +40,7 @@ from django.db.models import Count, Max, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from annotate.graders import get_grader
 from annotate.models import (
     Assignment,
     AssignmentStatus,
@@ -50,6 +51,7 @@ from annotate.models import (
     Solution,
     StepDecision,
 )
+from annotate.scales import campaign_scale
 from rewards.consensus import ConsensusCounts, campaign_sources, iter_consensus_rows
 from rewards.exports import (
     ExportOptions,
@@ -272,7 +274,15 @@ def _card(campaign: Campaign, spec: dict[str, Any], counts: dict[str, Any], cont
         "agreement_json": json.dumps(agreement, indent=2, sort_keys=True, default=str),
         "files": [(key, names[key], f) for key, f in written.items()],
         "license": settings.STEPLAB_DATASET_LICENSE, "licenses": _licenses(campaign),
+        "domain": domain_of(campaign),
     })
+
+
+def domain_of(campaign: Campaign) -> dict[str, Any]:
+    """What the card records of the campaign's domain: its label scale (with each value's training polarity),
+    error categories, outcome grader and step rule."""
+    return {"scale": campaign_scale(campaign).as_data(), "error_categories": campaign.error_categories,
+            "grader": get_grader(campaign.grader, campaign.grader_config).describe(), "step_rule": campaign.step_rule}
 
 
 def content_hash(spec: dict[str, Any], written: dict[str, WrittenFile]) -> str:
@@ -331,7 +341,7 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
                                               ([work / names["prm800k"]], "prm800k"), (stepwise_outs, "trl-stepwise"))
         else:
             stepwise = write_rows_multi(tally.stepwise(iter_stepwise_groups(labeled_assignments(campaign, options),
-                                                                            options)),
+                                                                            options, scale=campaign_scale(campaign))),
                                         stepwise_outs, "trl-stepwise")
             prm = write_rows_multi(iter_format_rows(campaign, "prm800k", options), [work / names["prm800k"]],
                                    "prm800k")

@@ -92,6 +92,8 @@ class TrainConfig:
     negative_weight: float | str = 1.0
     # Train each (prompt, step prefix, step, label) once: "alternatives" rows repeat their chosen prefix.
     dedupe_steps: bool = Field(default=True, strict=True)
+    # The campaign's label scale as plain data: rating -> positive / negative / neutral (None: PRM800K's −1/0/+1).
+    label_map: dict[int, bool | None] | None = None
 
     @field_validator("dataset", "output_dir", mode="before")
     @classmethod

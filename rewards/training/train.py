@@ -277,7 +277,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
                  world_size=world, cuda=torch.cuda.is_available(), config=config.resolved())
     set_seed(config.seed)
 
-    rows = read_dataset(config.dataset, config.kind, config.neutral)
+    rows = read_dataset(config.dataset, config.kind, config.neutral, config.label_map)
     train_rows, eval_rows = split_rows(rows, config.eval_fraction, config.seed)
     if config.limit is not None:
         train_rows = train_rows[:config.limit]

@@ -15,11 +15,12 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from annotate.demo import DEMO_SLUG, load_demo
+from annotate.demo import DEMO_SLUG, MMLU_SLUG, load_demo
 
 
 class Command(BaseCommand):
-    help = "Load the demo campaign (slug 'demo') and its accounts, then serve Steplab with an embedded worker."
+    help = ("Load the demo campaigns ('demo': math; 'demo-mmlu': six other domains) and their accounts, then serve "
+            "Steplab with an embedded worker.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--no-serve", action="store_true", help="stop after loading")
@@ -35,6 +36,9 @@ class Command(BaseCommand):
             self.stdout.write(f"loaded campaign '{DEMO_SLUG}': {counts}")
         else:
             self.stdout.write(f"campaign '{DEMO_SLUG}' already loaded; left unchanged")
+        if report.mmlu_counts:
+            counts = ", ".join(f"{k}={v}" for k, v in report.mmlu_counts.items())
+            self.stdout.write(f"loaded campaign '{MMLU_SLUG}': {counts}")
         for username, password in report.passwords.items():
             self.stdout.write(f"account {username} password {password}")
         if not report.passwords:

@@ -20,6 +20,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from annotate.models import Campaign
+from annotate.scales import PM1, campaign_scale
 from rewards.models import DatasetVersion
 from rewards.services.datasets import local_file
 from rewards.training.config import TrainingConfigError, parse_config
@@ -124,6 +125,9 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
             else Path(request.dataset_path).resolve())  # type: ignore[arg-type]
     config = {"kind": request.kind, "dataset": str(path), "base_model": backbones()[request.base_model],
               "output_dir": "output", **{k: v for k, v in hyper.items() if v is not None}}
+    scale = campaign_scale(request.dataset_version.campaign) if request.dataset_version is not None else PM1
+    if not scale.is_pm1:  # the node reads the campaign's scale as plain data (JSON keys are strings)
+        config["label_map"] = {str(value): positive for value, positive in scale.training_map().items()}
     try:
         parse_config(config, base_dir=jobs_root())
     except TrainingConfigError as exc:
