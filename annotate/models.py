@@ -625,3 +625,19 @@ class CampaignMetrics(models.Model):
 
     def __str__(self) -> str:
         return f"metrics of {self.campaign_id} at {self.computed_at:%Y-%m-%d %H:%M}"
+
+
+class LabelingKey(models.Model):
+    """The client key of a whole-solution labeling: a retried request with the same key answers the labeling the
+    first one made instead of applying it again (the unique constraint settles concurrent retries)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    client_key = models.CharField(max_length=100)
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "client_key"], name="labelingkey_user_key_unique")]
+
+    def __str__(self) -> str:
+        return f"key {self.client_key!r} of user {self.user_id} (assignment {self.assignment_id})"

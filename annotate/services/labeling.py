@@ -17,6 +17,8 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from webhooks.services import after_labeling_finished
+
 from .. import permissions
 from ..models import (
     RATIONALE_MAX_CHARS,
@@ -566,6 +568,7 @@ def _finish(assignment: Assignment, reason: str, text: str, now: datetime, total
     assignment.total_time_ms = total_time_ms if total_time_ms is not None else elapsed
     assignment.save(update_fields=["status", "finish_reason", "finish_reason_text", "finished_at",
                                    "total_time_ms", "lease_expires_at", "updated_at"])
+    after_labeling_finished(assignment.solution.campaign_id)  # progress milestones, for the webhooks
     if assignment.solution.is_screening or assignment.solution.is_quality_control:
         from .quality import after_gold_assignment
 

@@ -67,6 +67,8 @@ from rewards.exports import (
 )
 from rewards.models import DatasetVersion
 from rewards.services.downloads import read_file
+from webhooks.models import Event
+from webhooks.services import emit_on_commit
 
 try:  # the s3 extra: what boto3 raises for an unreachable endpoint, a missing bucket or a refused request
     from botocore.exceptions import BotoCoreError, ClientError
@@ -379,11 +381,16 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
             if latest is not None and latest.content_sha256 == content:
                 return None
             number = (DatasetVersion.objects.filter(campaign=campaign).aggregate(n=Max("number"))["n"] or 0) + 1
-            return DatasetVersion.objects.create(
+            version = DatasetVersion.objects.create(
                 campaign=campaign, number=number, status=DatasetVersion.Status.READY, created_by=user,
                 spec=spec, counts=counts, content_sha256=content, code_version=code_version(), folder=folder,
                 files=files, watermark=watermark,
             )
+            emit_on_commit(campaign_id=campaign.pk, event=Event.DATASET_VERSION_READY,
+                           data={"version": version.pk, "number": number, "content_sha256": content,
+                                 "files": {key: {"sha256": f["sha256"], "bytes": f["bytes"]}
+                                           for key, f in files.items()}})
+            return version
     finally:
         if counting is not None:
             counting.shutdown(wait=True)
