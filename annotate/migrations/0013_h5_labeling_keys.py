@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotate', '0012_split_reports_in_step_order'),
+        ('annotate', '0013_h4_domain_settings'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
