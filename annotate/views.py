@@ -282,6 +282,10 @@ def campaign_page(request: AppRequest, slug: str) -> HttpResponse:
     return render(request, "annotate/campaign.html", {
         "campaign": campaign, "membership": membership, "open_assignment": open_assignment,
         "instructions_html": render_markdown(campaign.instructions),
+        # offer only what the role may do: a researcher's "Start labeling" would end on "Not allowed"
+        "may_label": permissions.can_label(request.user, campaign),
+        "may_research": permissions.can_research(request.user, campaign),
+        "may_manage": permissions.can_manage(request.user, campaign),
     })
 
 

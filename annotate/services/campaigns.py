@@ -48,7 +48,7 @@ class CampaignAdminError(Exception):
 CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                    "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
                    "pause_below_threshold", "suggestions", "lease_order",
-                   "step_rationale")
+                   "step_rationale", "auto_train", "auto_train_max_steps")
 
 
 @transaction.atomic
