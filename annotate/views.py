@@ -408,6 +408,8 @@ def _go_next(request: AppRequest, outcome: labeling.LeaseOutcome, slug: str) -> 
     if outcome.assignment is None:
         messages.info(request, outcome.reason)
         return redirect("annotate:campaign", slug)
+    if outcome.lapsed is not None:
+        messages.warning(request, outcome.lapsed_words)
     return redirect("annotate:workspace", outcome.assignment.pk)
 
 
