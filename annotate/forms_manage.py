@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import models
 
-from .models import Campaign, ImportKind, LeaseOrder, Role, StepRationale, SuggestionMode
+from .models import AutoTrain, Campaign, ImportKind, LeaseOrder, Role, StepRationale, SuggestionMode
 from .steps import SPLIT_RULES
 
 
@@ -75,7 +75,17 @@ class CampaignForm(forms.ModelForm):
     lease_order = _setting(
         LeaseOrder, "lease_order", "Which solution next",
         "“Disagreement first” serves first the solutions where machine label sources disagree (consensus routing).")
-    KEPT_WHEN_LEFT_OUT = ("step_rationale", "suggestions", "lease_order")
+    auto_train = _setting(
+        AutoTrain, "auto_train", "Automatic training",
+        "Start a PRM and an ORM training on their own once enough new labeled solutions are snapshotted (the "
+        "job's page says why it started). Off: only people start training.")
+    auto_train_max_steps = _number(
+        forms.IntegerField(min_value=1, max_value=100_000, initial=24, required=False,
+                           label="Automatic training budget (steps)",
+                           error_messages=_whole("auto_train_max_steps", 1, 100_000, "100000")),
+        step="1", help_text="1–100000. Optimizer steps of each automatic PRM and ORM job; 24 is a few minutes on "
+                            "a CPU, a full pass over 30,000 labeled solutions is thousands (hours on a CPU).")
+    KEPT_WHEN_LEFT_OUT = ("step_rationale", "suggestions", "lease_order", "auto_train", "auto_train_max_steps")
 
     def clean(self) -> dict[str, Any]:
         """A setting left out of a POST (a form from before that setting) keeps the campaign's value."""
@@ -91,7 +101,8 @@ class CampaignForm(forms.ModelForm):
         fields = ["name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                   "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
                   "pause_below_threshold", "suggestions", "lease_order",
-                  "step_rationale"]
+                  "step_rationale", "auto_train", "auto_train_max_steps"]
+        error_messages = {"slug": {"unique": "A campaign with this short name already exists: choose another."}}
         widgets = {"instructions": forms.Textarea(attrs={"rows": 10}),
                    "export_interval_minutes": forms.NumberInput(attrs={"min": 0, "step": 1}),
                    "quality_min_items": forms.NumberInput(attrs={"min": 0, "step": 1})}

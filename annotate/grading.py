@@ -5,6 +5,7 @@ Celery thread pools) we disable them rather than crash, and rely on the inputs' 
 """
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from fractions import Fraction
@@ -15,6 +16,21 @@ MAX_ANSWER_CHARS = 2_000
 
 def _timeout() -> int | None:
     return 5 if threading.current_thread() is threading.main_thread() else None
+
+
+class _ExplainTimeout(logging.Filter):
+    """math-verify warns a bare "Timeout during comparison" when a symbolic comparison runs past its limit (the
+    demo's first line, before anything else was printed); say what happened and what it means for the grade."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage() == "Timeout during comparison":
+            record.msg = ("grading: math-verify gave up comparing an answer with the ground truth after %s s (too "
+                          "complex to decide symbolically); that answer is graded as not matching")
+            record.args = (_timeout(),)
+        return True
+
+
+logging.getLogger("math_verify.grader").addFilter(_ExplainTimeout())
 
 
 def normalize_answer(answer: str) -> str:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from steplab.jobs import Job
 
@@ -24,8 +25,10 @@ from .scales import RATING_MAX, RATING_MIN
 
 
 class CampaignMode(models.TextChoices):
-    STEPWISE = "stepwise", "Stepwise (PRM800K phase 2: pre-generated steps, stop at first error)"
-    CONVERSATIONAL = "conversational", "Conversational (PRM800K phase 1: alternative completions per step)"
+    # The labels say what a labeler does, not a PRM800K phase: a campaign's imported history may come from
+    # either phase whatever mode it labels in now.
+    STEPWISE = "stepwise", "Stepwise (rate pre-generated steps, stop at the first error)"
+    CONVERSATIONAL = "conversational", "Conversational (pick among alternative completions per step)"
 
 
 class SuggestionMode(models.TextChoices):
@@ -39,6 +42,13 @@ class SuggestionMode(models.TextChoices):
 class LeaseOrder(models.TextChoices):
     IN_ORDER = "in_order", "In import order"
     DISAGREEMENT_FIRST = "disagreement_first", "Where machine label sources disagree first"
+
+
+class AutoTrain(models.TextChoices):
+    """Whether new labels start a PRM and an ORM training on their own (``rewards.jobs.services.training``)."""
+
+    ON = "on", "On: train once enough new labeled solutions are snapshotted"
+    OFF = "off", "Off: only people start training"
 
 
 class StepRationale(models.TextChoices):
@@ -96,6 +106,9 @@ class Campaign(models.Model):
     step_rule = models.CharField(max_length=200, default="auto",
                                  help_text="How responses are cut into steps: auto, newline, paragraph, sentence, "
                                            "regex:PATTERN.")
+    auto_train = models.CharField(max_length=8, choices=AutoTrain.choices, default=AutoTrain.ON)
+    auto_train_max_steps = models.PositiveIntegerField(
+        default=24, help_text="Budget of each automatic training job: optimizer steps per model.")
 
     class Meta:
         constraints = [
@@ -592,6 +605,12 @@ class ImportJob(Job):
     @property
     def percent(self) -> int:
         return round(self.progress * 100)
+
+    def get_absolute_url(self) -> str:
+        return reverse("manage:import", args=[self.campaign.slug, self.pk])
+
+    def progress_words(self) -> str:
+        return f"{self.lines} of {self.total_lines} lines" if self.total_lines else f"{self.percent} % done"
 
 
 class ResolvedLabel(models.Model):

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
-from .models import RESPLIT_INTO, Assignment, Completion, Rating, Solution, SplitReport, Step, StepDecision
+from .models import RESPLIT_INTO, Assignment, Campaign, Completion, Rating, Solution, SplitReport, Step, StepDecision
 
 
 def solutions_with_steps() -> QuerySet[Solution]:
@@ -46,3 +46,10 @@ def solutions_with_split_reports(campaign_id: int) -> list[SplitReports]:
         solution = report.step.solution
         groups.setdefault(solution.pk, SplitReports(solution)).reports.append(report)
     return sorted(groups.values(), key=lambda group: (-len(group.reports), group.solution.pk))
+
+
+def graded_solutions(campaign: Campaign) -> dict[str, int]:
+    """How many of a campaign's solutions are stored as correct, wrong, and without a verdict."""
+    return campaign.solutions.aggregate(correct=Count("pk", filter=Q(is_correct=True)),
+                                        wrong=Count("pk", filter=Q(is_correct=False)),
+                                        ungraded=Count("pk", filter=Q(is_correct__isnull=True)))

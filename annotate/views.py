@@ -323,6 +323,10 @@ def campaign_page(request: AppRequest, slug: str) -> HttpResponse:
     return render(request, "annotate/campaign.html", {
         "campaign": campaign, "membership": membership, "open_assignment": open_assignment,
         "instructions_html": render_markdown(campaign.instructions),
+        # offer only what the role may do: a researcher's "Start labeling" would end on "Not allowed"
+        "may_label": permissions.can_label(request.user, campaign),
+        "may_research": permissions.can_research(request.user, campaign),
+        "may_manage": permissions.can_manage(request.user, campaign),
     })
 
 
@@ -449,6 +453,8 @@ def _go_next(request: AppRequest, outcome: labeling.LeaseOutcome, slug: str) -> 
     if outcome.assignment is None:
         messages.info(request, outcome.reason)
         return redirect("annotate:campaign", slug)
+    if outcome.lapsed is not None:
+        messages.warning(request, outcome.lapsed_words)
     return redirect("annotate:workspace", outcome.assignment.pk)
 
 

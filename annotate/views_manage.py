@@ -37,7 +37,7 @@ from .models import (
 )
 from .scales import Scale, campaign_scale
 from .selectors import solutions_with_split_reports
-from .services import adjudication, campaigns, resplit
+from .services import adjudication, agreement, campaigns, resplit
 from .services.campaigns import CampaignAdminError
 from .views import math_source, render_markdown
 
@@ -142,6 +142,7 @@ def dashboard(request: HttpRequest, campaign: Campaign) -> HttpResponse:
         "campaign": campaign, "progress": progress, "progress_at": progress_at, "metrics": metrics,
         "m": metrics.data if metrics else None, "gold_rows": gold_rows, "gold_hidden": hidden,
         "flagged": flagged, "imports": imports, "instructions_html": render_markdown(campaign.instructions),
+        "recompute_since": agreement.recompute_pending_since(campaign, metrics),
     })
 
 
@@ -163,15 +164,9 @@ def _gold_rows(campaign: Campaign, rows: list[dict[str, Any]]) -> tuple[list[dic
 @campaign_admin_required
 @require_POST
 def metrics_refresh(request: HttpRequest, campaign: Campaign) -> HttpResponse:
-    from steplab.celery import send_task
-
-    from .tasks import compute_campaign_metrics_task
-
-    if send_task(compute_campaign_metrics_task, args=[campaign.pk]) is None:
+    if not agreement.request_recompute(campaign):
         messages.warning(request, "The task queue is unreachable; the metrics refresh at the next scheduled run.")
-    else:
-        messages.info(request, "Quality metrics are being recomputed; reload in a moment.")
-    return redirect("manage:dashboard", slug=campaign.slug)
+    return redirect(f"{reverse('manage:dashboard', args=[campaign.slug])}#quality")
 
 
 # --- members --------------------------------------------------------------------------------------------------

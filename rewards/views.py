@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from annotate.permissions import research_campaigns
+from annotate.permissions import can_research_any, research_campaigns
 from rewards.models import ApiToken, DatasetVersion
 from rewards.services.tokens import TokenError, create_token, revoke_token
 from steplab.http import AppRequest
@@ -52,7 +52,8 @@ def datasets_page(request: HttpRequest) -> HttpResponse:
                                                   status=DatasetVersion.Status.READY)
                     .select_related("campaign").order_by("campaign__slug", "-number"))
     campaigns = research_campaigns(request.user).order_by("name")
-    return render(request, "rewards/datasets.html", {"rows": version_rows(versions), "campaigns": campaigns})
+    return render(request, "rewards/datasets.html", {"rows": version_rows(versions), "campaigns": campaigns,
+                                                     "may_research": can_research_any(request.user)})
 
 
 COUNTED = (("problems", "problems"), ("solutions", "solutions"), ("assignments", "labelings"), ("steps", "steps"))

@@ -1,6 +1,7 @@
 """The Celery app: Redis broker in the real stack, a filesystem broker on the embedded default."""
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,18 @@ app = Celery("steplab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 log = logging.getLogger(__name__)
+
+#: The queues served by separate worker processes. A local training or scoring job's task holds its worker slot
+#: for the whole run (it watches the subprocess), so training-class work (``gpu``) gets a process of its own and
+#: imports, metrics and exports (``default``) never wait behind it.
+WORKER_QUEUES = ("default", "gpu")
+
+
+def worker_command(queue: str, *, concurrency: int, node: str, options: tuple[str, ...] = ()) -> list[str]:
+    """The command line of one worker process serving ``queue`` (the demo and the test suite start one per
+    queue, as docker-compose does)."""
+    return [sys.executable, "-m", "celery", "-A", "steplab", "worker", "-Q", queue, "-c", str(concurrency),
+            "-n", f"{node}-{queue}@%h", *options]
 
 
 @app.on_after_configure.connect

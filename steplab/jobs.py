@@ -16,10 +16,13 @@ Progress of a job whose work runs inside one long transaction (an import) is wri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from importlib import import_module
 from typing import Any, ClassVar, TypeVar
 
+from django.apps import apps
+from django.conf import settings
 from django.db import connections, models, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -51,6 +54,9 @@ class Job(models.Model):
 
     #: the Celery task (by name) that runs a job of this kind with the job's id
     task_name: ClassVar[str]
+    #: whether a running job of this kind holds a worker slot until it ends (its task does the work or watches
+    #: it); a kind whose task only moves a chain on and returns says False
+    holds_worker: ClassVar[bool] = True
 
     status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
     error = models.TextField(blank=True, help_text="Why it failed.")
@@ -68,6 +74,19 @@ class Job(models.Model):
     def task_queue(self) -> str | None:
         """The Celery queue its task goes to; None: the task's own routing."""
         return None
+
+    def queue_name(self) -> str:
+        """The queue its task is served from: its own choice, else the task routes, else the default queue."""
+        route = settings.CELERY_TASK_ROUTES.get(self.task_name, {})
+        return self.task_queue() or route.get("queue") or settings.CELERY_TASK_DEFAULT_QUEUE
+
+    def progress_words(self) -> str:
+        """How far it got, in words ("40 % done"); kinds that count steps say so."""
+        return f"{round(float(getattr(self, 'progress', 0.0)) * 100)} % done"
+
+    def waiting_for(self) -> Waiting | None:
+        """What a queued job waits for (None once it runs or ended)."""
+        return waiting_for(self) if self.status == JobStatus.QUEUED else None
 
     @property
     def is_active(self) -> bool:
@@ -170,3 +189,55 @@ def write_progress(model: type[Job], job_id: int, **values: Any) -> None:
 
 def close_progress_connection() -> None:
     connections[PROGRESS_DATABASE].close()
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Why a queued job has not started: the jobs holding its queue's workers, the queued jobs ahead of it."""
+
+    queue: str
+    blocking: list[Job]
+    ahead: int
+    sent: bool
+
+    @property
+    def words(self) -> str:
+        if not self.sent:
+            return "its task has not reached the broker yet; it is sent again within a minute"
+        if self.blocking:
+            behind = "; ".join(f"{job._meta.verbose_name} {job.pk}, {job.progress_words()}" for job in self.blocking)
+            more = f" and {self.ahead} queued job{'s' if self.ahead != 1 else ''} before it" if self.ahead else ""
+            return f"waiting behind {behind}{more}"
+        if self.ahead:
+            return f"waiting behind {self.ahead} queued job{'s' if self.ahead != 1 else ''} on the {self.queue} queue"
+        return (f"waiting for a worker on the {self.queue} queue to take it (no job is running there: "
+                f"is a worker serving the {self.queue} queue?)")
+
+    @property
+    def links(self) -> list[tuple[str, str]]:
+        """(words, URL) of each blocking job's page; the page of a job that can be cancelled holds its Cancel."""
+        return [(f"{'Cancel ' if hasattr(job, 'cancel_requested') else 'See '}{job._meta.verbose_name} {job.pk}",
+                 job.get_absolute_url()) for job in self.blocking if hasattr(job, "get_absolute_url")]
+
+
+def waiting_for(job: Job) -> Waiting:
+    """The running jobs of every kind that hold a worker of ``job``'s queue, and the queued ones sent before it.
+
+    Each queue has its own workers (``steplab.celery.WORKER_QUEUES``), so only jobs on the same queue can hold
+    it up; a kind's rows are few while active, so the queue (which may depend on the row) is checked in Python.
+    """
+    queue = job.queue_name()
+    blocking: list[Job] = []
+    ahead = 0
+    for model in apps.get_models():
+        if not issubclass(model, Job) or not model.holds_worker:
+            continue
+        active = model._default_manager.filter(status__in=ACTIVE_STATUSES).order_by("created_at", "pk")
+        for other in active:
+            if other.queue_name() != queue or (type(other) is type(job) and other.pk == job.pk):
+                continue
+            if other.status == JobStatus.RUNNING:
+                blocking.append(other)
+            elif other.dispatched_at is not None and other.created_at < job.created_at:
+                ahead += 1
+    return Waiting(queue=queue, blocking=blocking, ahead=ahead, sent=job.dispatched_at is not None)

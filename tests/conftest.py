@@ -176,7 +176,7 @@ def wait_for() -> Callable[..., Any]:
 
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
-    """A real `celery worker` subprocess on Redis, connected to the test database."""
+    """Real `celery worker` subprocesses on Redis (one per queue), connected to the test database."""
     if not settings.REDIS_URL:
         pytest.fail("REDIS_URL must point at a real Redis for worker tests")
     db = settings.DATABASES["default"]
@@ -186,30 +186,37 @@ def celery_worker_process(django_db_setup, django_db_blocker):  # type: ignore[n
         if db["ENGINE"].endswith("postgresql") else f"sqlite:///{db['NAME']}"
     )
     env["DB_CONN_MAX_AGE"] = "0"
-    from steplab.celery import app
+    from steplab.celery import WORKER_QUEUES, app, worker_command
 
     app.control.purge()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "steplab", "worker", "-Q", "default,gpu", "-c", "2",
-         "--pool", "prefork", "-n", f"test-{os.getpid()}@%h", "--without-gossip", "--without-mingle", "-l", "INFO"],
+    # One process per queue, as the demo and docker-compose run them: a training job's task holds a ``gpu`` slot
+    # for its whole run and must not hold up an import (tests/jobs/test_queue_split.py).
+    node = f"test{os.getpid()}"
+    processes = [subprocess.Popen(
+        worker_command(queue, concurrency=2 if queue == "default" else 1, node=node,
+                       options=("--pool", "prefork", "--without-gossip", "--without-mingle", "-l", "INFO")),
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    ) for queue in WORKER_QUEUES]
+    names = [f"{node}-{queue}@{os.uname().nodename}" for queue in WORKER_QUEUES]
     deadline = time.time() + 60
     while time.time() < deadline:
-        replies = app.control.ping(timeout=1.0)
-        if replies:
+        if len(app.control.ping(destination=names, timeout=1.0)) == len(names):
             break
-        if process.poll() is not None:
-            pytest.fail(f"celery worker exited: {process.stdout.read() if process.stdout else ''}")
+        for process in processes:
+            if process.poll() is not None:
+                pytest.fail(f"celery worker exited: {process.stdout.read() if process.stdout else ''}")
     else:
-        process.kill()
-        pytest.fail("celery worker did not answer a ping within 60 s")
-    yield process
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        for process in processes:
+            process.kill()
+        pytest.fail("celery workers did not answer a ping within 60 s")
+    yield processes
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]

@@ -25,6 +25,7 @@ from typing import Any
 import krippendorff
 import numpy as np
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -446,3 +447,28 @@ def compute_campaign_metrics(campaign: Campaign, *, flag: bool = True) -> Campai
         campaign=campaign, defaults={"data": result, "computed_at": timezone.now(), "duration_ms": duration})
     return metrics
 
+
+
+def _recompute_key(campaign: Campaign) -> str:
+    return f"steplab:metrics-requested:{campaign.pk}"
+
+
+def request_recompute(campaign: Campaign) -> bool:
+    """Queue the campaign's metrics now and remember when, so the dashboard shows the recompute until it is done;
+    False when the broker is unreachable (the scheduled run refreshes them)."""
+    from steplab.celery import send_task
+
+    from ..tasks import compute_campaign_metrics_task
+
+    if send_task(compute_campaign_metrics_task, args=[campaign.pk]) is None:
+        return False
+    cache.set(_recompute_key(campaign), timezone.now(), timeout=24 * 3600)
+    return True
+
+
+def recompute_pending_since(campaign: Campaign, metrics: CampaignMetrics | None) -> datetime | None:
+    """When a requested recompute was asked for, while the stored metrics are older than that request."""
+    requested: datetime | None = cache.get(_recompute_key(campaign))
+    if requested is None or (metrics is not None and metrics.computed_at >= requested):
+        return None
+    return requested

@@ -50,7 +50,8 @@ class CampaignAdminError(Exception):
 CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                    "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
                    "pause_below_threshold", "suggestions", "lease_order",
-                   "step_rationale", "step_scale", "error_categories", "grader", "grader_config", "step_rule")
+                   "step_rationale", "step_scale", "error_categories", "grader", "grader_config", "step_rule",
+                   "auto_train", "auto_train_max_steps")
 MAX_ERROR_CATEGORIES = 9
 MAX_ERROR_CATEGORY_CHARS = 64
 

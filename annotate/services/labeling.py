@@ -62,6 +62,21 @@ class NotAllowed(LabelingError):
 class LeaseOutcome:
     assignment: Assignment | None
     reason: str = ""
+    #: the labeler's last lease, when it ran out before they submitted it and this is the first lease since: the
+    #: page they land on says what became of it
+    lapsed: Assignment | None = None
+
+    @property
+    def lapsed_words(self) -> str:
+        if self.lapsed is None:
+            return ""
+        rated = self.lapsed.ratings.count()
+        when = timezone.localtime(self.lapsed.lease_expires_at).strftime("%H:%M") if self.lapsed.lease_expires_at \
+            else "its end"
+        kept = (f" The {rated} rating{'s' if rated != 1 else ''} you gave are kept with it but count only once a "
+                "pass on it is submitted." if rated else "")
+        return (f"Your lease on your previous solution ran out at {when} before you submitted it, so it went back "
+                f"to the queue for the next labeler.{kept} This is a new solution.")
 
 
 def labeler_membership(campaign: Campaign, user: User, *, lock: bool = False) -> Membership:
@@ -71,6 +86,12 @@ def labeler_membership(campaign: Campaign, user: User, *, lock: bool = False) ->
     if membership is None:
         raise NotAllowed("You are not a labeler in this campaign.")
     return membership
+
+
+def _lapsed_lease(campaign: Campaign, user: User) -> Assignment | None:
+    """The labeler's newest assignment here when its lease ran out unsubmitted (nothing leased since)."""
+    newest = Assignment.objects.filter(solution__campaign=campaign, labeler=user).order_by("-pk").first()  # type: ignore[misc]
+    return newest if newest is not None and newest.status == AssignmentStatus.EXPIRED else None
 
 
 def _open_assignment(campaign: Campaign, user: User) -> Assignment | None:
@@ -139,12 +160,13 @@ def lease_next_solution(campaign: Campaign, user: User, *, now: datetime | None 
             return LeaseOutcome(current)
         if membership.is_paused:
             return LeaseOutcome(None, "Your labeling is paused by the campaign admins.")
+        lapsed = _lapsed_lease(campaign, user)
         # A solution re-split after it was labeled keeps its labels but takes no new work: its successor does.
         solutions = Solution.objects.filter(campaign=campaign).exclude(provenance__has_key=RESPLIT_INTO)
         if _screening_pending(campaign, membership):
             assignment = _claim_screening(solutions, campaign, user, now)
             if assignment is not None:
-                return LeaseOutcome(assignment)
+                return LeaseOutcome(assignment, lapsed=lapsed)
             from .quality import decide_screening  # the screening set is done: grade it now
 
             if not decide_screening(membership):
@@ -155,12 +177,12 @@ def lease_next_solution(campaign: Campaign, user: User, *, now: datetime | None 
         if campaign.qc_rate > 0 and rng.random() < campaign.qc_rate:
             assignment = _claim_qc(solutions, campaign, user, now)
             if assignment is not None:
-                return LeaseOutcome(assignment)
+                return LeaseOutcome(assignment, lapsed=lapsed)
         regular = solutions.filter(is_quality_control=False, is_screening=False)
         assignment = _claim(regular, campaign, user, now)
         if assignment is None:
             return LeaseOutcome(None, "No work left in this campaign for you. Thank you!")
-        return LeaseOutcome(assignment)
+        return LeaseOutcome(assignment, lapsed=lapsed)
 
 
 def _claim_gold(candidates: models.QuerySet[Solution], user: User, now: datetime,

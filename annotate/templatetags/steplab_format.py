@@ -1,10 +1,12 @@
-"""Template filters that turn stored values into what a person reads: durations, enum labels."""
+"""Template filters that turn stored values into what a person reads: durations, enum labels, quality figures."""
 from __future__ import annotations
 
 from typing import Any
 
 from django import template
 from django.db.models import TextChoices
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from annotate.models import AssignmentStatus, FinishReason, ImportKind, Role
 from steplab.jobs import JobStatus
@@ -64,3 +66,26 @@ def samples_progress(job: Any) -> str:
         return "—"
     done = round(float(job.progress or 0) * expected)
     return f"{done} / {expected} samples"
+
+
+#: An agreement figure resting on fewer solutions than this is greyed and says so: one overlapped solution gives
+#: Krippendorff's α = 1.000, which says nothing about the labels.
+MIN_FIGURE_SOLUTIONS = 5
+
+
+@register.simple_tag
+def figure(metric: Any, unit: str, basis: Any = None, basis_unit: str = "solutions") -> SafeString:
+    """A quality figure ("0.873") and what it rests on ("n=12 steps from 3 overlapped solutions"); one resting on
+    fewer than ``MIN_FIGURE_SOLUTIONS`` (``basis`` solutions, else its own items) is greyed (``data-too-few``)
+    and says why."""
+    metric = metric if isinstance(metric, dict) else {}
+    value, items = metric.get("value"), int(metric.get("items") or 0)
+    if value is None:
+        return format_html("— <small>n={} {}</small>", items, unit)
+    count = items if basis in (None, "") else int(basis)
+    rests_on = f"n={items} {unit}" + ("" if basis in (None, "") else f" from {count} {basis_unit}")
+    if count >= MIN_FIGURE_SOLUTIONS:
+        return format_html("{:.3f} <small>{}</small>", float(value), rests_on)
+    return format_html('<span class="too-few" data-too-few title="too few to rely on">{:.3f}</span> '
+                       "<small>{}: too few to rely on (at least {})</small>", float(value), rests_on,
+                       MIN_FIGURE_SOLUTIONS)

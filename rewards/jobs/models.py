@@ -7,9 +7,12 @@ through the conditional UPDATEs of ``steplab.jobs``.
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from annotate.models import Campaign, PositionedRow, Problem, position_meta
 from rewards.models import NumberedPerCampaign
@@ -45,9 +48,15 @@ class LaunchedJob(Job):
     class Meta(Job.Meta):
         abstract = True
 
+    #: the URL name of its page (which holds its Cancel button)
+    page_name: ClassVar[str]
+
     def task_queue(self) -> str:
         """A local job's watcher starts the subprocess on a ``gpu`` worker; a scheduler's only polls."""
         return "gpu" if self.backend == BackendKind.LOCAL else "default"
+
+    def get_absolute_url(self) -> str:
+        return reverse(self.page_name, args=[self.pk])
 
     @property
     def error_summary(self) -> str:
@@ -67,6 +76,7 @@ class TrainingJob(LaunchedJob):
     """One PRM or ORM fine-tuning run of ``python -m rewards.training train``."""
 
     task_name = "jobs.run_training_job"
+    page_name = "jobs:job"
 
     kind = models.CharField(max_length=8, choices=Kind.choices)
     campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
@@ -81,6 +91,8 @@ class TrainingJob(LaunchedJob):
     curve = models.JSONField(default=list, blank=True, help_text="[{step, loss, learning_rate, examples_per_s}]")
     metrics = models.JSONField(default=dict, blank=True)
     auto_started = models.BooleanField(default=False, help_text="Started by the periodic new-data task.")
+    started_because = models.CharField(max_length=200, blank=True,
+                                       help_text="Why an automatic job started (e.g. 120 new labeled solutions).")
 
     class Meta(LaunchedJob.Meta):
         indexes = [
@@ -90,6 +102,16 @@ class TrainingJob(LaunchedJob):
 
     def __str__(self) -> str:
         return f"{self.kind} job {self.pk} ({self.status})"
+
+    def progress_words(self) -> str:
+        return f"{self.step} of {self.total_steps} steps" if self.total_steps else f"step {self.step}"
+
+    @property
+    def started_how(self) -> str:
+        """Who started it and why, as the pages say it."""
+        if self.auto_started:
+            return f"automatic: {self.started_because}" if self.started_because else "automatic"
+        return str(self.started_by) if self.started_by else "—"
 
 
 class RewardModel(models.Model):
@@ -190,6 +212,7 @@ class ScoringJob(LaunchedJob):
     """A registered model scores every candidate of a pool (and, for a PRM, the held-out labeled steps)."""
 
     task_name = "jobs.run_scoring_job"
+    page_name = "jobs:scoring_job"
 
     reward_model = models.ForeignKey(RewardModel, on_delete=models.CASCADE, related_name="scoring_jobs")
     pool = models.ForeignKey(CandidatePool, on_delete=models.CASCADE, related_name="scoring_jobs")
@@ -205,6 +228,7 @@ class SamplingJob(LaunchedJob):
     through the launch backends); on success the samples become the campaign's candidate pool."""
 
     task_name = "jobs.run_sampling_job"
+    page_name = "jobs:sampling_job"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="sampling_jobs")
     config = models.JSONField(default=dict, help_text="Sampling keys as given (model, n, temperature, …).")
@@ -229,6 +253,7 @@ class MachineLabelingJob(LaunchedJob):
     ``prm:<model name>`` beside the human ratings (``annotate.services.machine_labels``)."""
 
     task_name = "jobs.run_machine_labeling_job"
+    page_name = "jobs:machine-labels_job"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="machine_labeling_jobs")
     method = models.CharField(max_length=8, choices=LabelingMethod.choices)
@@ -340,6 +365,7 @@ class ComparisonRun(Job):
         DONE = "done"
 
     task_name = "jobs.advance_comparison"
+    holds_worker = False  # its task moves the chain on and returns; the jobs it starts hold the workers
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="comparison_runs")
     stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.SNAPSHOT)

@@ -25,9 +25,10 @@ WORKSPACE_GET = 8
 RATING_POST_NEW = 10
 # the same, with INSERT of the rating revision and UPDATE of the rating instead of the rating's INSERT
 RATING_POST_CHANGED = 11
-# session, user, campaign, SAVEPOINT, membership, the labeler's open assignment (none), "has the campaign a
-# screening set?", the next solution (skip-locked claim), UPDATE its label_count, INSERT the assignment, RELEASE
-LEASE_NEW = 11
+# session, user, campaign, SAVEPOINT, membership, the labeler's open assignment (none), their newest assignment
+# (did its lease run out unsubmitted? the page then says so), "has the campaign a screening set?", the next
+# solution (skip-locked claim), UPDATE its label_count, INSERT the assignment, RELEASE
+LEASE_NEW = 12
 # session, user, campaign, SAVEPOINT, membership, the open assignment (found), UPDATE its lease, RELEASE
 LEASE_OPEN = 8
 

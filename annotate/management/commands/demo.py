@@ -1,14 +1,14 @@
 """``manage.py demo``: migrate, load the demo campaign idempotently, create the demo accounts, serve.
 
-Serving starts Django's server and an embedded Celery worker with beat on the configured broker (on the
-embedded default that is kombu's filesystem transport, so no Redis is needed).
+Serving starts Django's server and embedded Celery workers on the configured broker (on the embedded default
+that is kombu's filesystem transport, so no Redis is needed): one process per queue, beat in the ``default``
+one, so an import never waits behind a training job.
 """
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
-import sys
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +16,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
 from annotate.demo import DEMO_SLUG, MMLU_SLUG, load_demo
+from annotate.models import AutoTrain, Campaign
+from annotate.selectors import graded_solutions
+from annotate.services.campaigns import update_campaign
+from steplab.celery import WORKER_QUEUES, worker_command
 
 
 class Command(BaseCommand):
@@ -26,19 +30,27 @@ class Command(BaseCommand):
         parser.add_argument("--no-serve", action="store_true", help="stop after loading")
         parser.add_argument("--addrport", default=os.environ.get("STEPLAB_DEMO_ADDRPORT", "127.0.0.1:8000"),
                             help="serve on HOST:PORT (or PORT) instead of 127.0.0.1:8000")
-        parser.add_argument("--no-worker", action="store_true", help="serve without the embedded Celery worker")
+        parser.add_argument("--no-worker", action="store_true", help="serve without the embedded Celery workers")
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         report = load_demo(password=os.environ.get("STEPLAB_DEMO_PASSWORD") or None)
+        campaign = Campaign.objects.get(slug=DEMO_SLUG)
         if report.loaded:
-            counts = ", ".join(f"{k}={v}" for k, v in report.counts.items())
+            # the graded_* counts are what the loader graded itself (none: the importer grades every row it
+            # stores), so the line says what is stored instead
+            counts = ", ".join(f"{k}={v}" for k, v in report.counts.items() if not k.startswith("graded_"))
             self.stdout.write(f"loaded campaign '{DEMO_SLUG}': {counts}")
+            # the demo's history is large (a full pass is hours on a CPU): people start training here
+            update_campaign(campaign=campaign, auto_train=AutoTrain.OFF)
         else:
             self.stdout.write(f"campaign '{DEMO_SLUG}' already loaded; left unchanged")
         if report.mmlu_counts:
             counts = ", ".join(f"{k}={v}" for k, v in report.mmlu_counts.items())
             self.stdout.write(f"loaded campaign '{MMLU_SLUG}': {counts}")
+        graded = graded_solutions(campaign)
+        self.stdout.write(f"graded solutions: {graded['correct']} correct, {graded['wrong']} wrong, "
+                          f"{graded['ungraded']} without a verdict")
         for username, password in report.passwords.items():
             self.stdout.write(f"account {username} password {password}")
         if not report.passwords:
@@ -49,15 +61,16 @@ class Command(BaseCommand):
         self.stdout.write(f"database: {db['ENGINE'].rsplit('.', 1)[-1]} {db['NAME']}; broker: {broker}")
         if options["no_serve"]:
             return
-        worker = None
-        if not options["no_worker"]:
-            worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "steplab", "worker", "-B",
-                                       "-Q", "default,gpu", "-c", "1", "-l", "WARNING",
-                                       "-s", str(settings.VAR_DIR / "celerybeat-schedule")])
+        workers = [] if options["no_worker"] else [
+            subprocess.Popen(worker_command(queue, concurrency=1, node="demo", options=(
+                "-l", "WARNING", *(("-B", "-s", str(settings.VAR_DIR / "celerybeat-schedule"))
+                                   if queue == "default" else ()))))
+            for queue in WORKER_QUEUES]
         self.stdout.write(f"serving on http://{options['addrport']}/ (log in at /accounts/login/)")
         try:
             call_command("runserver", options["addrport"], use_reloader=False)
         finally:
-            if worker is not None:
+            for worker in workers:
                 worker.send_signal(signal.SIGTERM)
+            for worker in workers:
                 worker.wait(timeout=30)

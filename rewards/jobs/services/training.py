@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from annotate.models import Campaign
+from annotate.models import AutoTrain, Campaign
 from annotate.scales import PM1, campaign_scale
 from rewards.models import DatasetVersion
 from rewards.services.datasets import local_file
@@ -135,14 +135,16 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
     return path, config
 
 
-def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False) -> TrainingJob:
-    """Validate, record and queue a job (the Celery task is sent after commit)."""
+def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False,
+                       because: str = "") -> TrainingJob:
+    """Validate, record and queue a job (the Celery task is sent after commit); ``because`` says why an
+    automatic one started."""
     path, config = _validate(request)
     version = request.dataset_version
     job = TrainingJob.objects.create(
         kind=request.kind, dataset_version=version, campaign=version.campaign if version else None,
         dataset_path=str(path), config=config, backend=request.backend, started_by=user, auto_started=auto,
-        total_steps=config.get("max_steps"))
+        started_because=because, total_steps=config.get("max_steps"))
     work_dir = jobs_root() / f"train-{job.pk}-{uuid.uuid4().hex[:8]}"
     config["output_dir"] = str(work_dir / "output")
     job.work_dir, job.output_dir, job.config = str(work_dir), config["output_dir"], config
@@ -260,26 +262,31 @@ def labeled_solutions(version: DatasetVersion) -> int:
 
 
 def auto_train(min_new: int | None = None, *, base_model: str = "default") -> list[TrainingJob]:
-    """For each campaign whose newest ready version has ≥ ``min_new`` more labeled solutions than the last
-    auto-trained one, start a PRM and an ORM job on it (once per version)."""
+    """For each campaign with automatic training on whose newest ready version has ≥ ``min_new`` more labeled
+    solutions than the last auto-trained one, start a PRM and an ORM job on it (once per version), each held to
+    the campaign's budget of optimizer steps and saying why it started."""
     threshold = settings.STEPLAB_AUTO_TRAIN_MIN_NEW_SOLUTIONS if min_new is None else min_new
-    hyper = dict(settings.STEPLAB_AUTO_TRAIN_HYPER)
     started: list[TrainingJob] = []
-    ready = Campaign.objects.filter(is_active=True, dataset_versions__status=DatasetVersion.Status.READY)
+    ready = Campaign.objects.filter(is_active=True, auto_train=AutoTrain.ON,
+                                    dataset_versions__status=DatasetVersion.Status.READY)
     for campaign in ready.distinct():
         newest = campaign.dataset_versions.filter(status=DatasetVersion.Status.READY).order_by("-number").first()
         if newest is None or TrainingJob.objects.filter(dataset_version=newest, auto_started=True).exists():
             continue
         last_job = (TrainingJob.objects.filter(campaign=campaign, auto_started=True, dataset_version__isnull=False)
                     .select_related("dataset_version").order_by("-dataset_version__number").first())
-        before = labeled_solutions(last_job.dataset_version) if last_job and last_job.dataset_version else 0
-        if labeled_solutions(newest) - before < threshold:
+        last = last_job.dataset_version if last_job else None
+        new = labeled_solutions(newest) - (labeled_solutions(last) if last else 0)
+        if new < threshold:
             continue
+        hyper = {**settings.STEPLAB_AUTO_TRAIN_HYPER, "max_steps": campaign.auto_train_max_steps}
+        because = f"{new} new labeled solutions " + (f"since v{last.number}" if last else f"in v{newest.number}")
         with transaction.atomic():
             for kind in (Kind.PRM, Kind.ORM):
                 try:
                     started.append(start_training_job(TrainingRequest(kind=kind, dataset_version=newest,
-                                                                      base_model=base_model, hyper=hyper), auto=True))
+                                                                      base_model=base_model, hyper=hyper),
+                                                      auto=True, because=because))
                 except JobInputError:
                     continue  # e.g. no outcome file in this version: the other kind still starts
     return started
