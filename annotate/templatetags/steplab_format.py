@@ -64,3 +64,11 @@ def samples_progress(job: Any) -> str:
         return "—"
     done = round(float(job.progress or 0) * expected)
     return f"{done} / {expected} samples"
+
+
+@register.filter
+def percent(fraction: Any) -> str:
+    """A fraction as percent with one decimal ("0.8125" → "81.2"); blank for none: one unit on a page."""
+    if fraction is None or fraction == "":
+        return ""
+    return f"{100 * float(fraction):.1f}"

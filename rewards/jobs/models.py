@@ -146,6 +146,8 @@ class CandidatePool(Recorded):
     problem_count = models.PositiveIntegerField(default=0)
     candidate_count = models.PositiveIntegerField(default=0)
     pool_size = models.PositiveIntegerField(default=0, help_text="Largest number of candidates of one problem.")
+    comparison_default = models.BooleanField(
+        default=False, help_text="The pool “Compare PRM and ORM” offers first in its campaign (else the largest).")
 
     def __str__(self) -> str:
         return self.name
