@@ -168,6 +168,8 @@ class CandidatePool(Recorded):
     problem_count = models.PositiveIntegerField(default=0)
     candidate_count = models.PositiveIntegerField(default=0)
     pool_size = models.PositiveIntegerField(default=0, help_text="Largest number of candidates of one problem.")
+    comparison_default = models.BooleanField(
+        default=False, help_text="The pool “Compare PRM and ORM” offers first in its campaign (else the largest).")
 
     class Meta(Recorded.Meta):
         # a name is looked up inside its campaign only, so another campaign can neither see nor take it

@@ -41,6 +41,7 @@ from .models import (
 from .services.comparisons import (
     DEFAULT_MAX_STEPS,
     DEFAULT_PER_PROBLEM,
+    comparison_pools,
     request_cancel_comparison,
     snapshot_labels,
     start_comparison,
@@ -151,6 +152,8 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str
         "prms": selectors.campaign_prms(campaign) if campaign is not None else [],
         "loop": loop, "run": loop.get("run"), "default_max_steps": DEFAULT_MAX_STEPS,
         "default_per_problem": DEFAULT_PER_PROBLEM,
+        "compare_pools": comparison_pools(campaign) if campaign is not None else [],
+        "verdict": data["verdict"], "no_flag_advice": data["no_flag_advice"],
         "errors": errors, "forms": forms,
         "generation_error": errors.get("generation"), "generation_form": forms.get("generation", {}),
         "sampling_error": errors.get("sampling"), "sampling_form": forms.get("sampling", {}),
@@ -177,10 +180,11 @@ def compare_start(request: HttpRequest, slug: str) -> HttpResponse:
     """"Compare PRM and ORM": one run of snapshot → train both → score the pool → evaluate."""
     campaign = _campaign_for_work(request, slug)
     form = {"max_steps": request.POST.get("max_steps", "").strip() or str(DEFAULT_MAX_STEPS),
-            "per_problem": request.POST.get("per_problem", "").strip() or str(DEFAULT_PER_PROBLEM)}
+            "per_problem": request.POST.get("per_problem", "").strip() or str(DEFAULT_PER_PROBLEM),
+            "pool": request.POST.get("pool", "").strip()}
     try:
         start_comparison(campaign, max_steps=_integer(form, "max_steps"), per_problem=_integer(form, "per_problem"),
-                             user=request.user)
+                         pool=_integer(form, "pool") if form["pool"] else None, user=request.user)
     except JobInputError as exc:
         return dashboard(request, slug, errors={"compare": exc}, forms={"compare": form})
     return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#compare")

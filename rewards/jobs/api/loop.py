@@ -185,6 +185,9 @@ class StartComparisonInput(serializers.Serializer):
     base_model = serializers.CharField(default="default")
     per_problem = serializers.IntegerField(min_value=0, default=DEFAULT_PER_PROBLEM,
                                            help_text="Candidates scored per problem (the first k; 0 = all).")
+    pool = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                    help_text="The campaign's pool to score (default: its default pool, else the "
+                                              "largest).")
 
 
 class ComparisonsView(JobsApiView):
