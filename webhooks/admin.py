@@ -12,6 +12,7 @@ from .services import WebhookRefused, check_receiver_url, register_webhook
 
 
 class WebhookForm(forms.ModelForm):
+    url = forms.URLField(max_length=2000, assume_scheme="https")
     events = forms.MultipleChoiceField(choices=Event.choices, widget=forms.CheckboxSelectMultiple)
 
     class Meta:
@@ -27,10 +28,13 @@ class WebhookForm(forms.ModelForm):
         return url
 
 
+LOG_COLUMNS = ("created_at", "event", "status", "attempts", "last_status_code", "last_error")
+
+
 class DeliveryInline(admin.TabularInline):
     model = Delivery
-    fields = ["created_at", "event", "status", "attempts", "last_status_code", "last_error"]
-    readonly_fields = fields
+    fields = LOG_COLUMNS
+    readonly_fields = LOG_COLUMNS
     extra = 0
     max_num = 0
     show_change_link = True

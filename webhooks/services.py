@@ -13,7 +13,7 @@ import json
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,7 +58,7 @@ def check_receiver_url(url: str) -> None:
         return
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
     except (socket.gaierror, ValueError) as error:
         raise WebhookRefused("url", f"The host {host!r} does not resolve: {error}.") from None
     for address in sorted(addresses):
@@ -95,12 +95,18 @@ def emit(*, campaign_id: int, event: str, data: dict[str, Any]) -> list[int]:
     hooks = [h for h in Webhook.objects.filter(campaign_id=campaign_id, is_active=True) if event in h.events]
     payload = {"event": event, "campaign": campaign_id, "sent_at": timezone.now().isoformat(), "data": data}
     deliveries = Delivery.objects.bulk_create([Delivery(webhook=h, event=event, payload=payload) for h in hooks])
-    from .tasks import deliver_task
-
     for delivery in deliveries:
-        transaction.on_commit(lambda pk=delivery.pk: deliver_task.apply_async(
-            (pk,), queue=settings.STEPLAB_WEBHOOK_QUEUE or None))
+        transaction.on_commit(_sender(delivery.pk))
     return [d.pk for d in deliveries]
+
+
+def _sender(delivery_id: int) -> Callable[[], None]:
+    def send() -> None:
+        from .tasks import deliver_task
+
+        deliver_task.apply_async((delivery_id,), queue=settings.STEPLAB_WEBHOOK_QUEUE)
+
+    return send
 
 
 def emit_on_commit(*, campaign_id: int, event: str, data: dict[str, Any]) -> None:
@@ -199,6 +205,6 @@ def after_labeling_finished(campaign_id: int) -> None:
         if listening:
             from .tasks import progress_milestones_task
 
-            progress_milestones_task.apply_async((campaign_id,), queue=settings.STEPLAB_WEBHOOK_QUEUE or None)
+            progress_milestones_task.apply_async((campaign_id,), queue=settings.STEPLAB_WEBHOOK_QUEUE)
 
     transaction.on_commit(check)

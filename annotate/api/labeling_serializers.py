@@ -29,8 +29,9 @@ class StepLabelInputSerializer(serializers.Serializer):
 
 
 class LabelingInputSerializer(serializers.Serializer):
-    ratings = StepLabelInputSerializer(many=True, max_length=10_000,
-                                       help_text="the steps' ratings, applied in this order (the page's rules)")
+    ratings: serializers.ListSerializer[Any] = serializers.ListSerializer(
+        child=StepLabelInputSerializer(), max_length=10_000,
+        help_text="the steps' ratings, applied in this order (the page's rules)")
     finish_reason = serializers.ChoiceField(choices=FinishReason.choices, required=False, allow_null=True,
                                             default=None, help_text="absent: found_error when a step is −1, "
                                                                     "else solution")
@@ -55,7 +56,8 @@ class BulkLabelingItemSerializer(LabelingInputSerializer):
 
 
 class BulkLabelingInputSerializer(serializers.Serializer):
-    labelings = BulkLabelingItemSerializer(many=True, min_length=1, max_length=MAX_BULK)
+    labelings: serializers.ListSerializer[Any] = serializers.ListSerializer(
+        child=BulkLabelingItemSerializer(), min_length=1, max_length=MAX_BULK)
 
 
 class LabelingOutSerializer(AssignmentSerializer):

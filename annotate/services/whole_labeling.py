@@ -5,10 +5,10 @@ page's rules (steps in order, nothing after the first −1, the lease, membershi
 transaction, so a refused step leaves the pass as it was. A client key makes a retry safe: the same key answers
 the labeling the first request made and applies nothing again.
 
-The common case (an untouched stepwise pass, steps 0, 1, … in order, every one rated, stop-at-first-error kept)
-is written at once: one lock, one read, one insert of the ratings. Anything else (a pass the labeler began on the
-page, a gap, a rating after a −1, a bad reason) goes step by step through ``labeling.record_rating``, which
-applies it or refuses it with the page's own words.
+The common case for a program (an untouched stepwise pass, steps 0, 1, … in order, every one rated, nothing
+after the first −1, no reasons or categories) is written at once: one lock, one read, one insert of the ratings.
+Anything else (a pass the labeler began on the page, a gap, a rating after a −1, a reason) goes step by step
+through ``labeling.record_rating``, which applies it or refuses it with the page's own words.
 """
 from __future__ import annotations
 
@@ -74,22 +74,28 @@ def _check_error_category(campaign: Campaign, position: int, label: StepLabel) -
 def _claim_key(labeling_input: LabelingInput, user: labeling.User) -> LabelingKey | None:
     """Record the client key, or return the row of the request that already used it. A concurrent request with
     the same key waits on the unique index until the first one commits, then finds its row."""
+    owner = user.pk
+    if owner is None:
+        raise labeling.NotAllowed("Log in to label.")
     try:
         with transaction.atomic():
-            LabelingKey.objects.create(user_id=user.pk, client_key=labeling_input.client_key,
+            LabelingKey.objects.create(user_id=owner, client_key=labeling_input.client_key,
                                        assignment_id=labeling_input.assignment_id)
     except IntegrityError:
-        return LabelingKey.objects.get(user_id=user.pk, client_key=labeling_input.client_key)
+        return LabelingKey.objects.get(user_id=owner, client_key=labeling_input.client_key)
     return None
 
 
 def _rate_untouched_pass(labeling_input: LabelingInput, user: labeling.User, now: datetime) -> bool:
     """Write every rating at once when the pass is untouched and the ratings keep the rules as a whole (steps
-    0, 1, … each rated, nothing after the first −1, reasons only on −1s); False: the caller goes step by step.
-    The lock and its refusals (not yours, lease gone, finished) are the rating service's own."""
+    0, 1, … each rated −1, 0 or +1, nothing after the first −1, no reasons or categories to check); False: the
+    caller goes step by step. The lock and its refusals (not yours, lease gone, finished) are the rating
+    service's own."""
     labels = labeling_input.ratings
     values = [label.rating for label in labels]
-    if (not labels or [label.step_index for label in labels] != list(range(len(labels))) or None in values
+    if (not labels or [label.step_index for label in labels] != list(range(len(labels)))
+            or any(value not in (-1, 0, 1) for value in values)
+            or any(label.rationale or label.error_category for label in labels)
             or labeling.check_stop_at_first_error(values) is not None):
         return False
     assignment = labeling._locked_open_assignment(labeling_input.assignment_id, user, now, count_steps=True)
@@ -98,21 +104,15 @@ def _rate_untouched_pass(labeling_input: LabelingInput, user: labeling.User, now
     if (not campaign.is_stepwise or len(labels) > assignment.step_total  # type: ignore[attr-defined]
             or Rating.objects.filter(assignment=assignment).exists()):
         return False
-    try:
-        rationales = [labeling._new_rationale(campaign, None, label.rating, label.rationale) for label in labels]
-    except labeling.LabelingError:
-        return False  # refused step by step, in the page's words
-    for position, label in enumerate(labels):
-        _check_error_category(campaign, position, label)
     completions = list(Completion.objects.filter(step__solution_id=assignment.solution_id, index=0,
                                                  step__index__lt=len(labels)).order_by("step__index"))
     suggestions = step_suggestions(campaign, assignment.solution, range(len(labels)))
     Rating.objects.bulk_create([
         Rating(assignment=assignment, completion=completion, rating=label.rating, flagged=bool(label.flagged),
-               time_ms=label.time_ms, rationale=rationale,
+               time_ms=label.time_ms,
                suggestions_seen=seen_when_rating(campaign, has_labels=bool(suggestions.get(index)),
                                                  rated_before=False))
-        for index, (completion, label, rationale) in enumerate(zip(completions, labels, rationales, strict=True))])
+        for index, (completion, label) in enumerate(zip(completions, labels, strict=True))])
     StepDecision.objects.bulk_create([StepDecision(assignment=assignment, step_id=c.step_id, chosen_completion=0)
                                       for c in completions], ignore_conflicts=True)
     return True

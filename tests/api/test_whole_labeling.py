@@ -219,3 +219,43 @@ def test_the_endpoints_are_in_the_openapi_schema(client, make_user) -> None:  # 
     assert "post" in schema["paths"]["/api/labelings/"]
     assert {"LabelingInputRequest", "StepLabelInputRequest", "LabelingOut", "BulkLabelingInputRequest",
             "BulkLabelingOut", "LabelingRefusal"} <= set(schema["components"]["schemas"])
+
+
+@pytest.mark.django_db
+def test_one_request_stores_what_the_step_by_step_path_stores(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+    from annotate.models import StepDecision
+
+    whole, whole_id, _ = _leased(campaign_factory, make_user, slug="whole-a", username="a")
+    steps, steps_id, _ = _leased(campaign_factory, make_user, slug="whole-b", username="b")
+    values = [1, 0, -1]
+    ratings = [{"step_index": i, "rating": v, "flagged": i == 1, "time_ms": 700 + i} for i, v in enumerate(values)]
+    assert whole.post(f"/api/assignments/{whole_id}/labeling/", {"ratings": ratings, "client_key": "w"},
+                      format="json").status_code == 200
+    for row in ratings:
+        assert steps.post(f"/api/assignments/{steps_id}/rate/", row, format="json").status_code == 200
+    assert steps.post(f"/api/assignments/{steps_id}/finish/", {"reason": "found_error"},
+                      format="json").status_code == 200
+
+    def stored(assignment_id: int) -> tuple[Any, ...]:
+        rows = list(Rating.objects.filter(assignment_id=assignment_id).order_by("completion__step__index").values_list(
+            "completion__step__index", "rating", "flagged", "time_ms", "rationale", "suggestions_seen"))
+        decided = list(StepDecision.objects.filter(assignment_id=assignment_id).order_by("step__index")
+                       .values_list("step__index", "chosen_completion"))
+        assignment = Assignment.objects.get(pk=assignment_id)
+        return rows, decided, assignment.status, assignment.finish_reason
+
+    assert stored(whole_id) == stored(steps_id)
+    assert stored(whole_id)[0][1] == (1, 0, True, 701, "", "none")
+
+
+@pytest.mark.django_db
+def test_an_error_category_is_free_text_while_the_campaign_defines_none(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+    client, assignment_id, _ = _leased(campaign_factory, make_user)
+    answer = client.post(f"/api/assignments/{assignment_id}/labeling/", {
+        "ratings": [{"step_index": 0, "rating": -1, "error_category": "arithmetic"}], "client_key": "c"},
+        format="json")
+    assert answer.status_code == 200 and answer.json()["finish_reason"] == "found_error"
+    too_long = client.post(f"/api/assignments/{assignment_id}/labeling/", {
+        "ratings": [{"step_index": 0, "rating": -1, "error_category": "x" * 101}], "client_key": "d"},
+        format="json")
+    assert too_long.status_code == 400 and "error_category" in too_long.json()["ratings"]["0"]
