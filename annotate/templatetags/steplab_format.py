@@ -83,12 +83,14 @@ def figure(metric: Any, unit: str, basis: Any = None, basis_unit: str = "solutio
     if value is None:
         return format_html("— <small>n={} {}</small>", items, unit)
     count = items if basis in (None, "") else int(basis)
+    if basis not in (None, "") and count == 1:
+        basis_unit = basis_unit.removesuffix("s")
     rests_on = f"n={items} {unit}" + ("" if basis in (None, "") else f" from {count} {basis_unit}")
+    shown = f"{float(value):.3f}"
     if count >= MIN_FIGURE_SOLUTIONS:
-        return format_html("{:.3f} <small>{}</small>", float(value), rests_on)
-    return format_html('<span class="too-few" data-too-few title="too few to rely on">{:.3f}</span> '
-                       "<small>{}: too few to rely on (at least {})</small>", float(value), rests_on,
-                       MIN_FIGURE_SOLUTIONS)
+        return format_html("{} <small>{}</small>", shown, rests_on)
+    return format_html('<span class="too-few" data-too-few title="too few to rely on">{}</span> '
+                       "<small>{}: too few to rely on (at least {})</small>", shown, rests_on, MIN_FIGURE_SOLUTIONS)
 
 
 @register.filter

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate.models import Assignment, AssignmentStatus, Campaign, Membership, Problem, Solution
+from annotate.models import Assignment, AssignmentStatus, AutoTrain, Campaign, Membership, Problem, Solution
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,6 +86,11 @@ def test_demo_loads_idempotently(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     assert solutions > 200 and assignments > 100
     assert campaign.solutions.filter(is_quality_control=True, gold_first_error__isnull=False).exists()
     assert campaign.solutions.filter(assignments__isnull=True, is_correct=True).exists()
+    # the graded counts printed are the stored ones (not what the loader graded itself: the importer grades)
+    correct, wrong = (campaign.solutions.filter(is_correct=verdict).count() for verdict in (True, False))
+    assert correct > 0 and wrong > 0
+    assert f"graded solutions: {correct} correct, {wrong} wrong, " in out and "graded_correct=" not in out
+    assert campaign.auto_train == AutoTrain.OFF  # the demo's people start training; nothing starts on its own
     call_command("demo", "--no-serve")
     assert "already loaded" in capsys.readouterr().out
     assert campaign.solutions.count() == solutions

@@ -72,3 +72,91 @@ def test_a_lapsed_lease_is_explained_on_the_next_solutions_page(client) -> None:
     assert "The 3 ratings you gave are kept with it" in page and "This is a new solution." in page
     again = client.post(reverse("annotate:start", args=["lapse"]), follow=True).content.decode()
     assert "ran out" not in again  # said once, on the page the labeler landed on
+
+
+def test_campaign_settings_offer_automatic_training_and_say_a_slug_is_taken(client) -> None:  # type: ignore[no-untyped-def]
+    from annotate.models import AutoTrain, Campaign
+
+    client.force_login(UserFactory(username="boss", is_staff=True))
+    data = {"name": "Gen 2", "slug": "gen-2", "mode": "stepwise", "overlap": 1, "qc_rate": 0.1,
+            "screening_pass_threshold": 0.8, "lease_minutes": 20, "export_interval_minutes": 60,
+            "quality_threshold": 0.5, "quality_min_items": 5}
+    assert client.post(reverse("manage:new"), data).status_code == 302  # a form without the new settings
+    campaign = Campaign.objects.get(slug="gen-2")
+    assert (campaign.auto_train, campaign.auto_train_max_steps) == (AutoTrain.ON, 24)  # the defaults
+    edit = client.get(reverse("manage:edit", args=["gen-2"])).content.decode()
+    assert 'name="auto_train"' in edit and 'name="auto_train_max_steps"' in edit
+    changed = client.post(reverse("manage:edit", args=["gen-2"]),
+                          {**data, "auto_train": "off", "auto_train_max_steps": 12})
+    assert changed.status_code == 302
+    campaign.refresh_from_db()
+    assert (campaign.auto_train, campaign.auto_train_max_steps) == (AutoTrain.OFF, 12)
+    bad = client.post(reverse("manage:edit", args=["gen-2"]), {**data, "auto_train_max_steps": 0})
+    assert bad.status_code == 400 and "auto_train_max_steps must be at least 1" in bad.content.decode()
+
+    duplicate = client.post(reverse("manage:new"), data).content.decode()
+    assert "A campaign with this short name already exists: choose another." in duplicate
+    assert "Campaign with this Slug already exists" not in duplicate
+    assert "phase 2" not in campaign.get_mode_display()
+
+
+def test_quality_figures_say_what_they_rest_on(client) -> None:  # type: ignore[no-untyped-def]
+    from django.utils import timezone
+
+    from annotate.models import CampaignMetrics
+
+    campaign = CampaignFactory(slug="q", qc_rate=0.1)
+    none = {"value": None, "items": 0}
+    gold = {"step_accuracy": none, "first_error_exact": none, "first_error_within_one": none,
+            "verdict_accuracy": none}
+    CampaignMetrics.objects.create(campaign=campaign, computed_at=timezone.now(), data={
+        "labelings": 3, "ratings": 9, "gold_solutions": 24, "gold_overall": gold, "gold_by_labeler": [],
+        "inter_annotator": {"overlapped_solutions": 1, "alpha_ordinal": {"value": 1.0, "items": 12},
+                            "cohen_kappa_verdict": {"value": 0.41, "items": 30}},
+        "time": {}})
+    client.force_login(UserFactory(username="boss", is_staff=True))
+    page = client.get(reverse("manage:dashboard", args=["q"])).content.decode()
+    alpha = page.split('data-metric="alpha"', 1)[1].split("</li>", 1)[0]
+    assert "data-too-few" in alpha and "1.000" in alpha
+    assert "n=12 steps from 1 overlapped solution: too few to rely on (at least 5)" in alpha
+    cohen = page.split('data-metric="cohen"', 1)[1].split("</li>", 1)[0]
+    assert "0.410 <small>n=30 solutions</small>" in cohen and "data-too-few" not in cohen
+    assert "data-gold-why-empty" in page and "No labeling of a gold solution yet" in page
+    assert "24 gold solutions" in page and "10% of served solutions" in page
+
+
+def test_small_words(client) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from annotate.models import Assignment, AssignmentStatus
+    from rewards.jobs.models import ComparisonRun
+    from tests.factories import AssignmentFactory, numbered_solution
+
+    campaign = CampaignFactory(slug="words")
+    AssignmentFactory(solution=numbered_solution(campaign, 2), finished_at=timezone.now() - timedelta(hours=1))
+    assert Assignment.objects.filter(status=AssignmentStatus.SUBMITTED).count() == 1
+    ComparisonRun.objects.create(campaign=campaign, max_steps=3, status="running", stage="train")
+    client.force_login(UserFactory(username="boss", is_staff=True))
+    manage = client.get(reverse("manage:dashboard", args=["words"])).content.decode()
+    rate = manage.split("data-labels-per-hour>", 1)[1].split("</p>", 1)[0]
+    assert rate == "Labelings in the last 24 h: 1 (fewer than one an hour)"
+    dashboard = client.get(reverse("jobs:dashboard")).content.decode()
+    header = dashboard.split("</h1>", 1)[1].split("</p>", 1)[0]
+    assert "·" not in header.split("<a", 1)[0] and "Campaigns: <a" in header
+    board = client.get(reverse("jobs:campaign_dashboard", args=["words"])).content.decode()
+    assert "now: <span data-stage>Train a PRM and an ORM</span>" in board
+    assert "train a prm and an orm" not in board
+
+
+def test_math_verify_timeout_warning_says_what_it_means(caplog) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    import annotate.grading  # noqa: F401 — importing it installs the explanation on math-verify's logger
+
+    with caplog.at_level(logging.WARNING, logger="math_verify.grader"):
+        logging.getLogger("math_verify.grader").warning("Timeout during comparison")  # math-verify's own words
+    (record,) = caplog.records
+    assert record.getMessage().startswith("grading: math-verify gave up comparing an answer with the ground truth")
+    assert "graded as not matching" in record.getMessage()
