@@ -236,10 +236,6 @@ def request_cancel(job: Any) -> str:
     return job.status
 
 
-def reap_training_jobs() -> list[int]:
-    return runner.reap(TrainingJob, training_hooks)
-
-
 # --- new data → automatic PRM + ORM jobs -----------------------------------------------------------
 
 def labeled_solutions(version: DatasetVersion) -> int:
