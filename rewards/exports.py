@@ -1,4 +1,5 @@
-"""Dataset formats written from the labels, streamed in constant memory.
+"""The rows of the built-in dataset formats and the writer of every registered one (``rewards.formats``: each
+format's declaration, its files and Parquet schema), streamed in constant memory.
 
 * ``prm800k`` — the lossless PRM800K JSONL (``annotate.prm800k``), one row per finished labeling.
 * ``trl-stepwise`` — TRL's stepwise-supervision type: ``prompt``, ``completions`` (step texts),
@@ -38,11 +39,12 @@ import orjson
 from django.db.models import QuerySet
 
 from annotate import models
-from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
+from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, prm800k_rows
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids
+from rewards.formats import registry as formats
+from rewards.formats.labels import step_label
 
-FORMATS = ("prm800k", "trl-stepwise", "outcome")
 NEUTRAL_POLICIES = ("positive", "negative", "exclude")
 LABELED_REASONS = (models.FinishReason.SOLUTION, models.FinishReason.FOUND_ERROR)
 LABEL_SOURCES = ("raw", "resolved")
@@ -104,13 +106,6 @@ def resolve_steps(campaign: models.Campaign, options: ExportOptions) -> ExportOp
     return dataclasses.replace(options, steps="alternatives" if rich else "chosen")
 
 
-def _label_for(rating: int | None, policy: str) -> bool | None:
-    """The step label under the neutral policy; None means "leave the step out"."""
-    if rating == 0:
-        return {"positive": True, "negative": False, "exclude": None}[policy]
-    return rating == 1
-
-
 @dataclass(frozen=True)
 class StepPosition:
     """One step position of a labeling as the stepwise rows read it: the candidate completions in index order
@@ -167,7 +162,7 @@ def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled
             else:
                 taken = text
         if not stop and rating is not None:
-            label = _label_for(rating, neutral)
+            label = step_label(rating, neutral)
             if label is not None:
                 path.append((taken or "", label, rating))
         seen = {taken} if taken is not None else set()
@@ -175,7 +170,7 @@ def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled
             if value is None or text in seen:
                 continue
             seen.add(text)
-            label = _label_for(value, neutral)
+            label = step_label(value, neutral)
             if label is not None:
                 alternatives.append(prefix + [(text, label, value)])
         if stop or rating is None or rating == -1:
@@ -225,7 +220,7 @@ def _resolved_row(assignment: models.Assignment, step_ids: list[int], texts: dic
         rating, entry = resolved.get(position), texts.get((step_id, 0))
         if rating is None or entry is None:
             break
-        label = _label_for(rating, options.neutral)
+        label = step_label(rating, options.neutral)
         if label is not None:
             completions.append(entry[1])
             labels.append(label)
@@ -334,15 +329,8 @@ def iter_outcome_rows(assignments: QuerySet[models.Assignment], options: ExportO
 
 
 def iter_format_rows(campaign: models.Campaign, fmt: str, options: ExportOptions) -> Iterator[dict[str, Any]]:
-    if fmt == "prm800k":
-        if options.labels != "raw":
-            raise ValueError("prm800k is the lossless raw format: labels='resolved' applies to trl-stepwise")
-        return iter_prm800k_rows(labeled_assignments(campaign, options, all_finished=True))
-    if fmt == "trl-stepwise":
-        return iter_stepwise_rows(labeled_assignments(campaign, options), resolve_steps(campaign, options))
-    if fmt == "outcome":
-        return iter_outcome_rows(labeled_assignments(campaign, options), options)
-    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    """The rows of the registered format ``fmt`` (``rewards.formats``); ValueError names an unknown one."""
+    return formats.get(fmt).rows(campaign, options)
 
 
 class HashingWriter:
@@ -373,24 +361,6 @@ class HashingWriter:
         return True
 
 
-def _parquet_schema(fmt: str) -> Any:
-    import pyarrow as pa
-
-    if fmt == "trl-stepwise":
-        return pa.schema([
-            ("prompt", pa.string()), ("completions", pa.list_(pa.string())), ("labels", pa.list_(pa.bool_())),
-            ("ratings", pa.list_(pa.int8())), ("rationales", pa.list_(pa.string())), ("split", pa.string()),
-            ("problem_id", pa.string()),
-            ("solution_id", pa.int64()), ("assignment_id", pa.int64()),
-        ])
-    if fmt == "outcome":
-        return pa.schema([
-            ("prompt", pa.string()), ("completion", pa.string()), ("label", pa.bool_()), ("split", pa.string()),
-            ("problem_id", pa.string()), ("solution_id", pa.int64()),
-        ])
-    raise ValueError(f"format {fmt!r} has no Parquet form (PRM800K is nested JSON: use .jsonl)")
-
-
 @dataclass(frozen=True)
 class WrittenFile:
     path: Path
@@ -415,7 +385,7 @@ class _Sink:
         if out.suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            self.schema = _parquet_schema(fmt)
+            self.schema = formats.get(fmt).schema()
             self.parquet = pq.ParquetWriter(self.writer, self.schema)
 
     def add(self, row: dict[str, Any]) -> None:
