@@ -1,4 +1,5 @@
-"""Dataset formats written from the labels, streamed in constant memory.
+"""The rows of the built-in dataset formats and the writer of every registered one (``rewards.formats``: each
+format's declaration, its files and Parquet schema), streamed in constant memory.
 
 * ``prm800k`` — the lossless PRM800K JSONL (``annotate.prm800k``), one row per finished labeling.
 * ``trl-stepwise`` — TRL's stepwise-supervision type: ``prompt``, ``completions`` (step texts),
@@ -38,12 +39,13 @@ import orjson
 from django.db.models import QuerySet
 
 from annotate import models
-from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
+from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, prm800k_rows
 from annotate.scales import PM1, Scale, campaign_scale
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids
+from rewards.formats import registry as formats
+from rewards.formats.labels import step_label
 
-FORMATS = ("prm800k", "trl-stepwise", "outcome")
 NEUTRAL_POLICIES = ("positive", "negative", "exclude")
 LABELED_REASONS = (models.FinishReason.SOLUTION, models.FinishReason.FOUND_ERROR)
 LABEL_SOURCES = ("raw", "resolved")
@@ -103,15 +105,6 @@ def resolve_steps(campaign: models.Campaign, options: ExportOptions) -> ExportOp
     rich = campaign.mode == models.CampaignMode.CONVERSATIONAL or models.Rating.objects.filter(
         assignment__in=labeled_assignments(campaign, options), completion__index__gt=0).exists()
     return dataclasses.replace(options, steps="alternatives" if rich else "chosen")
-
-
-def step_label(rating: int | None, policy: str, scale: Scale = PM1) -> bool | None:
-    """A step's training label: positive or negative as the campaign's scale says (PRM800K: +1 / −1), a neutral
-    value (PRM800K's 0) under the neutral policy; None means "leave the step out"."""
-    positive = scale.says_correct(rating) if rating is not None else False
-    if positive is None:
-        return {"positive": True, "negative": False, "exclude": None}[policy]
-    return positive
 
 
 @dataclass(frozen=True)
@@ -341,16 +334,8 @@ def iter_outcome_rows(assignments: QuerySet[models.Assignment], options: ExportO
 
 
 def iter_format_rows(campaign: models.Campaign, fmt: str, options: ExportOptions) -> Iterator[dict[str, Any]]:
-    if fmt == "prm800k":
-        if options.labels != "raw":
-            raise ValueError("prm800k is the lossless raw format: labels='resolved' applies to trl-stepwise")
-        return iter_prm800k_rows(labeled_assignments(campaign, options, all_finished=True))
-    if fmt == "trl-stepwise":
-        return iter_stepwise_rows(labeled_assignments(campaign, options), resolve_steps(campaign, options),
-                                  scale=campaign_scale(campaign))
-    if fmt == "outcome":
-        return iter_outcome_rows(labeled_assignments(campaign, options), options)
-    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    """The rows of the registered format ``fmt`` (``rewards.formats``); ValueError names an unknown one."""
+    return formats.get(fmt).rows(campaign, options)
 
 
 class HashingWriter:
@@ -381,24 +366,6 @@ class HashingWriter:
         return True
 
 
-def _parquet_schema(fmt: str) -> Any:
-    import pyarrow as pa
-
-    if fmt == "trl-stepwise":
-        return pa.schema([
-            ("prompt", pa.string()), ("completions", pa.list_(pa.string())), ("labels", pa.list_(pa.bool_())),
-            ("ratings", pa.list_(pa.int8())), ("rationales", pa.list_(pa.string())), ("split", pa.string()),
-            ("problem_id", pa.string()),
-            ("solution_id", pa.int64()), ("assignment_id", pa.int64()),
-        ])
-    if fmt == "outcome":
-        return pa.schema([
-            ("prompt", pa.string()), ("completion", pa.string()), ("label", pa.bool_()), ("split", pa.string()),
-            ("problem_id", pa.string()), ("solution_id", pa.int64()),
-        ])
-    raise ValueError(f"format {fmt!r} has no Parquet form (PRM800K is nested JSON: use .jsonl)")
-
-
 @dataclass(frozen=True)
 class WrittenFile:
     path: Path
@@ -423,7 +390,7 @@ class _Sink:
         if out.suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            self.schema = _parquet_schema(fmt)
+            self.schema = formats.get(fmt).schema()
             self.parquet = pq.ParquetWriter(self.writer, self.schema)
 
     def add(self, row: dict[str, Any]) -> None:

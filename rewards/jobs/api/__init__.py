@@ -24,39 +24,21 @@ from __future__ import annotations
 from django.urls import URLPattern, path
 
 from .base import JobsApiView
-from .loop import (
-    ComparisonCancelView,
-    ComparisonsView,
-    ComparisonView,
-    EvaluationsView,
-    PoolsView,
-    ScoringJobCancelView,
-    ScoringJobsView,
-    ScoringJobView,
-    SnapshotView,
-)
-from .machine_labeling import MachineLabelingJobsView
-from .rounds import GenerationsView
-from .sampling import SamplingJobsView
-from .training import TrainingJobCancelView, TrainingJobsView, TrainingJobView
+from .loop import EvaluationsView, PoolsView, SnapshotView
 
-ROUTES: list[tuple[str, type[JobsApiView], str]] = [  # (path, view, name), ``{campaign}`` in the path
-    ("campaigns/{campaign}/generations/", GenerationsView, "generations"),
-    ("campaigns/{campaign}/sampling/", SamplingJobsView, "sampling"),
-    ("campaigns/{campaign}/machine-labeling/", MachineLabelingJobsView, "machine_labeling"),
+#: the routes of no kind of job: (path, view, name), ``{campaign}`` in the path
+LOOP_ROUTES = (
     ("campaigns/{campaign}/snapshot/", SnapshotView, "snapshot"),
     ("campaigns/{campaign}/pools/", PoolsView, "pools"),
-    ("campaigns/{campaign}/scoring/", ScoringJobsView, "scoring"),
     ("campaigns/{campaign}/evaluations/", EvaluationsView, "evaluations"),
-    ("campaigns/{campaign}/comparisons/", ComparisonsView, "comparisons"),
-    ("scoring/<int:pk>/", ScoringJobView, "scoring_job"),
-    ("scoring/<int:pk>/cancel/", ScoringJobCancelView, "scoring_job_cancel"),
-    ("comparisons/<int:pk>/", ComparisonView, "comparison"),
-    ("comparisons/<int:pk>/cancel/", ComparisonCancelView, "comparison_cancel"),
-    ("jobs/", TrainingJobsView, "jobs"),
-    ("jobs/<int:pk>/", TrainingJobView, "job"),
-    ("jobs/<int:pk>/cancel/", TrainingJobCancelView, "job_cancel"),
-]
+)
+
+
+def routes() -> list[tuple[str, type[JobsApiView], str]]:
+    """Every route of the jobs API: the loop's, then each job kind's (``rewards.jobs.kinds``)."""
+    from ..kinds.registry import kinds
+
+    return [*LOOP_ROUTES, *(route for kind in kinds() for route in kind.routes)]
 
 
 def urls(*, legacy: bool = False) -> list[URLPattern]:
@@ -64,6 +46,6 @@ def urls(*, legacy: bool = False) -> list[URLPattern]:
     under their old names (``api_scoring_job_cancel``): campaigns by slug, out of the schema."""
     if legacy:
         return [path("api/" + route.format(campaign="<slug:slug>"), view.as_view(legacy=True, schema=None),
-                     name=f"api_{name}") for route, view, name in ROUTES]
+                     name=f"api_{name}") for route, view, name in routes()]
     return [path(route.format(campaign="<int:campaign_id>"), view.as_view(), name=name.replace("_", "-"))
-            for route, view, name in ROUTES]
+            for route, view, name in routes()]

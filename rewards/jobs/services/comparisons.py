@@ -294,12 +294,12 @@ def advance(run_id: int) -> str | None:
     return run.status
 
 
-def job_finished(job: TrainingJob | ScoringJob) -> None:
+def job_finished(model: type[TrainingJob | ScoringJob], job_id: int) -> None:
     """A training or scoring job ended: advance the run it belongs to, if any."""
-    if isinstance(job, TrainingJob):
-        mine = Q(prm_job=job.pk) | Q(orm_job=job.pk)
+    if model is TrainingJob:
+        mine = Q(prm_job=job_id) | Q(orm_job=job_id)
     else:
-        mine = Q(prm_scoring=job.pk) | Q(orm_scoring=job.pk)
+        mine = Q(prm_scoring=job_id) | Q(orm_scoring=job_id)
     for run_id in ComparisonRun.objects.filter(mine, status=JobStatus.RUNNING).values_list("pk", flat=True):
         advance(run_id)
 

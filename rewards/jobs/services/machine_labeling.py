@@ -209,7 +209,3 @@ def machine_labeling_hooks(job: MachineLabelingJob) -> runner.JobHooks:
 def run_machine_labeling_job(job_id: int) -> str | None:
     job = runner.claim(MachineLabelingJob, job_id, related=("campaign", "reward_model", "started_by"))
     return None if job is None else runner.watch(job, machine_labeling_hooks(job))
-
-
-def reap_machine_labeling_jobs() -> list[int]:
-    return runner.reap(MachineLabelingJob, machine_labeling_hooks)

@@ -134,7 +134,3 @@ def sampling_hooks(job: SamplingJob) -> runner.JobHooks:
 def run_sampling_job(job_id: int) -> str | None:
     job = runner.claim(SamplingJob, job_id, related=("campaign", "started_by"))
     return None if job is None else runner.watch(job, sampling_hooks(job))
-
-
-def reap_sampling_jobs() -> list[int]:
-    return runner.reap(SamplingJob, sampling_hooks)

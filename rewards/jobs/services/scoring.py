@@ -179,7 +179,3 @@ def run_scoring_job(job_id: int) -> str | None:
         return job.status
     heldout = job.reward_model.kind == Kind.PRM and _write_heldout(job) > 0
     return runner.watch(job, scoring_hooks(job, heldout=heldout))
-
-
-def reap_scoring_jobs() -> list[int]:
-    return runner.reap(ScoringJob, scoring_hooks)
