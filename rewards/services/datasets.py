@@ -353,8 +353,8 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
         for other in formats.formats():
             if other.name in SHARED_PASS or not other.files or not other.in_version(campaign):
                 continue
-            files = write_rows_multi(other.rows(campaign, options, figures), outs(other.name), other.name)
-            written.update(zip((file.key for file in other.files), files, strict=True))
+            other_files = write_rows_multi(other.rows(campaign, options, figures), outs(other.name), other.name)
+            written.update(zip((file.key for file in other.files), other_files, strict=True))
         content = content_hash(spec, written)
         latest = _latest(campaign)
         if latest is not None and latest.content_sha256 == content:
