@@ -156,7 +156,9 @@ SECURE_REFERRER_POLICY = "same-origin"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # a refusal (403) is one line, not a traceback
+    "filters": {"refusals_in_one_line": {"()": "steplab.logfilters.RefusalsInOneLine"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["refusals_in_one_line"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
@@ -231,6 +233,8 @@ REST_FRAMEWORK = {
         "rewards.api.auth.TokenScope",
     ],
     "DEFAULT_PAGINATION_CLASS": "rewards.api.pagination.Pagination",
+    # a browser refused on an API link gets the site's 403/404 page (steplab/middleware.py)
+    "EXCEPTION_HANDLER": "steplab.middleware.api_exception_handler",
     "PAGE_SIZE": 100,
     # JSON bodies are held to a nesting depth (steplab/jsonlimits.py): a deep one is a 400, not a RecursionError.
     "DEFAULT_PARSER_CLASSES": [

@@ -42,12 +42,14 @@ from annotate.permissions import can_research, can_research_any, can_start_label
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from rewards.models import DatasetVersion
+from steplab.jsonlimits import MAX_ID  # a larger id is a 400 naming the field, not a database error
 
 from . import models, selectors
 from .services.comparisons import (
     DEFAULT_MAX_STEPS,
     DEFAULT_PER_PROBLEM,
     MAX_MAX_STEPS,
+    MAX_PER_PROBLEM,
     request_cancel_comparison,
     snapshot_labels,
     start_comparison,
@@ -60,8 +62,7 @@ from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
 from .services.scoring import start_scoring_job
 from .services.training import USER_KEYS, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
-
-MAX_ID = 2**63 - 1  # primary keys are bigints: a larger id is a 400 naming the field, not a database error
+from .text import shown
 
 
 @extend_schema_field(OpenApiTypes.INT)
@@ -131,7 +132,8 @@ class JobsApiView(APIView):
         return dict(data.validated_data)
 
     def out(self, serializer: type[serializers.BaseSerializer], instance: Any, *, many: bool = False) -> Any:
-        return serializer(instance, many=many, context={"request": self.request, "legacy": self.legacy}).data
+        """``instance`` as ``serializer`` writes it, with the server's folders taken off every path in it."""
+        return shown(serializer(instance, many=many, context={"request": self.request, "legacy": self.legacy}).data)
 
     def listing(self, rows: QuerySet[Any], output: type[serializers.BaseSerializer], *, cut: int | None = None,
                 extend: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Response:
@@ -411,9 +413,10 @@ class StartMachineLabelingInput(serializers.Serializer):
     method = serializers.ChoiceField(choices=models.LabelingMethod.choices)
     solutions = serializers.IntegerField(min_value=1, max_value=MAX_SOLUTIONS, default=DEFAULT_SOLUTIONS,
                                          help_text="How many regular solutions to label (unlabeled ones first).")
-    solution_ids = serializers.ListField(child=serializers.IntegerField(), required=False, allow_null=True,
+    solution_ids = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+                                         max_length=MAX_SOLUTIONS, required=False, allow_null=True,
                                          default=None, help_text="Label these solutions instead.")
-    reward_model = serializers.IntegerField(required=False, allow_null=True, default=None,
+    reward_model = serializers.IntegerField(required=False, allow_null=True, default=None, max_value=MAX_ID,
                                             help_text="method prm: the registered PRM's id.")
     backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
     config = _settings("method mc: rollout settings", MC_KEYS)
@@ -514,8 +517,8 @@ class ScoringJobOut(serializers.ModelSerializer):
 
 
 class StartScoringInput(serializers.Serializer):
-    pool = serializers.IntegerField(help_text="A candidate pool of this campaign.")
-    reward_models = serializers.ListField(child=serializers.IntegerField(), min_length=1,
+    pool = serializers.IntegerField(max_value=MAX_ID, help_text="A candidate pool of this campaign.")
+    reward_models = serializers.ListField(child=serializers.IntegerField(max_value=MAX_ID), min_length=1,
                                           help_text="Reward models of this campaign: one scoring job each.")
     backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
 
@@ -557,8 +560,8 @@ ScoringJobView, ScoringJobCancelView = one_job_views(
 
 
 class EvaluateInput(serializers.Serializer):
-    prm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None)
-    orm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None)
+    prm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None, max_value=MAX_ID)
+    orm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None, max_value=MAX_ID)
     aggregation = serializers.ChoiceField(choices=["product", "min"], default="product")
     trials = serializers.IntegerField(min_value=1, max_value=100_000, default=400)
 
@@ -596,7 +599,7 @@ class StartComparisonInput(serializers.Serializer):
     max_steps = serializers.IntegerField(min_value=1, max_value=MAX_MAX_STEPS, default=DEFAULT_MAX_STEPS,
                                          help_text="Optimizer steps per model (the budget).")
     base_model = serializers.CharField(default="default")
-    per_problem = serializers.IntegerField(min_value=0, default=DEFAULT_PER_PROBLEM,
+    per_problem = serializers.IntegerField(min_value=0, max_value=MAX_PER_PROBLEM, default=DEFAULT_PER_PROBLEM,
                                            help_text="Candidates scored per problem (the first k; 0 = all).")
 
 
