@@ -262,7 +262,11 @@ SPECTACULAR_SETTINGS = {
     },
 }
 STEPLAB_TOKEN_TOUCH_SECONDS = 60  # last_used_at is written at most this often per token
-STEPLAB_LOGIN_RATE = env.str("STEPLAB_LOGIN_RATE", "10/m")  # failed login attempts per address and per username
+# Login limits (steplab/auth_views.py): failed attempts per (username, address) pair, per address over all names,
+# and how many different addresses may fail at one username before only known addresses may try it.
+STEPLAB_LOGIN_RATE = env.str("STEPLAB_LOGIN_RATE", "10/m")
+STEPLAB_LOGIN_ADDRESS_RATE = env.str("STEPLAB_LOGIN_ADDRESS_RATE", "30/m")
+STEPLAB_LOGIN_ACCOUNT_RATE = env.str("STEPLAB_LOGIN_ACCOUNT_RATE", "20/h")
 
 # --- Labeling, imports and campaign admin -------------------------------------------------------
 STEPLAB_MAX_STEP_CHARS = env.int("STEPLAB_MAX_STEP_CHARS", 1_000_000)
