@@ -122,6 +122,24 @@ class Membership(models.Model):
         return f"{self.user} in {self.campaign} as {self.role}"
 
 
+class Invitation(models.Model):
+    """An admin's offer of a role in a campaign, waiting for the invited user: nobody (staff neither) becomes a
+    member without saying yes. Accepting makes the membership; declining removes the offer."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.LABELER)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["campaign", "user"], name="invitation_unique_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} invited to {self.campaign} as {self.role}"
+
+
 def text_digest(text: str) -> str:
     """SHA-256 of the exact text (the train/test split of exports hashes it: it never changes)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

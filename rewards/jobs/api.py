@@ -56,7 +56,13 @@ from .services.comparisons import (
 )
 from .services.evaluation import evaluate_scorings
 from .services.labeling_rounds import MAX_BATCH_SIZE, LabelingRoundNotAllowed, start_labeling_round
-from .services.machine_labeling import DEFAULT_SOLUTIONS, MAX_SOLUTIONS, MC_KEYS, start_machine_labeling_job
+from .services.machine_labeling import (
+    DEFAULT_SOLUTIONS,
+    MAX_SOLUTIONS,
+    MC_KEYS,
+    missing_reward_model,
+    start_machine_labeling_job,
+)
 from .services.pools import import_uploaded_pool
 from .services.sampling import USER_KEYS as SAMPLING_KEYS
 from .services.sampling import start_sampling_job
@@ -441,7 +447,7 @@ class MachineLabelingJobsView(CampaignJobsView):
         if values["reward_model"] is not None:
             reward_model = models.RewardModel.objects.filter(pk=values["reward_model"]).first()
             if reward_model is None:
-                raise JobInputError("reward_model", f"no reward model {values['reward_model']}")
+                raise JobInputError("reward_model", missing_reward_model(values["reward_model"], campaign))
         return start_machine_labeling_job(
             campaign=campaign, method=values["method"], limit=values["solutions"],
             solution_ids=values["solution_ids"], reward_model=reward_model, config=values["config"],
