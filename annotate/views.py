@@ -42,7 +42,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def invitations(request: HttpRequest) -> HttpResponse:
+def invitations(request: AppRequest) -> HttpResponse:
     """My pending invitations, to accept (the membership starts) or decline."""
     if request.method == "POST":
         try:

@@ -215,11 +215,11 @@ class RateLimitedPasswordChangeView(PasswordChangeView):
     form_class = RateLimitedPasswordChangeForm
 
     def get_form(self, form_class: Any = None) -> Any:
-        form = super().get_form(form_class)
+        form: Any = super().get_form(form_class)  # a RateLimitedPasswordChangeForm: form_class says so
         form.request = self.request
         return form
 
-    def form_invalid(self, form: forms.Form) -> HttpResponse:
+    def form_invalid(self, form: PasswordChangeForm) -> HttpResponse:
         return _too_many(super().form_invalid(form), self.request)
 
 
