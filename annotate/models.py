@@ -93,6 +93,12 @@ class Campaign(models.Model):
     step_rationale = models.CharField(
         max_length=10, choices=StepRationale.choices, default=StepRationale.OFF, db_default=StepRationale.OFF,
         help_text="A one-line reason on a −1 step: off, optional, or required before the pass is submitted.")
+    # Off by default: a bank problem's unique_id is guessable, and a reference copies its text, answer and solution
+    # in. Staff switches it on (Django admin) for a campaign whose imports may draw on the bank.
+    uses_problem_bank = models.BooleanField(
+        default=False, db_default=False,
+        help_text="Imports may reference the staff problem bank (set by staff only): a referenced bank problem is "
+                  "copied into the campaign.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # The campaign's domain, as plain data (annotate/scales.py, annotate/graders/, annotate/steps.py read it).
@@ -147,6 +153,24 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.campaign} as {self.role}"
+
+
+class Invitation(models.Model):
+    """An admin's offer of a role in a campaign, waiting for the invited user: nobody (staff neither) becomes a
+    member without saying yes. Accepting makes the membership; declining removes the offer."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.LABELER)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["campaign", "user"], name="invitation_unique_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user} invited to {self.campaign} as {self.role}"
 
 
 def text_digest(text: str) -> str:

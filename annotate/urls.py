@@ -13,6 +13,7 @@ PASS_ACTIONS = {"rate": views.rate, "flag": views.flag, "bad_split": views.bad_s
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("invitations/", views.invitations, name="invitations"),
     path("c/<slug:slug>/", views.campaign_page, name="campaign"),
     path("c/<slug:slug>/start", views.start, name="start"),
     path("assignments/<int:assignment_id>/", include([  # one labeler's pass: the workspace and what it does

@@ -23,14 +23,15 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from steplab.http import AppRequest
 
 from . import forms, permissions
-from .models import Assignment, AssignmentStatus, Campaign, MachineLabel, Problem
+from .models import Assignment, AssignmentStatus, Campaign, Invitation, MachineLabel, Problem
 from .scales import Scale, campaign_scale
-from .services import labeling, suggestions
+from .services import campaigns, labeling, suggestions
+from .services.campaigns import CampaignAdminError
 from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace
 
 
@@ -38,6 +39,31 @@ from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress
 def home(request: HttpRequest) -> HttpResponse:
     campaigns = permissions.joined_campaigns(request.user).order_by("name")
     return render(request, "annotate/home.html", {"campaigns": campaigns})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def invitations(request: AppRequest) -> HttpResponse:
+    """My pending invitations, to accept (the membership starts) or decline."""
+    if request.method == "POST":
+        try:
+            membership = campaigns.answer_invitation(user=request.user,
+                                                     invitation_id=_invitation_id(request.POST.get("invitation")),
+                                                     accept=request.POST.get("answer") == "accept")
+        except CampaignAdminError as error:
+            return HttpResponse(f"{error.field}: {error.message}", status=404, content_type="text/plain")
+        if membership is not None:
+            messages.success(request, f"You joined {membership.campaign.name} as {membership.role}.")
+        return redirect("annotate:invitations")
+    pending = Invitation.objects.filter(user=request.user).select_related("campaign", "invited_by").order_by(
+        "-created_at")
+    return render(request, "annotate/invitations.html", {"invitations": pending})
+
+
+def _invitation_id(value: str | None) -> int:
+    if value is None or not value.isdigit() or len(value) > 18:
+        raise CampaignAdminError("invitation", f"no invitation {value!r} for you")
+    return int(value)
 
 
 @require_GET

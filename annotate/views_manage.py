@@ -179,11 +179,12 @@ def members(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     if request.method == "POST":
         if form.is_valid():
             try:
-                membership = campaigns.add_member(campaign, form.cleaned_data["username"], form.cleaned_data["role"])
+                said = campaigns.add_member(campaign, form.cleaned_data["username"], form.cleaned_data["role"],
+                                            invited_by=request.user)
             except CampaignAdminError as error:
                 form.add_error(error.field if error.field in form.fields else None, error.message)
             else:
-                messages.success(request, f"{membership.user.username} is now {membership.role}.")
+                messages.success(request, said)
                 return redirect("manage:members", slug=campaign.slug)
         status = 400
     return render(request, "annotate/manage/members.html", {

@@ -1,13 +1,18 @@
-"""Security headers that Django 5.2 does not set by itself, static files, and a clean 503 while the database is down."""
+"""Security headers that Django 5.2 does not set by itself, static files, a clean 503 while the database is down,
+and the site's own 403/404 pages for a browser the API refuses."""
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import render
+from rest_framework.renderers import BrowsableAPIRenderer
+from rest_framework.views import exception_handler
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 logger = logging.getLogger(__name__)
@@ -21,14 +26,30 @@ CONTENT_SECURITY_POLICY = (
 
 
 class ContentSecurityPolicyMiddleware:
+    """Every answer, the API's docs included: Swagger UI's files come from the sidecar package and its start-up
+    script is a file of its own (the split view), so 'self' is all it needs."""
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if not request.path.startswith("/api/docs"):
-            response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         return response
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> HttpResponseBase | None:
+    """DRF's answer, except to a browser that opened an API link (a dataset file) and was refused or sent to
+    nothing: the site's own 403/404 page, with its navigation, instead of the browsable API's bare one."""
+    response = exception_handler(exc, context)
+    request = context.get("request")
+    if response is None or response.status_code not in (403, 404) or not isinstance(
+            getattr(request, "accepted_renderer", None), BrowsableAPIRenderer):
+        return response
+    page = render(request._request, f"{response.status_code}.html",  # type: ignore[union-attr]
+                  {"exception": str(getattr(exc, "detail", "")) if response.status_code == 403 else ""},
+                  status=response.status_code)
+    return page
 
 
 class StaticFilesMiddleware(WhiteNoiseMiddleware):

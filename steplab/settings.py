@@ -157,7 +157,9 @@ SECURE_REFERRER_POLICY = "same-origin"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # a refusal (403) is one line, not a traceback
+    "filters": {"refusals_in_one_line": {"()": "steplab.logfilters.RefusalsInOneLine"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["refusals_in_one_line"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
@@ -232,6 +234,8 @@ REST_FRAMEWORK = {
         "rewards.api.auth.TokenScope",
     ],
     "DEFAULT_PAGINATION_CLASS": "rewards.api.pagination.Pagination",
+    # a browser refused on an API link gets the site's 403/404 page (steplab/middleware.py)
+    "EXCEPTION_HANDLER": "steplab.middleware.api_exception_handler",
     "PAGE_SIZE": 100,
     # JSON bodies are held to a nesting depth (steplab/jsonlimits.py): a deep one is a 400, not a RecursionError.
     "DEFAULT_PARSER_CLASSES": [
@@ -259,7 +263,11 @@ SPECTACULAR_SETTINGS = {
     },
 }
 STEPLAB_TOKEN_TOUCH_SECONDS = 60  # last_used_at is written at most this often per token
-STEPLAB_LOGIN_RATE = env.str("STEPLAB_LOGIN_RATE", "10/m")  # failed login attempts per address and per username
+# Login limits (steplab/auth_views.py): failed attempts per (username, address) pair, per address over all names,
+# and how many different addresses may fail at one username before only known addresses may try it.
+STEPLAB_LOGIN_RATE = env.str("STEPLAB_LOGIN_RATE", "10/m")
+STEPLAB_LOGIN_ADDRESS_RATE = env.str("STEPLAB_LOGIN_ADDRESS_RATE", "30/m")
+STEPLAB_LOGIN_ACCOUNT_RATE = env.str("STEPLAB_LOGIN_ACCOUNT_RATE", "20/h")
 
 # --- Labeling, imports and campaign admin -------------------------------------------------------
 STEPLAB_MAX_STEP_CHARS = env.int("STEPLAB_MAX_STEP_CHARS", 1_000_000)

@@ -4,7 +4,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
 
-from .auth_views import RateLimitedLoginView, admin_login
+from .auth_views import RateLimitedLoginView, RateLimitedPasswordChangeView, admin_login
 
 
 def favicon(request: HttpRequest) -> HttpResponse:
@@ -19,7 +19,7 @@ urlpatterns = [
     path("accounts/login/", RateLimitedLoginView.as_view(), name="login"),
     # Only the auth views Steplab uses: no e-mail password reset (accounts are created by campaign admins).
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password_change/", RateLimitedPasswordChangeView.as_view(), name="password_change"),
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("api/", include("rewards.urls")),  # the researcher pages (namespace pages)
     path("api/", include("steplab.api_urls")),

@@ -29,6 +29,7 @@ from ..models import (
     FinishReason,
     ImportJob,
     ImportKind,
+    Invitation,
     Membership,
     Role,
 )
@@ -114,19 +115,47 @@ def set_archived(campaign: Campaign, archived: bool) -> Campaign:
 
 # --- members -------------------------------------------------------------------------------------------------
 
-@transaction.atomic
-def add_member(campaign: Campaign, username: str, role: str) -> Membership:
-    """Add a user with a role, or reactivate and re-role an existing membership."""
+#: the answer to "add a member" for anyone not a member yet, whether or not the account exists: an admin
+#: learns nothing about other people's accounts from it
+INVITED = ("If an account named {username!r} exists and is not a member yet, it has been invited as {role}: it "
+           "becomes a member when it accepts the invitation.")
+
+
+def add_member(campaign: Campaign, username: str, role: str, *, invited_by: Any = None) -> str:
+    """Re-role (and reactivate) an existing member at once — they joined before — or invite anyone else, staff
+    included: nobody becomes a member without accepting. Returns what to tell the admin."""
     if role not in Role.values:
         raise CampaignAdminError("role", f"must be one of {', '.join(Role.values)}, got {role!r}")
-    user = get_user_model().objects.filter(username=username.strip()).first()
-    if user is None:
-        raise CampaignAdminError("username", f"no user named {username!r}")
-    membership, created = Membership.objects.select_for_update().get_or_create(
-        campaign=campaign, user=user, defaults={"role": role})
-    if not created:
-        membership.role, membership.is_active = role, True
-        membership.save(update_fields=["role", "is_active"])
+    username = username.strip()
+    user = get_user_model().objects.filter(username=username).first()
+    if user is not None:
+        with transaction.atomic():
+            membership = Membership.objects.select_for_update().filter(campaign=campaign, user=user).first()
+            if membership is None:
+                Invitation.objects.update_or_create(campaign=campaign, user=user,
+                                                    defaults={"role": role, "invited_by": invited_by})
+            else:
+                membership.role, membership.is_active = role, True
+                membership.save(update_fields=["role", "is_active"])
+                return f"{user.username} is now {role}."
+    return INVITED.format(username=username, role=role)
+
+
+def answer_invitation(*, user: Any, invitation_id: int, accept: bool) -> Membership | None:
+    """The invited user's yes (the membership, made or reactivated with the offered role) or no (the offer goes).
+    Someone else's invitation is as missing as one that does not exist."""
+    with transaction.atomic():
+        invitation = Invitation.objects.select_for_update().filter(pk=invitation_id, user=user).first()
+        if invitation is None:
+            raise CampaignAdminError("invitation", f"no invitation {invitation_id} for you")
+        membership = None
+        if accept:
+            membership, created = Membership.objects.get_or_create(
+                campaign=invitation.campaign, user=user, defaults={"role": invitation.role})
+            if not created:
+                membership.role, membership.is_active = invitation.role, True
+                membership.save(update_fields=["role", "is_active"])
+        invitation.delete()
     return membership
 
 

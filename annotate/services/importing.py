@@ -124,6 +124,9 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             except jsonlimits.JSONTooDeep as error:
                 yield number, RowError("", f"not usable JSON ({error})")
                 continue
+            except jsonlimits.NumberOutOfRange as error:
+                yield number, RowError(error.field, error.reason)
+                continue
             # JSON escapes can spell what PostgreSQL text cannot hold (NUL, a lone UTF-16 surrogate): look closer
             # only when the line has such an escape (valid surrogate pairs, e.g. emoji, have one too).
             if _SUSPECT_ESCAPE.search(raw) and (bad := _unstorable_text(value)) is not None:

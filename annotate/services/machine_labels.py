@@ -20,11 +20,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
 
+from steplab.jsonlimits import MAX_ID
+
 from ..models import Campaign, Completion, LabelSourceKind, MachineLabel, Solution, Step, problem_key, says_correct
 from . import importing
 
 HUMAN = "human"
 MAX_SOURCE_CHARS = 200
+MAX_ROLLOUTS = 2**31 - 1  # what the column (a PostgreSQL integer) holds
 
 
 @dataclass(frozen=True)
@@ -194,16 +197,18 @@ def parse_label_row(row: Any) -> LabelRow:
     if "label" in row and "question" in row:
         return _prm800k_row(row)
     solution_id = row.get("solution_id")
-    if solution_id is not None and (isinstance(solution_id, bool) or not isinstance(solution_id, int)):
-        raise importing.RowError("solution_id", f"must be an integer, got {solution_id!r}")
+    if solution_id is not None and (isinstance(solution_id, bool) or not isinstance(solution_id, int)
+                                    or not 1 <= solution_id <= MAX_ID):
+        raise importing.RowError("solution_id", f"must be a solution id (a positive integer), got {solution_id!r}")
     problem, steps = row.get("problem"), row.get("steps")
     if solution_id is None:
         if not isinstance(problem, str) or not problem.strip():
             raise importing.RowError("solution_id", "missing: give solution_id, or problem and steps")
         steps = _steps(steps, "steps")
     rollouts = row.get("rollouts")
-    if rollouts is not None and (isinstance(rollouts, bool) or not isinstance(rollouts, int) or rollouts < 1):
-        raise importing.RowError("rollouts", f"must be a positive integer, got {rollouts!r}")
+    if rollouts is not None and (isinstance(rollouts, bool) or not isinstance(rollouts, int)
+                                 or not 1 <= rollouts <= MAX_ROLLOUTS):
+        raise importing.RowError("rollouts", f"must be an integer between 1 and {MAX_ROLLOUTS}, got {rollouts!r}")
     if "labels" in row:
         values = _soft_labels(row, rollouts)
         if steps is not None and len(values) > len(steps):

@@ -1,4 +1,5 @@
-"""What a job page shows of a process's output: the failure in one sentence, a log without terminal noise.
+"""What a job page shows of a process's output: the failure in one sentence, a log without terminal noise, no
+server folders.
 
 The stored ``error`` and ``log_tail`` keep everything (staff see it behind a "details" toggle); these
 functions only make the readable versions.
@@ -6,6 +7,10 @@ functions only make the readable versions.
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 STDERR_MARK = "--- stderr (tail) ---"
@@ -37,7 +42,7 @@ def clean_log(text: str) -> str:
             continue
         skipping = False
         out.append(line.rstrip())
-    return "\n".join(out)
+    return without_server_paths("\n".join(out))
 
 
 def failure_summary(error: str) -> str:
@@ -52,5 +57,32 @@ def failure_summary(error: str) -> str:
     if message is None:
         message = next((m.group(1) for line in reversed(lines) if (m := EXCEPTION_LINE.match(line))), None)
     if message is None:
-        return reason
-    return f"{message} ({reason})" if reason else message
+        return without_server_paths(reason)
+    return without_server_paths(f"{message} ({reason})" if reason else message)
+
+
+def _server_roots() -> list[str]:
+    """The folders the server keeps its files in, as written and as resolved, the longest (innermost) first."""
+    roots = (settings.STEPLAB_JOBS_ROOT, settings.STEPLAB_MODELS_DIR, settings.MEDIA_ROOT, settings.VAR_DIR,
+             settings.BASE_DIR)
+    return sorted({str(folder).rstrip("/") + "/" for root in roots for folder in (Path(root), Path(root).resolve())},
+                  key=len, reverse=True)
+
+
+def without_server_paths(text: str) -> str:
+    """``text`` with the server's folders taken off every path in it: ``/srv/steplab/var/jobs/train-7/model``
+    reads ``train-7/model``. Users see what a thing is called, never where this server keeps it."""
+    for root in _server_roots():
+        text = text.replace(root, "")
+    return text
+
+
+def shown(value: Any) -> Any:
+    """A serialized answer (dicts, lists, strings) with ``without_server_paths`` applied to every string."""
+    if isinstance(value, str):
+        return without_server_paths(value)
+    if isinstance(value, dict):
+        return {key: shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shown(item) for item in value]
+    return value

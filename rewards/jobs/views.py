@@ -46,7 +46,7 @@ from .services.comparisons import (
 )
 from .services.evaluation import AGGREGATIONS, evaluate_scorings
 from .services.labeling_rounds import start_labeling_round
-from .services.machine_labeling import start_machine_labeling_job
+from .services.machine_labeling import missing_reward_model, start_machine_labeling_job
 from .services.pools import import_uploaded_pool
 from .services.sampling import start_sampling_job
 from .services.scoring import start_scoring_job
@@ -409,6 +409,8 @@ def machine_labels_start(request: HttpRequest, slug: str) -> HttpResponse:
         reward_model = None
         if form["method"] == LabelingMethod.PRM and form["reward_model"]:
             reward_model = selectors.reward_model(_integer(form, "reward_model"))
+            if reward_model is None:
+                raise JobInputError("reward_model", missing_reward_model(form["reward_model"], campaign))
         start_machine_labeling_job(campaign=campaign, method=form["method"], limit=_integer(form, "solutions"),
                                    reward_model=reward_model, config=config, user=request.user)
     except JobInputError as exc:

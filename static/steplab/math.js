@@ -3,9 +3,16 @@
 // to overflow the stack) is shown as its text, and the spans after it still render. KaTeX runs with trust off
 // (no \href / \url javascript: links), throwOnError off, sizes capped (maxSize: a \rule cannot cover the page)
 // and macro expansion capped (maxExpand); spans longer than MAX_MATH_CHARS are not handed to KaTeX at all.
+// The work is capped per page too (per render call: the page on load, each htmx swap): every span is charged its
+// length, and a span that defines macros (\def and kin) the expansions it may make (maxExpand). Past PAGE_BUDGET
+// units, or PAGE_MILLISECONDS of rendering, the page's remaining spans are shown as escaped text with a note:
+// 2,000 spans that each expand macros a thousand times would otherwise hold the page for a minute.
 (function () {
   "use strict";
   var MAX_MATH_CHARS = 8000; // the longest genuine step formulas are a few hundred characters
+  var PAGE_BUDGET = 200000; // 2,000 ordinary 60-character spans cost 120,000
+  var PAGE_MILLISECONDS = 3000;
+  var MACRO_DEFINITION = /\\(?:[gex]?def|let|futurelet|(?:re|provide)?newcommand|newenvironment|DeclareMathOperator)(?![a-zA-Z])/g;
   var DELIMITERS = [
     { left: "$$", right: "$$", display: true },
     { left: "\\[", right: "\\]", display: true },
@@ -71,9 +78,19 @@
     return span;
   }
 
-  function renderPiece(piece) {
+  function cost(tex) {
+    var definitions = tex.match(MACRO_DEFINITION);
+    return tex.length + (definitions ? definitions.length * OPTIONS.maxExpand : 0);
+  }
+
+  function renderPiece(piece, budget) {
     if (piece.tex.length > MAX_MATH_CHARS) {
       return asText(piece, "formula of " + piece.tex.length + " characters, too long to display as math; shown as text");
+    }
+    budget.left -= cost(piece.tex);
+    if (budget.left < 0 || Date.now() > budget.until) {
+      budget.exhausted = true;
+      return asText(piece, "this page has more math than is displayed at once; shown as text");
     }
     var span = document.createElement("span");
     try {
@@ -84,26 +101,26 @@
     }
   }
 
-  function renderTextNode(node) {
+  function renderTextNode(node, budget) {
     var text = node.nodeValue;
     if (text.indexOf("$") < 0 && text.indexOf("\\") < 0) { return; }
     var pieces = split(text);
     if (!pieces.some(function (piece) { return piece.math; })) { return; }
     var fragment = document.createDocumentFragment();
     pieces.forEach(function (piece) {
-      fragment.appendChild(piece.math ? renderPiece(piece) : document.createTextNode(piece.text));
+      fragment.appendChild(piece.math ? renderPiece(piece, budget) : document.createTextNode(piece.text));
     });
     node.parentNode.replaceChild(fragment, node);
   }
 
-  function renderElement(element) {
+  function renderElement(element, budget) {
     var children = Array.prototype.slice.call(element.childNodes);
     children.forEach(function (child) {
       if (child.nodeType === 3) {
-        renderTextNode(child);
+        renderTextNode(child, budget);
       } else if (child.nodeType === 1 && !SKIP[child.tagName] && !child.classList.contains("katex") &&
                  !child.classList.contains("math-fallback")) {
-        renderElement(child);
+        renderElement(child, budget);
       }
     });
   }
@@ -112,9 +129,11 @@
     if (!window.katex || !root) { return; }
     var nodes = root.querySelectorAll ? Array.prototype.slice.call(root.querySelectorAll(".math-text")) : [];
     if (root.classList && root.classList.contains("math-text")) { nodes.unshift(root); }
+    var budget = { left: PAGE_BUDGET, until: Date.now() + PAGE_MILLISECONDS, exhausted: false };
     nodes.forEach(function (node) {
-      try { renderElement(node); } catch (error) { /* one element's failure leaves the others rendering */ }
+      try { renderElement(node, budget); } catch (error) { /* one element's failure leaves the others rendering */ }
     });
+    if (budget.exhausted && root.setAttribute) { root.setAttribute("data-math-budget-spent", "true"); }
   }
   window.steplabRenderMath = render;
   document.addEventListener("DOMContentLoaded", function () { render(document.body); });

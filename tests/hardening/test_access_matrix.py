@@ -87,6 +87,7 @@ RULES: dict[str, Rule] = {
     # labeler pages
     "annotate:home": Rule(LOGGED_IN),
     "annotate:healthz": Rule(PUBLIC),
+    "annotate:invitations": Rule(LOGGED_IN),
     "annotate:campaign": Rule(CAMPAIGN_MEMBERS, kwargs=slug),
     "annotate:start": Rule(LEASERS, method="post", kwargs=slug),
     "annotate:workspace": Rule(LABELER_IN, kwargs=assignment),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -122,12 +123,18 @@ def test_create_edit_archive_campaign(client, make_user) -> None:  # type: ignor
 def test_members_add_deactivate_and_labeler_page(client, world, make_user) -> None:  # type: ignore[no-untyped-def]
     campaign, users, _, _ = world
     client.force_login(users["owner"])
-    make_user("newbie")
+    newbie = make_user("newbie")
     url = reverse("manage:members", args=[campaign.slug])
     assert client.post(url, {"username": "newbie", "role": "researcher"}).status_code == 302
+    assert not Membership.objects.filter(campaign=campaign, user=newbie).exists()  # invited, until it accepts
+    invited = Client()
+    invited.force_login(newbie)
+    invitation = newbie.invitations.get()
+    answer = {"invitation": invitation.pk, "answer": "accept"}
+    assert invited.post(reverse("annotate:invitations"), answer).status_code == 302
     assert Membership.objects.get(campaign=campaign, user__username="newbie").role == Role.RESEARCHER
     missing = client.post(url, {"username": "ghost", "role": "labeler"})
-    assert missing.status_code == 400 and "no user named" in missing.content.decode()
+    assert missing.status_code == 302  # answered as for an account that exists
     bad_role = client.post(url, {"username": "newbie", "role": "king"})
     assert bad_role.status_code == 400 and "role must be" in bad_role.content.decode()
     lab = users["labeler"]

@@ -22,8 +22,7 @@ from annotate.permissions import can_research, can_research_any, can_start_label
 
 from .. import models
 from ..services.training import JobInputError
-
-MAX_ID = 2**63 - 1  # primary keys are bigints: a larger id is a 400 naming the field, not a database error
+from ..text import shown
 
 
 @extend_schema_field(OpenApiTypes.INT)
@@ -93,7 +92,8 @@ class JobsApiView(APIView):
         return dict(data.validated_data)
 
     def out(self, serializer: type[serializers.BaseSerializer], instance: Any, *, many: bool = False) -> Any:
-        return serializer(instance, many=many, context={"request": self.request, "legacy": self.legacy}).data
+        """``instance`` as ``serializer`` writes it, with the server's folders taken off every path in it."""
+        return shown(serializer(instance, many=many, context={"request": self.request, "legacy": self.legacy}).data)
 
     def listing(self, rows: QuerySet[Any], output: type[serializers.BaseSerializer], *, cut: int | None = None,
                 extend: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Response:

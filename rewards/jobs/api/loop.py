@@ -11,12 +11,14 @@ from rest_framework.response import Response
 
 from annotate.services.importing import ImportFailed
 from rewards.models import DatasetVersion
+from steplab.jsonlimits import MAX_ID
 
 from .. import models, selectors
 from ..services.comparisons import (
     DEFAULT_MAX_STEPS,
     DEFAULT_PER_PROBLEM,
     MAX_MAX_STEPS,
+    MAX_PER_PROBLEM,
     request_cancel_comparison,
     snapshot_labels,
     start_comparison,
@@ -101,8 +103,8 @@ class ScoringJobOut(serializers.ModelSerializer):
 
 
 class StartScoringInput(serializers.Serializer):
-    pool = serializers.IntegerField(help_text="A candidate pool of this campaign.")
-    reward_models = serializers.ListField(child=serializers.IntegerField(), min_length=1,
+    pool = serializers.IntegerField(max_value=MAX_ID, help_text="A candidate pool of this campaign.")
+    reward_models = serializers.ListField(child=serializers.IntegerField(max_value=MAX_ID), min_length=1,
                                           help_text="Reward models of this campaign: one scoring job each.")
     backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
 
@@ -144,8 +146,8 @@ ScoringJobView, ScoringJobCancelView = one_job_views(
 
 
 class EvaluateInput(serializers.Serializer):
-    prm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None)
-    orm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None)
+    prm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None, max_value=MAX_ID)
+    orm_scoring = serializers.IntegerField(required=False, allow_null=True, default=None, max_value=MAX_ID)
     aggregation = serializers.ChoiceField(choices=["product", "min"], default="product")
     trials = serializers.IntegerField(min_value=1, max_value=100_000, default=400)
 
@@ -183,9 +185,9 @@ class StartComparisonInput(serializers.Serializer):
     max_steps = serializers.IntegerField(min_value=1, max_value=MAX_MAX_STEPS, default=DEFAULT_MAX_STEPS,
                                          help_text="Optimizer steps per model (the budget).")
     base_model = serializers.CharField(default="default")
-    per_problem = serializers.IntegerField(min_value=0, default=DEFAULT_PER_PROBLEM,
+    per_problem = serializers.IntegerField(min_value=0, max_value=MAX_PER_PROBLEM, default=DEFAULT_PER_PROBLEM,
                                            help_text="Candidates scored per problem (the first k; 0 = all).")
-    pool = serializers.IntegerField(required=False, allow_null=True, default=None,
+    pool = serializers.IntegerField(required=False, allow_null=True, default=None, max_value=MAX_ID,
                                     help_text="The campaign's pool to score (default: its default pool, else the "
                                               "largest).")
 

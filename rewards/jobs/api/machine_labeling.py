@@ -6,9 +6,16 @@ from typing import Any
 from rest_framework import serializers
 
 from annotate.models import Campaign
+from steplab.jsonlimits import MAX_ID
 
 from .. import models
-from ..services.machine_labeling import DEFAULT_SOLUTIONS, MAX_SOLUTIONS, MC_KEYS, start_machine_labeling_job
+from ..services.machine_labeling import (
+    DEFAULT_SOLUTIONS,
+    MAX_SOLUTIONS,
+    MC_KEYS,
+    missing_reward_model,
+    start_machine_labeling_job,
+)
 from ..services.training import JobInputError
 from .base import (
     CampaignJobsView,
@@ -21,9 +28,10 @@ class StartMachineLabelingInput(serializers.Serializer):
     method = serializers.ChoiceField(choices=models.LabelingMethod.choices)
     solutions = serializers.IntegerField(min_value=1, max_value=MAX_SOLUTIONS, default=DEFAULT_SOLUTIONS,
                                          help_text="How many regular solutions to label (unlabeled ones first).")
-    solution_ids = serializers.ListField(child=serializers.IntegerField(), required=False, allow_null=True,
+    solution_ids = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+                                         max_length=MAX_SOLUTIONS, required=False, allow_null=True,
                                          default=None, help_text="Label these solutions instead.")
-    reward_model = serializers.IntegerField(required=False, allow_null=True, default=None,
+    reward_model = serializers.IntegerField(required=False, allow_null=True, default=None, max_value=MAX_ID,
                                             help_text="method prm: the registered PRM's id.")
     backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
     config = settings_field("method mc: rollout settings", MC_KEYS)
@@ -48,7 +56,7 @@ class MachineLabelingJobsView(CampaignJobsView):
         if values["reward_model"] is not None:
             reward_model = models.RewardModel.objects.filter(pk=values["reward_model"]).first()
             if reward_model is None:
-                raise JobInputError("reward_model", f"no reward model {values['reward_model']}")
+                raise JobInputError("reward_model", missing_reward_model(values["reward_model"], campaign))
         return start_machine_labeling_job(
             campaign=campaign, method=values["method"], limit=values["solutions"],
             solution_ids=values["solution_ids"], reward_model=reward_model, config=values["config"],

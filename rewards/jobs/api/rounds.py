@@ -10,12 +10,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from rewards.active import STRATEGIES
+from steplab.jsonlimits import MAX_ID
 
 from .. import models, selectors
 from ..services.labeling_rounds import MAX_BATCH_SIZE, LabelingRoundNotAllowed, start_labeling_round
 from ..services.training import JobInputError
 from .base import (
-    MAX_ID,
     CampaignRowOut,
     JobsApiView,
     input_error,

@@ -11,11 +11,11 @@ from rest_framework.response import Response
 
 from annotate.permissions import can_research, is_staff, research_campaigns
 from rewards.models import DatasetVersion
+from steplab.jsonlimits import MAX_ID
 
 from .. import models
 from ..services.training import USER_KEYS, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 from .base import (
-    MAX_ID,
     CampaignRef,
     JobsApiView,
     input_error,

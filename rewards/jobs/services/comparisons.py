@@ -56,6 +56,8 @@ MAX_MAX_STEPS = 100_000
 #: candidates scored per problem by default: scoring is most of a CPU run's time (a PRM reads every token of
 #: every candidate), and N = 16 already shows where PRM, ORM and majority part
 DEFAULT_PER_PROBLEM = 16
+#: past any pool's size (the paper's test pools hold 1,860 samples a problem), and a number the column holds
+MAX_PER_PROBLEM = 10_000
 #: held-out rows each model's own validation predicts: a check on the run, not the comparison's figures (the
 #: step-level table comes from scoring the held-out solutions), so a seeded sample keeps a CPU run in its budget
 VALIDATION_ROWS = 300
@@ -122,8 +124,9 @@ def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, 
     """Validate and record a run (queued); its first stage starts on a worker after commit."""
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 1 <= max_steps <= MAX_MAX_STEPS:
         raise JobInputError("max_steps", f"must be an integer between 1 and {MAX_MAX_STEPS}, got {max_steps!r}")
-    if isinstance(per_problem, bool) or not isinstance(per_problem, int) or per_problem < 0:
-        raise JobInputError("per_problem", f"must be an integer >= 0 (0 = every candidate), got {per_problem!r}")
+    if isinstance(per_problem, bool) or not isinstance(per_problem, int) or not 0 <= per_problem <= MAX_PER_PROBLEM:
+        raise JobInputError("per_problem", f"must be an integer between 0 (every candidate) and {MAX_PER_PROBLEM}, "
+                                           f"got {per_problem!r}")
     if base_model not in backbones():
         raise JobInputError("base_model", f"must be one of {', '.join(backbones())}, got {base_model!r}")
     chosen = comparison_pool(campaign, pool)

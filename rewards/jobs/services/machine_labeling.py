@@ -79,6 +79,10 @@ def rollout_budget(config: Mapping[str, Any], solutions: list[Solution]) -> int:
     return rollouts * sum(prefixes)
 
 
+def missing_reward_model(pk: object, campaign: Campaign) -> str:
+    return f"no reward model {pk} in campaign {campaign.slug}"
+
+
 def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = DEFAULT_SOLUTIONS,
                                solution_ids: list[int] | None = None, reward_model: RewardModel | None = None,
                                config: Mapping[str, Any] | None = None, backend: str = BackendKind.LOCAL,
@@ -95,8 +99,8 @@ def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = 
     if method == LabelingMethod.PRM:
         if reward_model is None or reward_model.kind != Kind.PRM:
             raise JobInputError("reward_model", "choose a registered PRM (an ORM scores no steps)")
-        if reward_model.campaign_id not in (None, campaign.pk):
-            raise JobInputError("reward_model", f"{reward_model} belongs to another campaign")
+        if reward_model.campaign_id not in (None, campaign.pk):  # word for word as for a model that does not exist
+            raise JobInputError("reward_model", missing_reward_model(reward_model.pk, campaign))
     solutions = choose_solutions(campaign, method=method, limit=limit, solution_ids=solution_ids)
     if not solutions:
         need = " whose problem has a ground-truth answer" if method == LabelingMethod.MC else ""

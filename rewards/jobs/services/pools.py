@@ -18,7 +18,6 @@ and nothing is imported, with every bad line reported (file, line, field).
 from __future__ import annotations
 
 import ast
-import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from annotate.services.campaign_problems import UNKNOWN_PROBLEM, owned_problems,
 from annotate.services.importing import ImportFailed, ImportReport, RowError, iter_json_lines
 from annotate.services.problems import campaign_grader
 from annotate.steps import check_step_rule, split_solution
+from steplab import jsonlimits
 
 from ..models import Candidate, CandidatePool, PoolProblem, PoolPurpose
 from .training import jobs_root
@@ -70,16 +70,26 @@ def _text(obj: dict[str, Any], *keys: str, required: bool = True) -> str | None:
     return None
 
 
+def _list_literal(text: str, key: str) -> Any:
+    """A list written as its Python repr (or as JSON). Only a string that opens a list is read at all, and what
+    a hostile one makes the parsers raise (nesting past their depth, an unhashable set, the parser's own stack
+    running out) is the row's error, not the import's."""
+    if not text.lstrip().startswith("["):
+        raise RowError(key, "is a string that is not a list literal")
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        pass
+    try:
+        return jsonlimits.loads(text)
+    except ValueError:  # json's errors, too deep, a number out of range
+        raise RowError(key, "is a string that is not a list literal") from None
+
+
 def _string_list(obj: dict[str, Any], key: str) -> list[str]:
     value = obj[key]
     if isinstance(value, str):  # some released pools store the list as its Python repr
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                raise RowError(key, "is a string that is not a list literal") from None
+        value = _list_literal(value, key)
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise RowError(key, "must be a list of strings")
     return value
@@ -203,7 +213,7 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
     if report.rejected_count:
         raise ImportFailed(report)
     with transaction.atomic():
-        pool = CandidatePool.objects.create(name=name, campaign=campaign, source=str(path), split_rule=split_rule,
+        pool = CandidatePool.objects.create(name=name, campaign=campaign, source=path.name, split_rule=split_rule,
                                             created_by=user, purpose=purpose)
         candidates: list[Candidate] = []
         correct = 0
