@@ -155,6 +155,19 @@ class DatasetVersionFactory(DjangoModelFactory):
     folder = factory.LazyAttribute(lambda version: f"datasets/{version.campaign.slug}/v{version.number}")
 
 
+class CandidatePoolFactory(DjangoModelFactory):
+    """A pool row with its counts as given (no problems or candidates: for tests of which pool is offered)."""
+
+    class Meta:
+        model = "jobs.CandidatePool"
+
+    name = factory.Sequence(lambda n: f"pool-{n}-{uuid.uuid4().hex[:6]}")
+    campaign = factory.SubFactory(CampaignFactory)
+    problem_count = 1
+    candidate_count = 4
+    pool_size = 4
+
+
 # --- builders ------------------------------------------------------------------------------------------------
 
 def solution_with_steps(campaign: Campaign, steps: list[str] | list[list[str]], *, problem_text: str | None = None,

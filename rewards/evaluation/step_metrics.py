@@ -93,7 +93,7 @@ def first_error_index(step_scores: Sequence[float] | np.ndarray, threshold: floa
     return int(below[0]) if below.size else -1
 
 
-def predict_first_errors(step_scores: Iterable[Sequence[float]], threshold: float = 0.5) -> np.ndarray:
+def predict_first_errors(step_scores: Iterable[Sequence[float] | np.ndarray], threshold: float = 0.5) -> np.ndarray:
     return np.array([first_error_index(s, threshold) for s in step_scores], dtype=np.int64)
 
 
@@ -101,7 +101,7 @@ def processbench_metrics(
     labels: Sequence[int] | np.ndarray,
     predictions: Sequence[int] | np.ndarray | None = None,
     *,
-    step_scores: Iterable[Sequence[float]] | None = None,
+    step_scores: Iterable[Sequence[float] | np.ndarray] | None = None,
     threshold: float = 0.5,
 ) -> dict[str, float | int]:
     """ProcessBench first-error identification.
@@ -132,11 +132,13 @@ def processbench_metrics(
 
 
 DEFAULT_THRESHOLD = 0.5
-#: candidate thresholds tried by :func:`calibrate_threshold`: score quantiles (plus 0.5), enough to find F1's top
-CALIBRATION_POINTS = 200
+#: candidate thresholds tried by :func:`calibrate_threshold`: every distinct score (just at and just above it) up
+#: to this many, else as many quantiles; plus 0.5
+CALIBRATION_POINTS = 4000
 
 
-def calibrate_threshold(first_errors: Sequence[int], step_scores: Sequence[Sequence[float]]) -> dict[str, float | None]:
+def calibrate_threshold(first_errors: Sequence[int] | np.ndarray,
+                        step_scores: Sequence[Sequence[float] | np.ndarray]) -> dict[str, float | None]:
     """The first-error threshold that maximises first-error F1 on these (validation) solutions.
 
     With rare negatives a PRM's P(correct) rarely falls under 0.5, so at 0.5 it flags no step (F1 0) although its
@@ -148,9 +150,10 @@ def calibrate_threshold(first_errors: Sequence[int], step_scores: Sequence[Seque
     rows = [np.asarray(s, dtype=float).reshape(-1) for s in step_scores]
     if not rows or not (labels != -1).any() or not (labels == -1).any():
         return {"threshold": None, "f1_calibrated": None, "f1_at_default": None}
-    flat = np.concatenate(rows)
-    candidates = np.unique(np.concatenate([np.quantile(flat, np.linspace(0, 1, CALIBRATION_POINTS)),
-                                           [DEFAULT_THRESHOLD]]))
+    flat = np.unique(np.concatenate(rows))
+    if flat.size > CALIBRATION_POINTS:
+        flat = np.quantile(flat, np.linspace(0, 1, CALIBRATION_POINTS))
+    candidates = np.unique(np.concatenate([flat, [DEFAULT_THRESHOLD]]))
     # a threshold just above a score flags that score: the midpoints between candidates are where F1 changes
     candidates = np.unique(np.concatenate([candidates, np.nextafter(candidates, np.inf)]))
 

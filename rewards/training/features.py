@@ -66,8 +66,8 @@ class FeatureCache:
                 continue
             with np.load(path) as data:
                 keys, vectors = data["keys"], data["vectors"]
-            for key, vector in zip(keys, vectors, strict=True):
-                self.vectors[bytes(key)] = vector
+            for key, vector in zip(keys, vectors, strict=True):  # raw bytes: a NUL-ending hash stays whole
+                self.vectors[key.tobytes()] = vector
             self.parts.add(path.name)
 
     def ensure(self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None) -> None:
@@ -85,7 +85,8 @@ class FeatureCache:
             vectors = self._encode([missing[k] for k in keys], progress)
             name = f"part-{uuid.uuid4().hex}.npz"
             temporary = self.folder / f".{name}.tmp.npz"
-            np.savez(temporary, keys=np.frombuffer(b"".join(keys), dtype="S32"), vectors=vectors)
+            np.savez(temporary, keys=np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, 32),
+                     vectors=vectors)
             os.replace(temporary, self.folder / name)
             self.parts.add(name)
             for key, vector in zip(keys, vectors, strict=True):

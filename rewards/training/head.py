@@ -119,7 +119,8 @@ def texts_of(rows: Sequence[PrmRow] | Sequence[OrmRow]) -> list[str]:
 
 def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> tuple[np.ndarray, np.ndarray]:
     """(features, labels) of every labeled step (neutral-excluded and repeated ones left out)."""
-    xs, ys = [], []
+    xs: list[np.ndarray] = []
+    ys: list[int] = []
     for row in rows:
         keep = [i for i, label in enumerate(row.labels) if label != IGNORE_INDEX]
         if keep:

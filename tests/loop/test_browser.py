@@ -1,6 +1,7 @@
 """The path a new user takes, in real headless Chromium with the real worker and real (CPU) training:
-log in as the campaign's admin → its dashboard → "Compare PRM and ORM" with a small budget → the page fills
-with the four best-of-N curves and the PRM's step-level table."""
+log in as the campaign's admin → its dashboard → "Compare PRM and ORM" with the form's defaults (the pool it
+offers, the head on every label) → the page fills with the four best-of-N curves, the PRM's step-level table, every
+figure's interval and the verdict under the tables."""
 from __future__ import annotations
 
 import re
@@ -27,7 +28,8 @@ def test_compare_prm_and_orm_from_one_click(page: Page, live_server, celery_work
     page.wait_for_load_state()
     page.goto(f"{live_server.url}/models/dashboard/{loop_campaign.slug}/")
     expect(page.locator("[data-empty]").first).to_be_visible()
-    page.fill('input[name="max_steps"]', "3")
+    expect(page.locator('select[name="pool"] option:checked')).to_have_attribute("value", str(loop_pool.pk))
+    expect(page.locator('input[name="max_steps"]')).to_have_value("300")
     page.click('[data-action="compare"]')
     status = page.locator("[data-run-status]")
     expect(status).to_have_attribute("data-run-status", re.compile("queued|running"))
@@ -35,13 +37,27 @@ def test_compare_prm_and_orm_from_one_click(page: Page, live_server, celery_work
     expect(status).to_have_attribute("data-run-status", re.compile("succeeded|failed|cancelled"), timeout=600_000)
     run = ComparisonRun.objects.get(campaign=loop_campaign)
     assert run.status == "succeeded", run.error
+    assert run.pool == loop_pool and run.prm_job.config["method"] == run.orm_job.config["method"] == "auto"
+    assert run.prm_job.metrics["method"] == run.orm_job.metrics["method"] == "head"  # a CPU: every label
     expect(page.locator('table[data-figure="best-of-n"] tr[data-n]')).to_have_count(3)  # N = 1, 2, 4
     for row in page.locator('table[data-figure="best-of-n"] tr[data-n]').all():
         for method in ("prm", "orm", "majority", "pass"):
-            assert NUMBER.match(row.locator(f'td[data-method="{method}"]').inner_text().strip()), method
+            cell = row.locator(f'td[data-method="{method}"]')
+            value = cell.inner_text().strip()
+            assert NUMBER.match(value), method
+            low = float(cell.get_attribute("data-ci-low") or "nan")
+            high = float(cell.get_attribute("data-ci-high") or "nan")
+            assert low <= float(value) <= high, (method, low, value, high)
     step_level = page.locator('table[data-figure="step-level"] tr[data-model]').first
-    for metric in ("step_auroc", "first_error_f1"):
-        assert NUMBER.match(step_level.locator(f'td[data-metric="{metric}"]').inner_text().strip()), metric
+    for metric in ("step_auroc", "first_error_f1", "first_error_f1_calibrated", "threshold"):
+        cell = step_level.locator(f'td[data-metric="{metric}"]')
+        assert NUMBER.match(cell.inner_text().strip()), metric
+        assert cell.get_attribute("data-ci-low") is not None and cell.get_attribute("data-ci-high") is not None
+    assert "labeled steps in" in step_level.locator("td[data-trained-on]").inner_text()
+    verdict = page.locator("[data-verdict]")
+    expect(verdict).to_have_count(1)
+    words = verdict.inner_text()
+    assert re.search(r"(ahead of|no difference this data can show at N ≤ 4)", words), words
     expect(page.locator('canvas[data-chart="best-of-n"]')).to_have_attribute("data-drawn", "true")
     labels = page.evaluate("""() => Chart.getChart(document.querySelector('canvas[data-chart="best-of-n"]'))
                               .data.datasets.map(d => d.label).filter(l => !l.includes('σ'))""")

@@ -305,3 +305,51 @@ def test_the_next_comparison_starts_from_the_users_pool_not_a_subset(loop_pool) 
 
     subset = first_per_problem(loop_pool, 2)
     assert subset.pk != loop_pool.pk and comparison_pool(loop_pool.campaign) == loop_pool
+
+
+# --- which pool a comparison scores -----------------------------------------------------------------------------
+
+def test_compare_pool_choice_default_and_refusal(client, campaign_admin, loop_campaign) -> None:  # type: ignore[no-untyped-def]
+    from rewards.jobs.models import ComparisonRun
+    from rewards.jobs.services.comparisons import comparison_pool, comparison_pools
+    from rewards.jobs.services.training import JobInputError
+    from tests.factories import CandidatePoolFactory
+
+    small = CandidatePoolFactory(campaign=loop_campaign, candidate_count=8)
+    large = CandidatePoolFactory(campaign=loop_campaign, candidate_count=64)
+    CandidatePoolFactory(campaign=loop_campaign, candidate_count=0)  # nothing to score: never offered
+    elsewhere = CandidatePoolFactory(candidate_count=99)
+    assert comparison_pools(loop_campaign) == [large, small] and comparison_pool(loop_campaign) == large
+    small.comparison_default = True  # a loader (the demo) designates its default
+    small.save(update_fields=["comparison_default"])
+    assert comparison_pool(loop_campaign) == small and comparison_pool(loop_campaign, large.pk) == large
+    with pytest.raises(JobInputError) as refused:
+        comparison_pool(loop_campaign, elsewhere.pk)
+    assert refused.value.field == "pool" and f"no candidate pool {elsewhere.pk}" in str(refused.value)
+    _login(client, campaign_admin)
+    page = client.get(_dashboard(loop_campaign)).content.decode()
+    options = re.findall(r'<option value="(\d+)"( selected)?>', page[page.index('<select name="pool">'):])
+    assert [int(pk) for pk, _ in options[:2]] == [small.pk, large.pk] and options[0][1] == " selected"
+    refused_post = client.post(reverse("jobs:compare_start", args=[loop_campaign.slug]), {"pool": str(elsewhere.pk)})
+    assert refused_post.status_code == 400 and 'data-error-for="pool"' in refused_post.content.decode()
+    assert not ComparisonRun.objects.filter(campaign=loop_campaign).exists()
+    made = client.post(reverse("jobs:compare_start", args=[loop_campaign.slug]), {"pool": str(large.pk)})
+    assert made.status_code == 302 and ComparisonRun.objects.get(campaign=loop_campaign).source_pool == large
+
+
+def test_held_out_figures_use_the_stored_threshold(tmp_path: Path) -> None:
+    from rewards.evaluation import processbench_metrics
+    from rewards.jobs.services.scoring import held_out_step_metrics
+
+    rows = [{"step_scores": [0.9, 0.7, 0.95], "ratings": [1, -1, 1]}, {"step_scores": [0.9, 0.8], "ratings": [1, 1]},
+            {"step_scores": [0.6, 0.9], "ratings": [-1, 1]}, {"step_scores": [0.95, 0.85], "ratings": [1, 1]}]
+    path = tmp_path / "scored.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    plain = held_out_step_metrics(path, "positive")
+    calibrated = held_out_step_metrics(path, "positive", 0.75)
+    assert plain["threshold"] == 0.5 and not plain["calibrated"] and plain["processbench"]["f1"] == 0.0
+    expected = processbench_metrics([1, -1, 0, -1], step_scores=[r["step_scores"] for r in rows], threshold=0.75)
+    assert calibrated["calibrated"] and calibrated["processbench_calibrated"]["f1"] == pytest.approx(expected["f1"])
+    assert calibrated["processbench_calibrated"]["f1"] == 1.0 and calibrated["processbench"]["f1"] == 0.0
+    intervals = calibrated["intervals"]
+    assert intervals["threshold"] == 0.75 and intervals["first_error_f1_calibrated"]["value"] == 1.0

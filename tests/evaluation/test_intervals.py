@@ -1,0 +1,127 @@
+"""Bootstrap intervals (seeded, reproducible, moving with the seed and the data), the paired verdict in each of its
+wordings, the first-error threshold calibration and the advice when a PRM flags no step."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rewards.evaluation import Pool, best_of_n
+from rewards.evaluation.intervals import best_of_n_intervals, no_flag_advice, step_level_intervals, verdict
+from rewards.evaluation.step_metrics import calibrate_threshold, centre_on_threshold, processbench_metrics
+
+
+def _pools(seed: int, problems: int = 30, size: int = 16, prm_signal: float = 0.5) -> list[Pool]:
+    """Problems whose PRM scores lean towards the right candidates (by ``prm_signal``), ORM scores at random."""
+    rng = np.random.default_rng(seed)
+    pools = []
+    for index in range(problems):
+        right = rng.random(size) < 0.3
+        answers = ["42" if ok else str(int(v)) for ok, v in zip(right, rng.integers(0, 6, size), strict=True)]
+        pools.append(Pool.from_arrays(answers, list(right), list(right * prm_signal + rng.random(size)),
+                                      list(rng.random(size)), problem=f"p{index}"))
+    return pools
+
+
+def test_best_of_n_intervals_are_seeded_and_hold_the_mean() -> None:
+    pools = _pools(0)
+    first = best_of_n(pools, trials=100, seed=3)
+    again = best_of_n(pools, trials=100, seed=3)
+    assert first["intervals"] == again["intervals"]
+    other_seed = best_of_n(pools, trials=100, seed=4)
+    other_data = best_of_n(_pools(1), trials=100, seed=3)
+    assert other_seed["intervals"]["methods"] != first["intervals"]["methods"]
+    assert other_data["intervals"]["methods"] != first["intervals"]["methods"]
+    for method in ("prm", "orm", "majority", "pass"):
+        for n in map(str, first["ns"]):
+            bounds, mean = first["intervals"]["methods"][method][n], first["methods"][method][n]["mean"]
+            assert bounds["low"] <= mean <= bounds["high"], (method, n)
+    assert first["intervals"]["unit"] == "problems" and first["intervals"]["problems"] == 30
+    paired = first["intervals"]["paired"]["prm-orm"]["16"]
+    means = first["methods"]
+    assert paired["diff"] == pytest.approx(means["prm"]["16"]["mean"] - means["orm"]["16"]["mean"])
+
+
+def test_paired_interval_uses_the_same_draws() -> None:
+    """Two methods that differ by a constant on every problem: the paired interval is that constant exactly,
+    however much the problems themselves vary (an unpaired one would be wide)."""
+    rng = np.random.default_rng(0)
+    base = rng.random((40, 2))
+    per_problem = {"prm": base + 0.1, "orm": base, "majority": base}
+    doc = best_of_n_intervals(per_problem, [1, 2], draws=500, seed=0)
+    for n in ("1", "2"):
+        assert doc["paired"]["prm-orm"][n]["low"] == pytest.approx(0.1)
+        assert doc["paired"]["prm-orm"][n]["high"] == pytest.approx(0.1)
+    assert doc["methods"]["prm"]["1"]["high"] - doc["methods"]["prm"]["1"]["low"] > 0.1
+
+
+def _pair(diff: float, low: float, high: float) -> dict[str, float]:
+    return {"diff": diff, "low": low, "high": high}
+
+
+def test_verdict_wordings() -> None:
+    ahead = verdict({"prm-orm": {"4": _pair(0.02, -0.01, 0.05), "16": _pair(0.061, 0.020, 0.103)}})
+    assert ahead == ["PRM ahead of ORM at N = 16 by 6.1 points (95 % CI 2.0–10.3)"]
+    behind = verdict({"prm-orm": {"4": _pair(-0.08, -0.12, -0.03), "16": _pair(-0.02, -0.06, 0.01)}})
+    assert behind == ["ORM ahead of PRM at N = 4 by 8.0 points (95 % CI 3.0–12.0)"]
+    none = verdict({"prm-majority": {"1": _pair(0.0, -0.01, 0.01), "16": _pair(0.01, -0.03, 0.05)}})
+    assert none == ["PRM vs majority vote: no difference this data can show at N ≤ 16 "
+                    "(at N = 16: +1.0 points, 95 % CI -3.0 to 5.0)"]
+    both = verdict({"prm-orm": {"2": _pair(0.1, 0.05, 0.15)}, "prm-majority": {"2": _pair(-0.1, -0.2, -0.05)}})
+    assert both == ["PRM ahead of ORM at N = 2 by 10.0 points (95 % CI 5.0–15.0)",
+                    "majority vote ahead of PRM at N = 2 by 10.0 points (95 % CI 5.0–20.0)"]
+    assert verdict({}) == []
+
+
+def test_verdict_from_a_real_evaluation() -> None:
+    strong = best_of_n(_pools(0, problems=60, prm_signal=2.0), trials=100, seed=0)
+    sentences = verdict(strong["intervals"]["paired"])
+    assert sentences[0].startswith("PRM ahead of ORM at N = 16 by ")
+    weak = best_of_n(_pools(0, problems=8, prm_signal=0.0), trials=50, seed=0)
+    assert "no difference this data can show" in verdict(weak["intervals"]["paired"])[0]
+
+
+def test_calibrated_threshold_finds_errors_that_half_misses() -> None:
+    """Scores all above 0.5 (rare negatives, so P(correct) stays high), wrong steps lower than right ones: at
+    0.5 no step is flagged (F1 0); the calibrated threshold finds the first errors."""
+    rng = np.random.default_rng(0)
+    rows, labels = [], []
+    for index in range(60):
+        steps = 0.9 + 0.09 * rng.random(5)
+        label = int(rng.integers(0, 5)) if index % 2 else -1
+        if label != -1:
+            steps[label] = 0.6 + 0.05 * rng.random()
+        rows.append(list(steps))
+        labels.append(label)
+    result = calibrate_threshold(labels, rows)
+    assert result["f1_at_default"] == 0.0
+    wrong = max(row[label] for row, label in zip(rows, labels, strict=True) if label != -1)
+    assert wrong < result["threshold"] <= 0.9 and result["f1_calibrated"] == 1.0  # between wrong and right steps
+    assert processbench_metrics(labels, step_scores=rows, threshold=result["threshold"])["f1"] == 1.0
+    assert calibrate_threshold([-1, -1], [[0.9], [0.8]])["threshold"] is None  # no erroneous solution to find
+
+
+def test_step_level_intervals_and_the_no_flag_advice() -> None:
+    rng = np.random.default_rng(1)
+    ratings = [[1, 1, -1] if i % 2 else [1, 1, 1] for i in range(80)]
+    scores = [[0.95 + 0.04 * rng.random() - (0.2 if r == -1 else 0.0) for r in rated] for rated in ratings]
+    first = step_level_intervals(scores, ratings, draws=300, seed=0)
+    assert first == step_level_intervals(scores, ratings, draws=300, seed=0)
+    assert first != step_level_intervals(scores, ratings, draws=300, seed=1)
+    assert first["unit"] == "solutions" and first["solutions"] == 80
+    auroc = first["step_auroc"]
+    assert auroc["low"] <= auroc["value"] <= auroc["high"] and auroc["value"] > 0.9
+    assert first["first_error_f1"]["value"] == 0.0 and first["flags_no_step"]
+    assert first["first_error_f1_calibrated"]["value"] == 1.0 and first["threshold_source"] == "held-out"
+    advice = no_flag_advice(first)
+    assert advice is not None and advice.startswith("At the fixed threshold 0.5 this PRM flags no step")
+    assert f"the calibrated threshold ({first['threshold']:.3f}) gives first-error F1 1.000" in advice
+    assert "more labels" in advice and "a larger training budget" in advice
+    flagged = step_level_intervals([[0.2, 0.9, 0.9]] + scores[1:], ratings, threshold=0.5, draws=100, seed=0)
+    assert not flagged["flags_no_step"] and no_flag_advice(flagged) is None
+
+
+def test_centre_on_threshold_keeps_order_and_moves_the_cut() -> None:
+    assert centre_on_threshold(0.8, 0.8) == 0.5
+    assert centre_on_threshold(0.79, 0.8) < 0.5 < centre_on_threshold(0.81, 0.8)
+    assert centre_on_threshold(0.0, 0.8) == 0.0 and centre_on_threshold(1.0, 0.8) == 1.0
+    assert centre_on_threshold(0.3, 0.5) == pytest.approx(0.3)

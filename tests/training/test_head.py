@@ -1,0 +1,131 @@
+"""The ``head`` method on real data: frozen MiniLM features cached once, a logistic head on every label; PRM and
+ORM share the cache, scoring reuses it, and the PRM's calibrated first-error threshold travels with the model."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rewards.evaluation.step_metrics import first_error_index
+from rewards.training import TrainingConfigError, load_reward_model, parse_config, run_training
+from rewards.training.head import orm_steps, resolved_method
+from rewards.training.modeling import ModelSpec
+from rewards.training.scoring import HeadRewardModel, score_file
+from tests.trained_models import write_jsonl
+
+pytestmark = pytest.mark.training
+
+#: real labeled solutions, few enough that encoding them stays a few seconds (texts of ≤ 64 tokens)
+ROWS = 40
+HEAD = {"base_model": "default", "method": "head", "max_length": 48, "negative_weight": "balanced", "seed": 0}
+
+
+@dataclass(frozen=True)
+class Heads:
+    cache: Path
+    prm: Path
+    orm: Path
+    prm_metrics: dict[str, Any]
+    orm_metrics: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def heads(converted: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+          tmp_path_factory: pytest.TempPathFactory) -> Heads:
+    """A PRM, then an ORM on the same solutions (their steps joined by newlines, as the exporter writes them),
+    both on one feature cache."""
+    usable = [r for r in converted[0] if not any("\n" in step for step in r["completions"])]
+    rows = usable[:ROWS]
+    # the validation split needs a correct and an erroneous solution for the threshold's calibration
+    for correct in (True, False):
+        if not any(r["split"] == "test" and all(r["labels"]) == correct for r in rows):
+            rows.append(next(r for r in usable if r["split"] == "test" and all(r["labels"]) == correct))
+    outcome = [{"prompt": r["prompt"], "completion": "\n".join(r["completions"]), "label": all(r["labels"]),
+                "split": r["split"], "problem_id": r["problem_id"]} for r in rows]
+    work = tmp_path_factory.mktemp("heads")
+    prm_file, orm_file = write_jsonl(work / "prm.jsonl", rows), write_jsonl(work / "orm.jsonl", outcome)
+    cache = work / "cache"
+    metrics = {kind: run_training(parse_config({**HEAD, "kind": kind, "dataset": str(path),
+                                                "output_dir": str(work / kind), "feature_cache": str(cache)}))
+               for kind, path in (("prm", prm_file), ("orm", orm_file))}
+    return Heads(cache, work / "prm", work / "orm", metrics["prm"], metrics["orm"], rows)
+
+
+def test_prm_and_orm_share_one_cache_built_once(heads: Heads) -> None:
+    texts = {r["prompt"] for r in heads.rows} | {s for r in heads.rows for s in r["completions"]}
+    prm, orm = heads.prm_metrics["data"]["features"], heads.orm_metrics["data"]["features"]
+    assert prm["computed"] == prm["texts"] == len(texts)  # every distinct text encoded once, by the PRM
+    assert orm["computed"] == 0 and orm["texts"] == len(texts)  # the ORM read them all from the cache
+    assert prm["cache"] == orm["cache"] and Path(prm["cache"]).parent == heads.cache
+    assert len(list(Path(prm["cache"]).glob("part-*.npz"))) == 1
+
+
+def test_head_learns_from_every_label_and_reports(heads: Heads) -> None:
+    metrics = heads.prm_metrics
+    labeled = sum(len(r["labels"]) for r in heads.rows if r["split"] == "train")
+    train = metrics["data"]["train"]
+    assert metrics["method"] == "head" and train["steps"] + train["repeated_steps"] == labeled
+    assert train["negative_steps"] > 0 and train["positive_steps"] > 0
+    validation = metrics["validation"]
+    # figures, not a quality claim on 40 solutions (bench/reward_quality.py measures quality on all the labels)
+    assert 0 <= validation["step_level"]["auroc"] <= 1 and validation["solution_level"]["count"] > 0
+    assert validation["step_level"]["count"] == sum(len(r["labels"]) for r in heads.rows if r["split"] == "test")
+    events = [json.loads(line)["event"] for line in (heads.prm / "events.jsonl").read_text().splitlines()]
+    assert events[0] == "start" and "features" in events and events[-1] == "done"
+    assert (heads.prm / "head.npz").is_file() and not (heads.prm / "model.safetensors").exists()
+
+
+def test_calibrated_threshold_is_stored_and_used_by_scoring(heads: Heads, tmp_path: Path) -> None:
+    validation = heads.prm_metrics["validation"]
+    threshold = validation["threshold"]
+    assert threshold is not None and 0 < threshold < 1
+    assert validation["f1_calibrated"] >= validation["f1_at_default"]  # chosen where F1 peaks
+    spec = ModelSpec.load(heads.prm)
+    assert spec.method == "head" and spec.threshold == threshold
+    model = load_reward_model(heads.prm)
+    assert isinstance(model, HeadRewardModel) and model.threshold == threshold
+    source = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "prompt": r["prompt"], "completions": r["completions"]}
+                                                 for i, r in enumerate(heads.rows[:12])])
+    assert score_file(model, source, tmp_path / "out.jsonl") == 12
+    for line in (tmp_path / "out.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        assert row["threshold"] == threshold
+        assert row["first_error"] == first_error_index(row["step_scores"], threshold)
+
+
+def test_saved_heads_load_and_score_from_the_cache(heads: Heads) -> None:
+    prm, orm = load_reward_model(heads.prm), load_reward_model(heads.orm)
+    row = heads.rows[-1]
+    steps = prm.score_steps(row["prompt"], row["completions"])
+    assert len(steps) == len(row["completions"]) and all(0 < s < 1 for s in steps)
+    assert prm.score_solution(row["prompt"], row["completions"]) == pytest.approx(math.prod(steps))
+    text = "\n".join(row["completions"])
+    assert orm.score_solution(row["prompt"], text) == orm.score_solution(row["prompt"], orm_steps(text))
+    assert isinstance(prm, HeadRewardModel) and isinstance(orm, HeadRewardModel)
+    assert prm.scorer.cache.computed == 0 and orm.scorer.cache.computed == 0  # training's vectors, reused
+    fresh = prm.score_steps(row["prompt"], ["A step no one has written before: 2 + 2 = 5."])
+    assert len(fresh) == 1 and prm.scorer.cache.computed == 1
+
+
+def test_auto_is_the_head_on_a_cpu() -> None:
+    assert resolved_method("head") == "head" and resolved_method("finetune") == "finetune"
+    import torch
+
+    assert resolved_method("auto") == ("finetune" if torch.cuda.is_available() else "head")
+
+
+def test_method_keys_in_a_job_file(stepwise_file: Path) -> None:
+    base = {"kind": "prm", "base_model": "default", "output_dir": "out", "dataset": str(stepwise_file)}
+    assert parse_config(base).method == "finetune"  # a job file from before keeps fine-tuning
+    assert parse_config({**base, "method": "lora"}).lora is not None
+    with pytest.raises(TrainingConfigError) as refused:
+        parse_config({**base, "method": "head", "lora": True})
+    assert refused.value.key == "lora"
+    with pytest.raises(TrainingConfigError) as refused:
+        parse_config({**base, "method": "sgd"})
+    assert refused.value.key == "method"
