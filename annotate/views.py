@@ -28,6 +28,7 @@ from django.views.decorators.http import require_GET, require_POST
 from steplab.http import AppRequest
 
 from . import forms, permissions
+from .graders import get_grader
 from .models import Assignment, AssignmentStatus, Campaign, MachineLabel, Problem
 from .scales import Scale, campaign_scale
 from .services import labeling, suggestions
@@ -244,6 +245,7 @@ def _workspace_context(request: AppRequest, ws: Workspace, **extra: object) -> d
         "is_expired": assignment.status == AssignmentStatus.EXPIRED,
         "stepwise": campaign.is_stepwise, "heartbeat_s": heartbeat_s,
         "next_ready": _next_ready(assignment, progress), "rationale_mode": campaign.step_rationale,
+        "rates_outcome": not get_grader(campaign.grader, campaign.grader_config).needs_ground_truth,
     }
     context.update(extra)
     return context
@@ -503,6 +505,22 @@ def heartbeat(request: AppRequest, assignment_id: int) -> HttpResponse:
     response = HttpResponse(status=204)
     response["X-Lease-Expires"] = expires.isoformat()
     return response
+
+
+@login_required
+@require_POST
+@_refusal_in_place
+def outcome(request: AppRequest, assignment_id: int) -> HttpResponse:
+    """The labeler rates the final answer (human-graded campaigns): the outcome block is re-rendered."""
+    form = forms.OutcomeForm(request.POST)
+    if not form.is_valid():
+        return _alert(request, forms.first_error(form), 400)
+    assignment = labeling.record_outcome(assignment_id, request.user, correct=form.cleaned_data["correct"])
+    if not request.htmx:
+        return redirect("annotate:workspace", assignment_id)
+    word = {True: "correct", False: "incorrect", None: "not rated"}[assignment.outcome_correct]
+    return render(request, "annotate/_outcome.html", {"assignment": assignment, "is_open": True,
+                                                      "announce_outcome": f"Saved: the final answer is {word}."})
 
 
 @login_required
