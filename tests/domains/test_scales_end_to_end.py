@@ -167,3 +167,27 @@ def test_the_binary_scale_end_to_end(make_user, member) -> None:  # type: ignore
     assert sorted(item.first_error for item in data.labelings) == [-1, 2]
     rows = list(iter_format_rows(campaign, "trl-stepwise", ExportOptions(neutral="exclude")))
     assert sorted(row["labels"] for row in rows) == [[True, True, False], [True, True, True, True]]
+
+
+def test_dashboard_counts_results_per_domain_and_error_categories(make_user, member, client) -> None:  # type: ignore[no-untyped-def]
+    from annotate.services.agreement import compute_campaign_metrics
+    from tests.factories import finished_labeling
+
+    campaign = _new_campaign(make_user, "multi", "binary", "factual error, invalid inference")
+    law = solution_with_steps(campaign, STEPS, problem_text="A law question?", answer="B")
+    health = solution_with_steps(campaign, STEPS[:2], problem_text="A health question?", answer="A")
+    law.problem.subject, health.problem.subject = "law", "health"
+    law.problem.save()
+    health.problem.save()
+    type(law).objects.filter(pk=law.pk).update(is_correct=True)
+    type(health).objects.filter(pk=health.pk).update(is_correct=False)
+    ann = member(campaign, "ann")
+    labeling = finished_labeling(law, ann, [1, -1])
+    Rating.objects.filter(assignment=labeling, rating=-1).update(error_category="factual error")
+    compute_campaign_metrics(campaign)
+    client.force_login(make_user("boss", is_staff=True))
+    page = client.get(f"/manage/c/{campaign.slug}/").content.decode()
+    assert '<tr data-domain="law"><th>law</th><td>1</td>' in page
+    assert '<td data-correct>1</td><td data-wrong>0</td>' in page and '<td data-error-steps>1</td>' in page
+    assert '<li data-error-category="factual error">factual error: 1</li>' in page
+    assert '<li data-error-category="invalid inference">invalid inference: 0</li>' in page
