@@ -9,12 +9,10 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import models
 
-from .graders import GRADER_CHOICES
+from .graders import DEFAULT_GRADER, GRADER_CHOICES, GRADERS
 from .models import Campaign, ImportKind, LeaseOrder, Role, StepRationale, SuggestionMode
 from .scales import NAMED, ScaleError, scale_from_data
 from .steps import SPLIT_RULES
-
-_GraderChoices = models.TextChoices("_GraderChoices", [(name.upper(), (name, label)) for name, label in GRADER_CHOICES])
 
 
 def scale_text(scale: dict[str, Any]) -> str:
@@ -87,10 +85,12 @@ class CampaignForm(forms.ModelForm):
     lease_order = _setting(
         LeaseOrder, "lease_order", "Which solution next",
         "“Disagreement first” serves first the solutions where machine label sources disagree (consensus routing).")
-    grader = _setting(_GraderChoices, "grader", "Outcome grader",
-                      "How a solution's final answer is graded: math-verify (math), the chosen letter of the "
-                      "problem's options (multiple choice), exact or regex match, or by the labelers (human: "
-                      "they rate the final answer, which becomes the outcome label).")
+    grader = forms.ChoiceField(
+        choices=GRADER_CHOICES, required=False, initial=DEFAULT_GRADER, label="Outcome grader",
+        help_text="How a solution's final answer is graded: math-verify (math), the chosen letter of the problem's "
+                  "options (multiple choice), exact or regex match, or by the labelers (human: they rate the final "
+                  "answer, which becomes the outcome label).",
+        error_messages={"invalid_choice": f"grader must be one of {', '.join(GRADERS)}, not %(value)s."})
     step_rule = forms.CharField(
         required=False, max_length=200, initial="auto", label="Step rule",
         help_text="How imported responses are cut into steps: auto (PRM800K's lines when the text has a "

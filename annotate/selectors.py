@@ -75,7 +75,8 @@ def domain_results(campaign: Campaign) -> dict[str, Any]:
                       error_steps=Count("assignments__ratings", filter=submitted & Q(
                           assignments__ratings__rating__in=errors, assignments__ratings__completion__index=0)))
             .order_by("problem__subject"))
-    domains = [{"domain": row.pop("problem__subject") or "(none)", **row} for row in rows]
+    domains = [{"domain": row["problem__subject"] or "(none)", "solutions": row["solutions"], "correct": row["correct"],
+                "wrong": row["wrong"], "labeled": row["labeled"], "error_steps": row["error_steps"]} for row in rows]
     categories = dict(Rating.objects.filter(assignment__solution__campaign=campaign,
                                             assignment__status=AssignmentStatus.SUBMITTED)
                       .exclude(error_category="").values_list("error_category").annotate(n=Count("pk"))
