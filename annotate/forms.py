@@ -55,6 +55,15 @@ class RatingForm(_StepForm):
         return self.cleaned_data.get("error_category") if "error_category" in self.data else None
 
 
+class OutcomeForm(forms.Form):
+    """The labeler's rating of the final answer (campaigns graded by people): correct, incorrect, or cleared."""
+
+    correct = forms.TypedChoiceField(choices=[("true", "correct"), ("false", "incorrect"), ("", "clear")],
+                                     coerce=lambda value: value == "true", empty_value=None, required=False,
+                                     error_messages={"invalid_choice": "correct must be true, false or empty, "
+                                                                       "not %(value)s."})
+
+
 class FlagForm(_StepForm):
     flagged = forms.TypedChoiceField(choices=[("true", "flag"), ("false", "unflag")],
                                      coerce=lambda value: value == "true", error_messages={

@@ -1,6 +1,7 @@
 """Input forms of the campaign admin workspace: shape and range checks, each error naming its field."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -8,8 +9,17 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import models
 
+from .graders import DEFAULT_GRADER, GRADER_CHOICES, GRADERS
 from .models import AutoTrain, Campaign, ImportKind, LeaseOrder, Role, StepRationale, SuggestionMode
+from .scales import NAMED, ScaleError, scale_from_data
 from .steps import SPLIT_RULES
+
+
+def scale_text(scale: dict[str, Any]) -> str:
+    """A campaign's scale as the settings form shows it: a built-in scale's name, a custom one as JSON."""
+    if not scale:
+        return "pm1"
+    return scale["name"] if scale.get("values") is None else json.dumps(scale)
 
 
 def _share(name: str) -> dict[str, str]:
@@ -85,7 +95,55 @@ class CampaignForm(forms.ModelForm):
                            error_messages=_whole("auto_train_max_steps", 1, 100_000, "100000")),
         step="1", help_text="1–100000. Optimizer steps of each automatic PRM and ORM job; 24 is a few minutes on "
                             "a CPU, a full pass over 30,000 labeled solutions is thousands (hours on a CPU).")
-    KEPT_WHEN_LEFT_OUT = ("step_rationale", "suggestions", "lease_order", "auto_train", "auto_train_max_steps")
+    grader = forms.ChoiceField(
+        choices=GRADER_CHOICES, required=False, initial=DEFAULT_GRADER, label="Outcome grader",
+        help_text="How a solution's final answer is graded: math-verify (math), the chosen letter of the problem's "
+                  "options (multiple choice), exact or regex match, or by the labelers (human: they rate the final "
+                  "answer, which becomes the outcome label).",
+        error_messages={"invalid_choice": f"grader must be one of {', '.join(GRADERS)}, not %(value)s."})
+    step_rule = forms.CharField(
+        required=False, max_length=200, initial="auto", label="Step rule",
+        help_text="How imported responses are cut into steps: auto (PRM800K's lines when the text has a "
+                  "“# Answer” line, else paragraphs), newline, paragraph, sentence, or regex:PATTERN.")
+    step_scale = forms.CharField(
+        required=False, label="Label scale", widget=forms.Textarea(attrs={"rows": 3, "data-scale": ""}),
+        help_text="pm1 (−1 / 0 / +1, PRM800K), binary (incorrect / correct), or a custom scale as JSON: "
+                  '{"name": "four", "values": [{"value": -2, "label": "Wrong", "key": "1", "colour": "#c62828", '
+                  '"is_error": true, "positive": false}, …]} — 2 to 5 values, lowest first.')
+    error_categories = forms.CharField(
+        required=False, max_length=700, label="Error categories",
+        help_text="Optional, comma-separated kinds of error a labeler may name on an error step (number keys after "
+                  "the error key), e.g. factual error, misread the question, invalid inference, calculation.")
+    KEPT_WHEN_LEFT_OUT = ("step_rationale", "suggestions", "lease_order", "auto_train", "auto_train_max_steps",
+                          "grader", "step_rule")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        scale, categories = self.instance.step_scale, self.instance.error_categories
+        self.initial.setdefault("step_scale", scale_text(scale))
+        self.initial.setdefault("error_categories", ", ".join(categories or []))
+
+    def clean_step_scale(self) -> dict[str, Any] | None:
+        """None: left out of the POST (the campaign keeps its scale)."""
+        if "step_scale" not in self.data:
+            return None
+        text = (self.cleaned_data.get("step_scale") or "").strip() or "pm1"
+        if text in NAMED:
+            return {} if text == "pm1" else {"name": text}
+        try:
+            data = json.loads(text)
+            scale_from_data(data)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(f"step_scale: pm1, binary or a JSON object, not valid JSON ({error}).") \
+                from None
+        except ScaleError as error:
+            raise forms.ValidationError(f"step_scale: {error}") from None
+        return dict(data)
+
+    def clean_error_categories(self) -> list[str] | None:
+        if "error_categories" not in self.data:
+            return None
+        return [part.strip() for part in (self.cleaned_data.get("error_categories") or "").split(",") if part.strip()]
 
     def clean(self) -> dict[str, Any]:
         """A setting left out of a POST (a form from before that setting) keeps the campaign's value."""
@@ -94,6 +152,9 @@ class CampaignForm(forms.ModelForm):
         for name in self.KEPT_WHEN_LEFT_OUT:
             if not cleaned.get(name):
                 cleaned[name] = getattr(self.instance, name) or self.fields[name].initial
+        for name in ("step_scale", "error_categories"):
+            if cleaned.get(name) is None:
+                cleaned[name] = getattr(self.instance, name)
         return cleaned
 
     class Meta:
@@ -101,7 +162,7 @@ class CampaignForm(forms.ModelForm):
         fields = ["name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                   "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
                   "pause_below_threshold", "suggestions", "lease_order",
-                  "step_rationale", "auto_train", "auto_train_max_steps"]
+                  "step_rationale", "auto_train", "auto_train_max_steps", "grader", "step_rule"]
         error_messages = {"slug": {"unique": "A campaign with this short name already exists: choose another."}}
         widgets = {"instructions": forms.Textarea(attrs={"rows": 10}),
                    "export_interval_minutes": forms.NumberInput(attrs={"min": 0, "step": 1}),

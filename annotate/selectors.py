@@ -2,10 +2,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
-from .models import RESPLIT_INTO, Assignment, Campaign, Completion, Rating, Solution, SplitReport, Step, StepDecision
+from .models import (
+    RESPLIT_INTO,
+    Assignment,
+    AssignmentStatus,
+    Campaign,
+    Completion,
+    Rating,
+    Solution,
+    SplitReport,
+    Step,
+    StepDecision,
+)
+from .scales import campaign_scale
 
 
 def solutions_with_steps() -> QuerySet[Solution]:
@@ -53,3 +66,28 @@ def graded_solutions(campaign: Campaign) -> dict[str, int]:
     return campaign.solutions.aggregate(correct=Count("pk", filter=Q(is_correct=True)),
                                         wrong=Count("pk", filter=Q(is_correct=False)),
                                         ungraded=Count("pk", filter=Q(is_correct__isnull=True)))
+
+
+def domain_results(campaign: Campaign) -> dict[str, Any]:
+    """Per domain (the problems' ``subject``: MATH's subject, MMLU-Pro's category): solutions, how many the grader
+    found correct and wrong, labeled solutions and error steps; and how often each error category was named.
+    Two aggregate queries (the metrics snapshot stores them: the dashboard reads them without a query)."""
+    errors = sorted(campaign_scale(campaign).error_values)
+    submitted = Q(assignments__status=AssignmentStatus.SUBMITTED, assignments__is_gold=False)
+    rows = (Solution.objects.filter(campaign=campaign).values("problem__subject")
+            .annotate(solutions=Count("pk", distinct=True),
+                      correct=Count("pk", filter=Q(is_correct=True), distinct=True),
+                      wrong=Count("pk", filter=Q(is_correct=False), distinct=True),
+                      labeled=Count("pk", filter=submitted, distinct=True),
+                      error_steps=Count("assignments__ratings", filter=submitted & Q(
+                          assignments__ratings__rating__in=errors, assignments__ratings__completion__index=0)))
+            .order_by("problem__subject"))
+    domains = [{"domain": row["problem__subject"] or "(none)", "solutions": row["solutions"], "correct": row["correct"],
+                "wrong": row["wrong"], "labeled": row["labeled"], "error_steps": row["error_steps"]} for row in rows]
+    categories = dict(Rating.objects.filter(assignment__solution__campaign=campaign,
+                                            assignment__status=AssignmentStatus.SUBMITTED)
+                      .exclude(error_category="").values_list("error_category").annotate(n=Count("pk"))
+                      .values_list("error_category", "n"))
+    return {"domains": domains,
+            "error_categories": [{"name": name, "count": categories.get(name, 0)}
+                                 for name in campaign.error_categories]}

@@ -8,7 +8,7 @@ app_name = "annotate"
 #: is a POST to assignments/<id>/<its name, hyphenated>
 PASS_ACTIONS = {"rate": views.rate, "flag": views.flag, "bad_split": views.bad_split, "decide": views.decide,
                 "finish": views.finish, "next": views.next_solution, "heartbeat": views.heartbeat,
-                "resume": views.resume}
+                "resume": views.resume, "outcome": views.outcome}
 
 urlpatterns = [
     path("", views.home, name="home"),

@@ -23,11 +23,13 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from steplab.http import AppRequest
 
 from . import forms, permissions
+from .graders import get_grader
 from .models import Assignment, AssignmentStatus, Campaign, Invitation, MachineLabel, Problem
 from .scales import Scale, campaign_scale
 from .services import campaigns, labeling, suggestions
@@ -129,8 +131,15 @@ def answer_source(answer: str | None) -> str:
     return f"\\({answer}\\)"
 
 
-def render_markdown(text: str) -> str:
-    """Campaign instructions: Markdown to sanitised HTML, with math passed through untouched for KaTeX."""
+_CODE_EXTENSIONS = ["codehilite"]
+# Pygments marks its tokens with classes (styled in workspace.css); nothing else may carry a class.
+_CODE_ATTRIBUTES = {**nh3.ALLOWED_ATTRIBUTES, **{tag: {"class"} for tag in ("span", "div", "code", "pre")}}
+_FENCE = re.compile(r"^\s*(```|~~~)", re.M)
+
+
+def render_markdown(text: str, *, code: bool = False) -> str:
+    """Markdown to sanitised HTML, with math passed through untouched for KaTeX: campaign instructions, and
+    (``code``) steps holding fenced code blocks, whose code Pygments highlights."""
     stash: list[str] = []
 
     def keep(match: re.Match[str]) -> str:
@@ -138,9 +147,20 @@ def render_markdown(text: str) -> str:
         return f"\x00{len(stash) - 1}\x00"
 
     protected = _MATH.sub(keep, text or "")
-    rendered = markdown.markdown(protected, extensions=["extra", "sane_lists"], output_format="html")
+    rendered = markdown.markdown(protected, extensions=["extra", "sane_lists", *(_CODE_EXTENSIONS if code else [])],
+                                 extension_configs={"codehilite": {"guess_lang": False}}, output_format="html")
     rendered = re.sub(r"\x00(\d+)\x00", lambda m: html.escape(stash[int(m.group(1))], quote=False), rendered)
-    return nh3.clean(rendered, link_rel="noopener noreferrer nofollow", url_schemes={"http", "https", "mailto"})
+    return nh3.clean(rendered, link_rel="noopener noreferrer nofollow", url_schemes={"http", "https", "mailto"},
+                     attributes=_CODE_ATTRIBUTES if code else None)
+
+
+def step_source(text: str) -> str:
+    """A step as the workspace shows it. Most steps are prose and math: plain text for KaTeX (``math_source``,
+    escaped by the template). A step with a fenced code block (programming, data answers) is Markdown: rendered,
+    highlighted and sanitised like the instructions (marked safe only after nh3), math outside code still KaTeX."""
+    if not _FENCE.search(text):
+        return math_source(text)
+    return mark_safe(render_markdown(text, code=True))  # noqa: S308 — nh3 sanitised it just above
 
 
 # --- View models ----------------------------------------------------------------------------------------------
@@ -223,7 +243,7 @@ def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow
         completions = []
         for completion in step.completions:
             rating = ws.ratings.get((step.index, completion.index))
-            completions.append(CompletionView(completion.index, math_source(completion.text),
+            completions.append(CompletionView(completion.index, step_source(completion.text),
                                               rating.rating if rating else None,
                                               bool(rating.flagged) if rating else False,
                                               rating.rationale if rating else "",
@@ -270,6 +290,7 @@ def _workspace_context(request: AppRequest, ws: Workspace, **extra: object) -> d
         "is_expired": assignment.status == AssignmentStatus.EXPIRED,
         "stepwise": campaign.is_stepwise, "heartbeat_s": heartbeat_s,
         "next_ready": _next_ready(assignment, progress), "rationale_mode": campaign.step_rationale,
+        "rates_outcome": not get_grader(campaign.grader, campaign.grader_config).needs_ground_truth,
     }
     context.update(extra)
     return context
@@ -535,6 +556,22 @@ def heartbeat(request: AppRequest, assignment_id: int) -> HttpResponse:
     response = HttpResponse(status=204)
     response["X-Lease-Expires"] = expires.isoformat()
     return response
+
+
+@login_required
+@require_POST
+@_refusal_in_place
+def outcome(request: AppRequest, assignment_id: int) -> HttpResponse:
+    """The labeler rates the final answer (human-graded campaigns): the outcome block is re-rendered."""
+    form = forms.OutcomeForm(request.POST)
+    if not form.is_valid():
+        return _alert(request, forms.first_error(form), 400)
+    assignment = labeling.record_outcome(assignment_id, request.user, correct=form.cleaned_data["correct"])
+    if not request.htmx:
+        return redirect("annotate:workspace", assignment_id)
+    word = {True: "correct", False: "incorrect", None: "not rated"}[assignment.outcome_correct]
+    return render(request, "annotate/_outcome.html", {"assignment": assignment, "is_open": True,
+                                                      "announce_outcome": f"Saved: the final answer is {word}."})
 
 
 @login_required

@@ -112,9 +112,13 @@ def campaign_new(request: AppRequest) -> HttpResponse:
 def campaign_edit(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     form = forms.CampaignForm(request.POST or None, instance=campaign)
     if request.method == "POST" and form.is_valid():
-        campaigns.update_campaign(campaign=campaign, **form.cleaned_data)
-        messages.success(request, "Settings saved.")
-        return redirect("manage:dashboard", slug=campaign.slug)
+        try:
+            campaigns.update_campaign(campaign=campaign, **form.cleaned_data)
+        except CampaignAdminError as error:
+            form.add_error(error.field if error.field in form.fields else None, error.message)
+        else:
+            messages.success(request, "Settings saved.")
+            return redirect("manage:dashboard", slug=campaign.slug)
     status = 400 if request.method == "POST" else 200
     return render(request, "annotate/manage/campaign_form.html", {
         "form": form, "campaign": campaign, "instructions_html": render_markdown(campaign.instructions)},

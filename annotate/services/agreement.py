@@ -43,6 +43,7 @@ from ..models import (
     says_correct,
 )
 from ..scales import PM1, campaign_scale
+from ..selectors import domain_results
 from .machine_labels import first_error, labels_by_solution, source_kind
 
 ORDINAL_SCALE = PM1.ordinal
@@ -441,6 +442,7 @@ def compute_campaign_metrics(campaign: Campaign, *, flag: bool = True) -> Campai
         "quality_over_time": {str(k): v for k, v in quality_over_time(data).items()},
         "time": time_stats(data),
         "flagged": flagged,
+        **domain_results(campaign),
     }
     duration = int((timezone.now() - started).total_seconds() * 1000)
     metrics, _ = CampaignMetrics.objects.update_or_create(

@@ -31,6 +31,7 @@ from ..models import (
     ImportKind,
     Invitation,
     Membership,
+    Rating,
     Role,
 )
 from ..scales import ScaleError, scale_from_data
@@ -97,11 +98,18 @@ def create_campaign(*, creator: User | None, **fields: Any) -> Campaign:
 
 
 def update_campaign(*, campaign: Campaign, **fields: Any) -> Campaign:
+    check_domain_settings(fields)
+    if "step_scale" in fields:
+        allowed = scale_from_data(fields["step_scale"]).allowed
+        stranded = (Rating.objects.filter(assignment__solution__campaign=campaign, rating__isnull=False)
+                    .exclude(rating__in=allowed).values_list("rating", flat=True).first())
+        if stranded is not None:
+            raise CampaignAdminError("step_scale", f"this campaign holds ratings of {stranded}, which the new scale "
+                                                   "does not have: keep a scale that has every rated value")
     for key, value in fields.items():
         if key not in CAMPAIGN_FIELDS:
             raise CampaignAdminError(key, "is not a campaign setting")
         setattr(campaign, key, value)
-    check_domain_settings(fields)
     campaign.save()
     return campaign
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 from webhooks.services import after_labeling_finished
 
 from .. import permissions
+from ..graders import get_grader
 from ..models import (
     RATIONALE_MAX_CHARS,
     RESPLIT_INTO,
@@ -590,6 +591,10 @@ def _finish(assignment: Assignment, reason: str, text: str, now: datetime, total
     assignment.total_time_ms = total_time_ms if total_time_ms is not None else elapsed
     assignment.save(update_fields=["status", "finish_reason", "finish_reason_text", "finished_at",
                                    "total_time_ms", "lease_expires_at", "updated_at"])
+    judged = reason in (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
+    if judged and assignment.outcome_correct is not None and _graded_by_people(assignment.solution.campaign):
+        # the latest labeler's rating of the final answer is the solution's outcome (the ORM's label)
+        Solution.objects.filter(pk=assignment.solution_id).update(is_correct=assignment.outcome_correct)
     after_labeling_finished(assignment.solution.campaign_id)  # progress milestones, for the webhooks
     if assignment.solution.is_screening or assignment.solution.is_quality_control:
         from .quality import after_gold_assignment
@@ -647,7 +652,28 @@ def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
                             f"of {progress.total}).")
     if assignment.solution.campaign.step_rationale == StepRationale.REQUIRED:
         _check_rationales(assignment, stepwise)
+    if _graded_by_people(assignment.solution.campaign) and assignment.outcome_correct is None:
+        raise LabelingError("Rate the final answer first: is it correct or incorrect?")
     return progress
+
+
+def _graded_by_people(campaign: Campaign) -> bool:
+    """The campaign's grader has no ground truth: the labelers' rating of the final answer is the outcome."""
+    return not get_grader(campaign.grader, campaign.grader_config).needs_ground_truth
+
+
+def record_outcome(assignment_id: int, user: User, *, correct: bool | None,
+                   now: datetime | None = None) -> Assignment:
+    """The labeler's rating of the solution's final answer (campaigns graded by people; None clears it). When
+    the pass is submitted it becomes the solution's outcome label."""
+    with transaction.atomic():
+        assignment = _locked_open_assignment(assignment_id, user, now or timezone.now())
+        if not _graded_by_people(assignment.solution.campaign):
+            raise LabelingError("This campaign grades final answers against a ground truth: there is no final "
+                                "answer to rate.")
+        assignment.outcome_correct = correct
+        assignment.save(update_fields=["outcome_correct", "lease_expires_at", "updated_at"])
+    return assignment
 
 
 def _check_rationales(assignment: Assignment, stepwise: bool) -> None:

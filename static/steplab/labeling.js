@@ -172,7 +172,9 @@
     if (!workspace() || event.ctrlKey || event.metaKey || event.altKey || isTyping(event.target)) { return; }
     if (event.key === "?") { event.preventDefault(); toggleHelp(); return; }
     var dialog = document.getElementById("shortcuts");
-    if ((dialog && dialog.open) || !HANDLED_KEYS.test(event.key)) { return; }
+    // the scale's own keys, and the number keys that name an error's kind right after the error key
+    var extra = KEY_RATINGS.hasOwnProperty(event.key) || (categoryStep !== null && /^[1-9]$/.test(event.key));
+    if ((dialog && dialog.open) || !(HANDLED_KEYS.test(event.key) || extra)) { return; }
     event.preventDefault();
     if (pending > 0 || retry) { queue.push(event.key); return; }
     handleKey(event.key);
@@ -261,7 +263,9 @@
       // After a −1 the later steps are locked: the keyboard focus goes to "Submit" once every swap is in
       // (to the −1's reason field first, where the campaign takes reasons).
       focusSubmit = ERROR_VALUES.indexOf(requester.getAttribute("data-rating")) >= 0;
-      categoryStep = focusSubmit && elt.querySelector("[data-error-categories]") ? elt.getAttribute("data-step-index") : null;
+      // the swapped element may be a later row (out of band): the rated row is the requester's
+      var ratedRow = requester.closest("[data-step-index]");
+      categoryStep = focusSubmit && ratedRow ? ratedRow.getAttribute("data-step-index") : null;
       focusRationale = focusSubmit && current ? keyOf(current) : null;
       // After a rating, move on to the next unit that still needs one and can take it.
       var index = all.indexOf(current);

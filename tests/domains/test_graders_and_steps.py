@@ -102,3 +102,15 @@ def test_sentence_rule_on_real_mmlu_pro_responses(shared_data: Path) -> None:
         steps = split_solution(row["response"], "sentence").steps
         assert steps and " ".join(steps).split() == row["response"].split()  # nothing lost, nothing added
     assert sum(len(split_solution(row["response"], "sentence").steps) > 1 for row in rows) > 150
+
+
+def test_a_step_with_a_code_block_is_markdown_highlighted_and_sanitised() -> None:
+    from annotate.views import step_source
+
+    hostile = ("Run it:\n\n```python\nx = \"<script>alert(1)</script>\"\nprint(x)\n```\n\n"
+               "So $x^2$ holds. <img src=x onerror=alert(1)><script>alert(2)</script>")
+    rendered = str(step_source(hostile))
+    assert '<div class="codehilite">' in rendered and '<span class="nb">print</span>' in rendered
+    assert "<script" not in rendered and "onerror" not in rendered and "$x^2$" in rendered
+    # prose and math stay plain text (escaped by the template), as every math step was
+    assert step_source("So $x^2 = 4$ <b>") == "So $x^2 = 4$ <b>"

@@ -102,6 +102,7 @@ RULES: dict[str, Rule] = {
     "annotate:next": Rule(LABELER_IN, method="post", kwargs=assignment),
     "annotate:heartbeat": Rule(LABELER_IN, method="post", kwargs=assignment),
     "annotate:resume": Rule(LABELER_IN, method="post", kwargs=assignment),
+    "annotate:outcome": Rule(LABELER_IN, method="post", kwargs=assignment, data={"correct": "true"}),
     # campaign admin
     "manage:index": Rule(MANAGERS),
     "manage:new": Rule(MANAGERS),  # staff, or an admin of some campaign (who becomes admin of the new one)

@@ -12,14 +12,14 @@ from django.core.validators import validate_slug
 
 from annotate.graders import DEFAULT_GRADER, GRADERS
 from annotate.models import CampaignMode
-from annotate.scales import NAMED
+from annotate.scales import NAMED, PM1
 from annotate.services.campaigns import CampaignAdminError, create_campaign
 
 
 def _scale(value: str) -> dict[str, Any]:
     """A built-in scale's name, or a JSON file (or inline JSON object) defining a custom scale."""
-    if value in NAMED:
-        return {"name": value}
+    if value in NAMED:  # PRM800K's scale is stored as the default (empty), as every existing campaign has it
+        return {} if value == PM1.name else {"name": value}
     text = value if value.lstrip().startswith("{") else None
     if text is None:
         path = Path(value)
