@@ -10,6 +10,7 @@ from rest_framework import routers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
+from rest_framework.viewsets import ViewSetMixin
 
 from annotate.api.urls import ROUTES as LABELING_ROUTES
 from rewards.api.urls import ROUTES as DATASET_ROUTES
@@ -39,7 +40,8 @@ class Router(routers.DefaultRouter):
 
 
 router = Router()
-for prefix, viewset, basename in (*LABELING_ROUTES, *DATASET_ROUTES):
+ROUTES: list[tuple[str, type[ViewSetMixin], str]] = [*LABELING_ROUTES, *DATASET_ROUTES]
+for prefix, viewset, basename in ROUTES:
     router.register(prefix, viewset, basename=basename)
 
 urlpatterns = [

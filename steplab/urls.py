@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/", include("rewards.urls")),  # the researcher pages (namespace pages)
     path("api/", include("steplab.api_urls")),
     path("manage/", include("annotate.urls_manage")),
+    path("manage/c/<slug:slug>/webhooks/", include("webhooks.urls")),
     path("models/", include("rewards.jobs.urls")),
     path("", include("annotate.urls")),
 ]

@@ -71,7 +71,8 @@ class LabelingOutSerializer(AssignmentSerializer):
 
 
 class LabelingRefusalSerializer(serializers.Serializer):
-    field = serializers.CharField(help_text="the input at fault: ratings[2], finish_reason, client_key, assignment")
+    field = serializers.CharField(required=False,
+                                  help_text="the input at fault: ratings[2], finish_reason, client_key, assignment")
     detail = serializers.CharField()
 
 

@@ -1,9 +1,11 @@
 """The labeling API's routes; ``steplab.api_urls`` registers them on the one /api/ router (``api`` namespace)."""
 from __future__ import annotations
 
+from rest_framework.viewsets import ViewSetMixin
+
 from . import labeling_views, views
 
-ROUTES = [
+ROUTES: list[tuple[str, type[ViewSetMixin], str]] = [
     ("campaigns", views.CampaignViewSet, "campaign"),
     ("problems", views.ProblemViewSet, "problem"),
     ("solutions", views.SolutionViewSet, "solution"),

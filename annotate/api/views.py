@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from django.db.models import Q, QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
@@ -245,7 +246,9 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         return self._act(pk, s.FinishInputSerializer, labeling.finish_assignment)
 
     @extend_schema(request=ls.LabelingInputSerializer,
-                   responses={200: ls.LabelingOutSerializer, 400: ls.LabelingRefusalSerializer,
+                   responses={200: ls.LabelingOutSerializer,
+                              400: OpenApiResponse(OpenApiTypes.OBJECT, description="a refusal, {field, detail}; "
+                                                   "malformed input, {field: [messages]}"),
                               403: ls.LabelingRefusalSerializer, 404: ls.LabelingRefusalSerializer,
                               409: ls.LabelingRefusalSerializer})
     @action(detail=True, methods=["post"])
