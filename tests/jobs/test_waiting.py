@@ -59,4 +59,5 @@ def test_a_queued_import_names_what_holds_its_queue(client, dataset_version) -> 
     listing = client.get(reverse("jobs:index")).content.decode()
     row = listing.split(f'<tr data-job="{behind.pk}"', 1)[1].split("</tr>", 1)[0]
     assert 'data-waiting-for="gpu"' in row
-    assert f'href="{reverse("jobs:job", args=[training.pk])}" data-blocking-job>Cancel training job {training.pk}' in row
+    page = reverse("jobs:job", args=[training.pk])
+    assert f'href="{page}" data-blocking-job>Cancel training job {training.pk}' in row
