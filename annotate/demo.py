@@ -23,6 +23,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from .graders import get_grader
 from .grading import answers_match
 from .models import Campaign, CampaignMode, Membership, Role, Solution
 from .prm800k import import_prm800k
@@ -31,6 +32,25 @@ from .steps import answer_from_steps
 
 DEMO_DATA = Path(__file__).resolve().parent / "demo_data"
 DEMO_SLUG = "demo"
+MMLU_SLUG = "demo-mmlu"
+MMLU_DATA = DEMO_DATA / "mmlu_pro"
+#: the models whose answers make demo-mmlu's labeling queue (the pool holds every model's)
+MMLU_QUEUE_MODELS = ("Mixtral-8x7B-Instruct-v0.1", "Mistral-7B-Instruct-v0.2")
+MMLU_POOL_QUESTIONS_PER_DOMAIN = 15
+MMLU_ERROR_CATEGORIES = ["factual error", "misread the question", "invalid inference", "calculation",
+                         "unsupported claim"]
+MMLU_INSTRUCTIONS = """\
+Each answer below was written by a language model for a **multiple-choice question** (MMLU-Pro: ten options,
+A–J, shown with the question). Rate **every sentence** of its reasoning, in order:
+
+* **+1 (great)** — correct and moves the answer forward;
+* **0 (okay)** — true but not helpful, or you cannot tell;
+* **−1 (bad)** — a false claim, a misreading of the question or an inference that does not follow. A −1 stops
+  the answer there. After the error key you may name the kind of error (its number key).
+
+The correct option is shown as the *current guess of the correct answer*. Shortcuts: `1` `2` `3` rate,
+`j`/`k` move, `f` Unsure, `Enter` submit, `?` help.
+"""
 INSTRUCTIONS = """\
 Rate **every step** of the model's solution, in order:
 
@@ -52,6 +72,7 @@ class DemoReport:
     loaded: bool
     counts: dict[str, int] = field(default_factory=dict)
     passwords: dict[str, str] = field(default_factory=dict)
+    mmlu_counts: dict[str, int] = field(default_factory=dict)  # empty: demo-mmlu was already loaded
 
 
 def chosen_path(row: dict[str, Any]) -> tuple[list[str], int | None]:
@@ -181,6 +202,84 @@ def import_demo_pool(campaign: Campaign) -> int:
     return report.imported
 
 
+def _mmlu_rows(name: str) -> Iterator[dict[str, Any]]:
+    for line in _lines(MMLU_DATA / name):
+        yield json.loads(line)
+
+
+def _mmlu_questions(*, math: bool) -> list[dict[str, Any]]:
+    return [row for row in _mmlu_rows("questions.jsonl.gz") if (row["category"] == "math") == math]
+
+
+def _pool_rows(question_ids: set[int]) -> Iterator[dict[str, Any]]:
+    """MMLU-Pro answers as a pool's per-candidate rows: the question by its id, the answer text, and where it came
+    from (the benchmark's own reading of the letter, ``pred``, rides along as provenance)."""
+    for row in _mmlu_rows("responses.jsonl.gz"):
+        if row["question_id"] in question_ids:
+            yield {"problem_id": str(row["question_id"]), "solution": row["response"],
+                   "provenance": {"model": row["model"], "pred": row["pred"], "source": "MMLU-Pro eval_results"}}
+
+
+def import_mmlu_pool(campaign: Campaign, name: str, questions: list[dict[str, Any]]) -> int:
+    """A best-of-N pool of every model's answer to ``questions`` (already the campaign's problems), split into
+    sentences and graded by the letter chosen, whatever the campaign's own grader."""
+    from rewards.jobs.models import CandidatePool
+    from rewards.jobs.services.pools import import_pool
+
+    if CandidatePool.objects.filter(name=name).exists():
+        return 0
+    ids = {row["question_id"] for row in questions}
+    _pool, report = _with_temp_jsonl(_pool_rows(ids), lambda path: import_pool(
+        path, name, campaign=campaign, split_rule="sentence", grader=get_grader("multiple_choice")))
+    return report.imported
+
+
+def headroom_pool_name(campaign: Campaign) -> str:
+    return f"{campaign.slug}: MMLU-Pro math, 11 models (graded by letter)"
+
+
+def import_headroom_pool(campaign: Campaign) -> int:
+    """The math demo's pool with headroom: MMLU-Pro's math questions (options kept) and 11 models' answers."""
+    if default_compare_pool(campaign) is not None:
+        return 0
+    questions = _mmlu_questions(math=True)
+    _with_temp_jsonl(iter(questions), lambda path: import_problems(path, campaign))
+    return import_mmlu_pool(campaign, headroom_pool_name(campaign), questions)
+
+
+def default_compare_pool(campaign: Campaign) -> Any:
+    """The pool the demo's PRM-vs-ORM comparison should start from: the one with headroom (where small models
+    differ), else None. The compare form reads the campaign's default pool from here until campaigns record one."""
+    from rewards.jobs.models import CandidatePool
+
+    return CandidatePool.objects.filter(name=headroom_pool_name(campaign)).first()
+
+
+def load_demo_mmlu() -> dict[str, int]:
+    """Campaign ``demo-mmlu`` (idempotent: left as it is once it holds solutions); returns what it loaded."""
+    campaign, _ = Campaign.objects.get_or_create(slug=MMLU_SLUG, defaults={
+        "name": "Demo: step labels beyond math (MMLU-Pro, 6 domains)", "mode": CampaignMode.STEPWISE,
+        "instructions": MMLU_INSTRUCTIONS, "overlap": 1, "lease_minutes": 30, "grader": "multiple_choice",
+        "step_rule": "sentence", "error_categories": MMLU_ERROR_CATEGORIES,
+    })
+    if campaign.solutions.exists():
+        return {}
+    questions = _mmlu_questions(math=False)
+    counts = {"problems": _with_temp_jsonl(iter(questions), lambda path: import_problems(path, campaign)).imported}
+    ids = {row["question_id"] for row in questions}
+    queue = (row for row in _mmlu_rows("responses.jsonl.gz")
+             if row["question_id"] in ids and row["model"] in MMLU_QUEUE_MODELS)
+    counts["to_label"] = _with_temp_jsonl(queue, lambda path: import_solutions(path, campaign)).imported
+    per_domain: dict[str, int] = {}
+    pooled = []
+    for row in questions:
+        if per_domain.get(row["category"], 0) < MMLU_POOL_QUESTIONS_PER_DOMAIN:
+            per_domain[row["category"]] = per_domain.get(row["category"], 0) + 1
+            pooled.append(row)
+    counts["pool_candidates"] = import_mmlu_pool(campaign, f"{MMLU_SLUG}: 11 models per question", pooled)
+    return counts
+
+
 def ensure_accounts(campaign: Campaign, password: str | None) -> dict[str, str]:
     """Demo users ``labeler``, ``admin`` (staff) and ``researcher``; returns the passwords it set."""
     User = get_user_model()
@@ -225,5 +324,11 @@ def load_demo(*, password: str | None = None, qc_every: int = 6, to_label: int =
         if report.loaded:
             report.counts.update({f"graded_{key}": value for key, value in graded.items()})
             report.counts["pool_candidates"] = import_demo_pool(campaign)
+        # a demo loaded before the headroom pool existed gets it too
+        report.counts["headroom_pool_candidates"] = import_headroom_pool(campaign)
         report.passwords = ensure_accounts(campaign, password)
+        report.mmlu_counts = load_demo_mmlu()
+        mmlu = Campaign.objects.get(slug=MMLU_SLUG)
+        # the same accounts, same roles, in the second campaign (passwords were set above)
+        ensure_accounts(mmlu, None)
     return report

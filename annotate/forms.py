@@ -7,10 +7,10 @@ from __future__ import annotations
 from django import forms
 
 from .models import RATIONALE_MAX_CHARS, FinishReason
+from .scales import RATING_MAX, RATING_MIN
 
 #: indexes are stored as 32-bit integers: a larger one is a bad request, not a database error
 MAX_INDEX = 2**31 - 1
-RATING_CHOICES = [("-1", "−1 (bad)"), ("0", "0 (okay)"), ("1", "+1 (great)")]
 
 
 def _index_field(name: str, *, required: bool = True) -> forms.IntegerField:
@@ -32,9 +32,13 @@ class _StepForm(forms.Form):
 
 
 class RatingForm(_StepForm):
-    rating = forms.TypedChoiceField(choices=RATING_CHOICES, coerce=int, error_messages={
-        "required": "rating is required (-1, 0 or 1).",
-        "invalid_choice": "rating must be -1, 0 or 1, not %(value)s."})
+    # Any stored value here; the service checks it against the campaign's scale (it knows the campaign).
+    rating = forms.IntegerField(min_value=RATING_MIN, max_value=RATING_MAX, error_messages={
+        "required": "rating is required (-1, 0 or 1).", "invalid": "rating must be a whole number.",
+        "min_value": "rating must be -1, 0 or 1 (or a value of the campaign's scale).",
+        "max_value": "rating must be -1, 0 or 1 (or a value of the campaign's scale)."})
+    error_category = forms.CharField(required=False, max_length=64, error_messages={
+        "max_length": "error_category is too long (at most %(limit_value)d characters)."})
     time_ms = forms.IntegerField(min_value=0, max_value=7 * 24 * 3600 * 1000, required=False, error_messages={
         "invalid": "time_ms must be a whole number of milliseconds.", "min_value": "time_ms must not be negative.",
         "max_value": "time_ms is implausibly large (over a week)."})
@@ -45,6 +49,10 @@ class RatingForm(_StepForm):
     def clean_rationale(self) -> str | None:
         """Absent is "keep the −1's reason as it is" (None); an empty field clears it."""
         return self.cleaned_data.get("rationale") if "rationale" in self.data else None
+
+    def clean_error_category(self) -> str | None:
+        """Absent keeps the error step's category as it is (None); an empty field clears it."""
+        return self.cleaned_data.get("error_category") if "error_category" in self.data else None
 
 
 class FlagForm(_StepForm):

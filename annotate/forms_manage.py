@@ -156,7 +156,8 @@ class UploadForm(forms.Form):
     file = forms.FileField(error_messages={"required": "file is required.", "empty": "file is empty."},
                            help_text="A .jsonl file (UTF-8, one JSON object per line).")
     skip_invalid = forms.BooleanField(required=False, label="Skip invalid lines (import the valid ones)")
-    split_rule = forms.ChoiceField(choices=[(r, r) for r in SPLIT_RULES], initial="auto", required=False,
+    split_rule = forms.ChoiceField(choices=[("", "the campaign's step rule"), *((r, r) for r in SPLIT_RULES)],
+                                   initial="", required=False,
                                    label="Split rule", help_text=SPLIT_HELP,
                                    error_messages={"invalid_choice": "split_rule must be one of "
                                                    + ", ".join(SPLIT_RULES) + ", not %(value)s."})
@@ -174,4 +175,4 @@ class UploadForm(forms.Form):
         return upload
 
     def clean_split_rule(self) -> str:
-        return self.cleaned_data.get("split_rule") or "auto"
+        return self.cleaned_data.get("split_rule") or ""

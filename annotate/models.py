@@ -20,6 +20,9 @@ from django.urls import reverse
 
 from steplab.jobs import Job
 
+from .graders import DEFAULT_GRADER, GRADER_CHOICES
+from .scales import RATING_MAX, RATING_MIN
+
 
 class CampaignMode(models.TextChoices):
     # The labels say what a labeler does, not a PRM800K phase: a campaign's imported history may come from
@@ -92,6 +95,17 @@ class Campaign(models.Model):
         help_text="A one-line reason on a −1 step: off, optional, or required before the pass is submitted.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The campaign's domain, as plain data (annotate/scales.py, annotate/graders/, annotate/steps.py read it).
+    step_scale = models.JSONField(default=dict, blank=True,
+                                  help_text="The step label scale (annotate/scales.py); empty: PRM800K's −1/0/+1.")
+    error_categories = models.JSONField(default=list, blank=True,
+                                        help_text="Optional kinds of error a labeler may name on an error step.")
+    grader = models.CharField(max_length=32, choices=GRADER_CHOICES, default=DEFAULT_GRADER,
+                              help_text="How a solution's final answer is graded (annotate/graders/).")
+    grader_config = models.JSONField(default=dict, blank=True, help_text="The grader's settings (plain data).")
+    step_rule = models.CharField(max_length=200, default="auto",
+                                 help_text="How responses are cut into steps: auto, newline, paragraph, sentence, "
+                                           "regex:PATTERN.")
     auto_train = models.CharField(max_length=8, choices=AutoTrain.choices, default=AutoTrain.ON)
     auto_train_max_steps = models.PositiveIntegerField(
         default=24, help_text="Budget of each automatic training job: optimizer steps per model.")
@@ -177,6 +191,8 @@ class Problem(models.Model):
     level = models.PositiveSmallIntegerField(null=True, blank=True)
     source_id = models.CharField(max_length=200, blank=True, help_text="e.g. MATH unique_id")
     created_at = models.DateTimeField(auto_now_add=True)
+    # NULL: not a multiple-choice problem (an empty list would read as a question with no options).
+    options = models.JSONField(null=True, blank=True, help_text="Multiple choice: the option texts, A first.")
 
     class Meta:
         constraints = [
@@ -338,6 +354,9 @@ class Assignment(models.Model):
     source_timestamp = models.CharField(max_length=64, blank=True)
     source_extra = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Human-graded campaigns: the labeler's verdict on the final answer (None: not rated, or not asked).
+    outcome_correct = models.BooleanField(null=True, blank=True,
+                                          help_text="The labeler's rating of the final answer (human grader).")
 
     class Meta:
         constraints = [
@@ -394,11 +413,15 @@ class Rating(models.Model):
                                  help_text="The labeler's one-line reason for a −1 (empty: none).")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # db_default: the PRM800K importer COPYs ratings with an explicit column list.
+    error_category = models.CharField(max_length=64, blank=True, default="", db_default="",
+                                      help_text="The campaign's error category named on an error step (empty: none).")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["assignment", "completion"], name="rating_unique_per_completion"),
-            models.CheckConstraint(condition=Q(rating__in=[-1, 0, 1]) | Q(rating__isnull=True), name="rating_range"),
+            models.CheckConstraint(condition=Q(rating__gte=RATING_MIN, rating__lte=RATING_MAX) | Q(rating__isnull=True),
+                                   name="rating_range"),
         ]
 
     def __str__(self) -> str:
@@ -603,7 +626,8 @@ class ResolvedLabel(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(rating__in=[-1, 0, 1]), name="resolved_rating_range"),
+            models.CheckConstraint(condition=Q(rating__gte=RATING_MIN, rating__lte=RATING_MAX),
+                                   name="resolved_rating_range"),
         ]
 
     def __str__(self) -> str:
@@ -620,3 +644,19 @@ class CampaignMetrics(models.Model):
 
     def __str__(self) -> str:
         return f"metrics of {self.campaign_id} at {self.computed_at:%Y-%m-%d %H:%M}"
+
+
+class LabelingKey(models.Model):
+    """The client key of a whole-solution labeling: a retried request with the same key answers the labeling the
+    first one made instead of applying it again (the unique constraint settles concurrent retries)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    client_key = models.CharField(max_length=100)
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "client_key"], name="labelingkey_user_key_unique")]
+
+    def __str__(self) -> str:
+        return f"key {self.client_key!r} of user {self.user_id} (assignment {self.assignment_id})"

@@ -28,7 +28,8 @@ from django.views.decorators.http import require_GET, require_POST
 from steplab.http import AppRequest
 
 from . import forms, permissions
-from .models import Assignment, AssignmentStatus, Campaign, MachineLabel
+from .models import Assignment, AssignmentStatus, Campaign, MachineLabel, Problem
+from .scales import Scale, campaign_scale
 from .services import labeling, suggestions
 from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace
 
@@ -121,7 +122,29 @@ def render_markdown(text: str) -> str:
 RATING_BUTTONS = [(-1, "−1", "bad", "Bad: this step is wrong (1 or -)"),
                   (0, "0", "okay", "Okay: reasonable but not helpful (2 or 0)"),
                   (1, "+1", "great", "Great: correct and helpful (3 or +)")]
-RATING_WORDS = {-1: "−1 (bad)", 0: "0 (okay)", 1: "+1 (great)", None: "no rating"}
+
+
+@dataclass(frozen=True)
+class RatingButton:
+    """One value of the campaign's scale as the workspace shows it (value, text, css suffix, title, key, colour)."""
+
+    value: int
+    label: str
+    css: str
+    title: str
+    key: str = ""
+    colour: str = ""
+
+    def __iter__(self) -> Any:  # the template unpacks (value, label, css, title), as it did the tuples
+        return iter((self.value, self.label, self.css, self.title))
+
+
+def rating_buttons(scale: Scale) -> list[RatingButton]:
+    """PRM800K's three buttons exactly as before; another scale's values with their own label, key and colour."""
+    if scale.is_pm1:
+        return [RatingButton(*button, key=key, colour="") for button, key in zip(RATING_BUTTONS, "123", strict=True)]
+    return [RatingButton(v.value, v.label, "bad" if v.is_error else "custom", f"{v.label} ({v.key})", v.key, v.colour)
+            for v in scale.values]
 
 
 @dataclass
@@ -131,6 +154,7 @@ class CompletionView:
     rating: int | None
     flagged: bool
     rationale: str = ""
+    is_error: bool = False  # the rating is an error value of the campaign's scale
 
 
 @dataclass
@@ -147,6 +171,8 @@ class StepRow:
     choosable: set[int] = field(default_factory=set)
     suggestions: list[MachineLabel] = field(default_factory=list)  # the step's machine labels on screen now
     split_reported: bool = False
+    is_error: bool = False  # stepwise: the step's rating is an error value of the scale (−1 on PRM800K's)
+    error_category: str = ""
 
     @property
     def number(self) -> int:
@@ -165,6 +191,7 @@ def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow
     assignment, progress = ws.assignment, ws.progress
     stepwise = assignment.solution.campaign.is_stepwise
     is_open = assignment.status == AssignmentStatus.LEASED
+    scale = campaign_scale(assignment.solution.campaign)
     rows = []
     for step in ws.steps:
         completions = []
@@ -173,34 +200,46 @@ def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow
             completions.append(CompletionView(completion.index, math_source(completion.text),
                                               rating.rating if rating else None,
                                               bool(rating.flagged) if rating else False,
-                                              rating.rationale if rating else ""))
+                                              rating.rationale if rating else "",
+                                              rating is not None and scale.is_error(rating.rating)))
         decision = ws.decisions.get(step.index)
         state = progress.step_state(step.index, stepwise=stepwise, is_open=is_open)
         row = StepRow(index=step.index, completions=completions, state=state,
                       is_current=is_open and step.index == progress.first_open, oob=step.index in oob,
                       split_reported=step.split_reported)
+        first = ws.ratings.get((step.index, 0))
+        row.is_error = first is not None and scale.is_error(first.rating)
+        row.error_category = first.error_category if first is not None else ""
         if ws.suggestions.get(step.index) and suggestions.visible(
                 assignment.solution.campaign, rated=bool(completions) and completions[0].rating is not None):
             row.suggestions = ws.suggestions[step.index]
         if decision is not None and not stepwise:
             row.chosen, row.human_text = decision.chosen_completion, decision.human_text
         if not stepwise and state == "open":
-            allowed = labeling.continuations({c.index: c.rating for c in completions})
+            allowed = labeling.continuations({c.index: c.rating for c in completions}, scale)
             row.can_choose, row.choosable, row.can_write = allowed.can_choose, set(allowed.choosable), allowed.can_write
         rows.append(row)
     return rows
+
+
+def _options(problem: Problem) -> list[tuple[str, str]]:
+    """A multiple-choice problem's options as (letter, text), shown with the question; empty for other problems."""
+    return [(chr(ord("A") + index), math_source(text)) for index, text in enumerate(problem.options or [])]
 
 
 def _workspace_context(request: AppRequest, ws: Workspace, **extra: object) -> dict:
     assignment, progress = ws.assignment, ws.progress
     campaign = assignment.solution.campaign
     heartbeat_s = max(5, min(60, campaign.lease_minutes * 60 // 3))
+    scale = campaign_scale(campaign)
     context = {
         "assignment": assignment, "campaign": campaign, "problem": assignment.solution.problem,
         "problem_text": math_source(assignment.solution.problem.text),
         "answer": answer_source(assignment.solution.problem.answer),
         "instructions_html": render_markdown(campaign.instructions),
-        "rows": _rows(ws), "progress": progress, "rating_buttons": RATING_BUTTONS,
+        "rows": _rows(ws), "progress": progress, "rating_buttons": rating_buttons(scale), "scale": scale,
+        "error_values": ",".join(map(str, sorted(scale.error_values))),
+        "error_categories": campaign.error_categories, "problem_options": _options(assignment.solution.problem),
         "is_open": assignment.status == AssignmentStatus.LEASED,
         "is_expired": assignment.status == AssignmentStatus.EXPIRED,
         "stepwise": campaign.is_stepwise, "heartbeat_s": heartbeat_s,
@@ -261,7 +300,9 @@ def _rows_response(request: AppRequest, ws: Workspace, step_index: int, announce
         return redirect("annotate:workspace", ws.assignment.pk)
     rows = _rows(ws, oob={step.index for step in ws.steps if step.index != step_index})
     return render(request, "annotate/_rows_update.html", {
-        "rows": rows, "assignment": ws.assignment, "progress": ws.progress, "rating_buttons": RATING_BUTTONS,
+        "rows": rows, "assignment": ws.assignment, "progress": ws.progress,
+        "rating_buttons": rating_buttons(campaign_scale(ws.assignment.solution.campaign)),
+        "error_categories": ws.assignment.solution.campaign.error_categories,
         "stepwise": ws.assignment.solution.campaign.is_stepwise,
         "next_ready": _next_ready(ws.assignment, ws.progress), "is_open": True,
         "announce": announce, "removed": removed, "rationale_mode": ws.assignment.solution.campaign.step_rationale,
@@ -354,10 +395,14 @@ def _marked_row(request: AppRequest, assignment: Assignment, step_index: int, ma
 def rate(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
     result = labeling.record_rating(assignment_id, request.user, step_index=data["step_index"],
                                     rating=data["rating"], completion_index=data["completion_index"],
-                                    time_ms=data["time_ms"], rationale=data["rationale"])
-    stepwise = result.workspace.assignment.solution.campaign.is_stepwise
+                                    time_ms=data["time_ms"], rationale=data["rationale"],
+                                    error_category=data["error_category"])
+    campaign = result.workspace.assignment.solution.campaign
+    stepwise = campaign.is_stepwise
     what = f"Step {data['step_index'] + 1}" + ("" if stepwise else f", candidate {data['completion_index'] + 1},")
-    announce = f"Saved: {what} rated {RATING_WORDS[data['rating']]}."
+    announce = f"Saved: {what} rated {campaign_scale(campaign).word(data['rating'])}."
+    if result.rating.error_category:
+        announce += f" Error: {result.rating.error_category}."
     if data["rationale"] is not None:
         announce += f" Reason: “{result.rating.rationale}”." if result.rating.rationale else " Reason cleared."
     first_error = result.workspace.progress.first_error

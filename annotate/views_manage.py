@@ -35,6 +35,7 @@ from .models import (
     Membership,
     Solution,
 )
+from .scales import Scale, campaign_scale
 from .selectors import solutions_with_split_reports
 from .services import adjudication, agreement, campaigns, resplit
 from .services.campaigns import CampaignAdminError
@@ -66,6 +67,13 @@ def campaign_admin_required(view: View) -> View:
             raise PermissionDenied(f"you are not an admin of campaign {slug}")
         return view(request, campaign, *args, **kwargs)
     return wrapper
+
+
+def _review_choices(scale: Scale) -> list[tuple[int, str]]:
+    """The resolved-label choices of the review form: PRM800K's as they were, another scale's values by label."""
+    if scale.is_pm1:
+        return [(-1, "−1"), (0, "0"), (1, "+1")]
+    return [(v.value, v.label) for v in scale.values]
 
 
 def _form_errors(form: Any) -> str:
@@ -281,7 +289,7 @@ def adjudication_review(request: AppRequest, campaign: Campaign, solution_id: in
                 index = int(key.removeprefix("step-"))
                 values[index] = None if raw == "" else int(raw)
             except ValueError:
-                errors.append(f"{key}: rating must be -1, 0, 1 or empty, got {raw!r}")
+                errors.append(f"{key}: rating must be a value of the campaign's scale or empty, got {raw!r}")
                 continue
             notes[index] = request.POST.get(f"note-{index}", "")
         if not errors:
@@ -299,7 +307,7 @@ def adjudication_review(request: AppRequest, campaign: Campaign, solution_id: in
     return render(request, "annotate/manage/review.html", {
         "campaign": campaign, "review": result, "solution": solution, "errors": errors,
         "problem_text": math_source(solution.problem.text),
-        "choices": [(-1, "−1"), (0, "0"), (1, "+1")],
+        "choices": _review_choices(campaign_scale(campaign)),
     }, status=status)
 
 

@@ -118,22 +118,47 @@ def build_datasets(work: Path) -> dict[str, Any]:
     return counts
 
 
-def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace) -> dict[str, Any]:
+def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, features: str = "context") -> dict[str, Any]:
     from rewards.training import parse_config, run_training
 
-    config = parse_config({
+    job: dict[str, Any] = {
         "kind": kind, "dataset": str(dataset), "base_model": args.base_model, "output_dir": str(out),
-        "max_steps": args.steps, "learning_rate": args.learning_rate, "batch_size": args.batch_size,
-        "max_length": args.max_length, "seed": args.seed, "logging_steps": max(args.steps // 5, 1),
-        "negative_weight": args.negative_weight, "score_aggregation": args.aggregation,
-        # only the rows the budget reaches are tokenized (32k PRM rows take a minute on a busy CPU)
-        "limit": args.steps * args.batch_size,
-    })
+        "max_length": args.max_length, "seed": args.seed, "negative_weight": args.negative_weight,
+        "score_aggregation": args.aggregation, "method": args.method,
+        # a held-out tenth of the problems (by problem id): the demo's held-out split, which also calibrates
+        # the PRM's first-error threshold
+        "eval_fraction": 0.1,
+    }
+    if args.method == "head":  # every label: the head's budget is its optimizer's iterations
+        job.update(feature_cache=str(out.parent / "features"), head_features=features)
+    else:  # only the rows the budget reaches are tokenized (32k PRM rows take a minute on a busy CPU)
+        job.update(max_steps=args.steps, learning_rate=args.learning_rate, batch_size=args.batch_size,
+                   logging_steps=max(args.steps // 5, 1), limit=args.steps * args.batch_size, max_eval_rows=300)
     started = time.time()
-    metrics = run_training(config)
+    metrics = run_training(parse_config(job))
+    validation = metrics.get("validation") or {}
     return {"seconds": round(time.time() - started, 1), "loss": round(metrics["train"]["loss"], 4),
             "examples_per_s": round(metrics["train"]["examples_per_s"], 2), "data": metrics["data"]["train"],
-            "negative_weight": metrics["train"]["negative_weight"]}
+            "negative_weight": metrics["train"]["negative_weight"], "features": metrics["data"].get("features"),
+            "heldout_step_auroc": (validation.get("step_level") or {}).get("auroc"),
+            "heldout_solution_auroc": (validation.get("solution_level") or {}).get("auroc"),
+            "threshold": validation.get("threshold"), "heldout_f1_calibrated": validation.get("f1_calibrated"),
+            "heldout_f1_at_0.5": validation.get("f1_at_default")}
+
+
+def heldout_solution_auroc(prm: Any, orm: Any, dataset: Path, seed: int) -> dict[str, Any]:
+    """PRM and ORM solution AUROC on the same held-out solutions (the ORM file's held-out problems, outcome
+    labels): which model better tells a right final answer from a wrong one."""
+    from rewards.training.data import read_dataset, split_rows
+    from rewards.training.head import orm_steps
+
+    _, held = split_rows(read_dataset(dataset, "orm"), 0.1, seed)
+    pairs = [(row.prompt, orm_steps(row.completion)) for row in held]
+    truth = np.array([row.label for row in held])
+    prm_scores = np.array(prm.score_solutions(pairs))
+    orm_scores = np.array(orm.score_solutions(pairs))
+    return {"solutions": len(held), "correct": int(truth.sum()),
+            "prm": _auroc(truth, prm_scores), "orm": _auroc(truth, orm_scores)}
 
 
 def _dev(item_id: str) -> bool:
@@ -175,7 +200,11 @@ def processbench(prm: Any, orm: Any, limit: int | None, thresholds: np.ndarray) 
                   for how in ("min", "product")}
         dev_aurocs = {how: _auroc(flawed[dev], -np.array([_aggregate(s, how) for s in dev_scores]))
                       for how in ("min", "product")}
+        calibrated = processbench_metrics(labels[test], step_scores=test_scores, threshold=prm.threshold)
         results[subset] = {
+            "model_threshold": prm.threshold,
+            "first_error_model_threshold": {k: (round(v, 4) if isinstance(v, float) else v)
+                                            for k, v in calibrated.items()},
             "items": int(test.sum()), "dev_items": int(dev.sum()), "flawed": int(flawed[test].sum()),
             "prm_flawed_auroc": aurocs, "prm_flawed_auroc_dev": dev_aurocs,
             "orm_flawed_auroc": _auroc(flawed[test], -orm_scores[test]),
@@ -212,6 +241,10 @@ def best_of_n(prm: Any, orm: Any, pool_size: int, aggregation: str) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-model", default="default")
+    parser.add_argument("--method", default="head", choices=("head", "finetune", "lora"))
+    parser.add_argument("--features", default="context",
+                        help="head: comma-separated step-feature recipes; the first is the reported model, the "
+                             "others are PRM variants trained on the same cached features")
     parser.add_argument("--steps", type=int, default=60, help="optimizer steps per model (the same budget)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
@@ -241,19 +274,34 @@ def main(argv: list[str] | None = None) -> int:
               f"correct, {data['outcome_wrong']} wrong, {data['outcome_ungradable']} without a gradable answer)",
               flush=True)
         training = {}
+        recipes = args.features.split(",")
         for kind in ("prm", "orm"):
-            training[kind] = train(kind, work / f"{kind}.jsonl", work / kind, args)
-            print(f"{kind}: {args.steps} steps x {args.batch_size} in {training[kind]['seconds']} s, "
-                  f"loss {training[kind]['loss']}, negative weight {training[kind]['negative_weight']:.2f}",
-                  flush=True)
+            training[kind] = train(kind, work / f"{kind}.jsonl", work / kind, args, recipes[0])
+            print(f"{kind}: {training[kind]['seconds']} s, loss {training[kind]['loss']}, negative weight "
+                  f"{training[kind]['negative_weight']}, held-out step AUROC {training[kind]['heldout_step_auroc']}, "
+                  f"solution AUROC {training[kind]['heldout_solution_auroc']}, threshold "
+                  f"{training[kind]['threshold']}, features {training[kind]['features']}", flush=True)
         from rewards.training import load_reward_model
 
         prm = load_reward_model(work / "prm", device="cpu", batch_size=16)
         orm = load_reward_model(work / "orm", device="cpu", batch_size=16)
         scoring_started = time.time()
-        bench = processbench(prm, orm, args.processbench_limit or None, np.round(np.arange(0.05, 1.0, 0.05), 2))
+        thresholds = np.round(np.arange(0.05, 1.0, 0.05), 2)
+        bench = processbench(prm, orm, args.processbench_limit or None, thresholds)
+        heldout = heldout_solution_auroc(prm, orm, work / "orm.jsonl", args.seed)
         bon = best_of_n(prm, orm, args.pool_size, args.aggregation)
         scoring_s = time.time() - scoring_started
+        print(f"held-out solutions ({heldout['solutions']}, {heldout['correct']} correct): solution AUROC PRM "
+              f"{heldout['prm']} vs ORM {heldout['orm']}", flush=True)
+        variants = {}
+        for recipe in recipes[1:]:
+            variant = train("prm", work / "prm.jsonl", work / f"prm-{recipe}", args, recipe)
+            figures = processbench(load_reward_model(work / f"prm-{recipe}"), orm, args.processbench_limit or None,
+                                   thresholds)
+            variants[recipe] = {"training": variant, "processbench": figures}
+            print(f"variant {recipe}: held-out step AUROC {variant['heldout_step_auroc']}, MATH F1 (model "
+                  f"threshold) {figures['math']['first_error_model_threshold']['f1']}, dev-slice F1 "
+                  f"{figures['math']['first_error']['f1']}", flush=True)
     def f3(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.3f}"
 
@@ -263,7 +311,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{figures['dev_items']}): flawed-solution AUROC PRM {f3(figures['prm_flawed_auroc'][args.aggregation])} "
               f"({args.aggregation}; product {f3(figures['prm_flawed_auroc']['product'])}), ORM "
               f"{f3(figures['orm_flawed_auroc'])}; first error (threshold {figures['threshold']:.2f} from the dev "
-              f"slice): erroneous {f3(fe['error_acc'])}, correct {f3(fe['correct_acc'])}, F1 {f3(fe['f1'])}")
+              f"slice): erroneous {f3(fe['error_acc'])}, correct {f3(fe['correct_acc'])}, F1 {f3(fe['f1'])}; at the "
+              f"model's calibrated threshold {figures['model_threshold']:.3f}: F1 "
+              f"{f3(figures['first_error_model_threshold']['f1'])}")
     table = bon["accuracy_percent"]
     print(f"best-of-N on AIME 2025 ({bon['problems']} problems x {bon['pool_size']} samples), accuracy %:")
     for n in table["pass"]:
@@ -280,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                       "data": data, "training": {k: {x: v[x] for x in ("seconds", "loss", "negative_weight")}
                                                  for k, v in training.items()},
                       "processbench": bench, "prm_minus_orm_flawed_auroc": margin, "best_of_n": bon,
+                      "heldout_solution_auroc": heldout, "variants": variants,
+                      "training_and_scoring_s": round(sum(v["seconds"] for v in training.values()) + scoring_s, 1),
                       "wall_s": round(wall, 1), "load_average_start": round(load_before, 2),
                       "cpus": os.cpu_count()}))
     return 0

@@ -1,4 +1,5 @@
-"""Dataset formats written from the labels, streamed in constant memory.
+"""The rows of the built-in dataset formats and the writer of every registered one (``rewards.formats``: each
+format's declaration, its files and Parquet schema), streamed in constant memory.
 
 * ``prm800k`` — the lossless PRM800K JSONL (``annotate.prm800k``), one row per finished labeling.
 * ``trl-stepwise`` — TRL's stepwise-supervision type: ``prompt``, ``completions`` (step texts),
@@ -38,11 +39,13 @@ import orjson
 from django.db.models import QuerySet
 
 from annotate import models
-from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, iter_prm800k_rows, prm800k_rows
+from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, prm800k_rows
+from annotate.scales import PM1, Scale, campaign_scale
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids
+from rewards.formats import registry as formats
+from rewards.formats.labels import step_label
 
-FORMATS = ("prm800k", "trl-stepwise", "outcome")
 NEUTRAL_POLICIES = ("positive", "negative", "exclude")
 LABELED_REASONS = (models.FinishReason.SOLUTION, models.FinishReason.FOUND_ERROR)
 LABEL_SOURCES = ("raw", "resolved")
@@ -104,13 +107,6 @@ def resolve_steps(campaign: models.Campaign, options: ExportOptions) -> ExportOp
     return dataclasses.replace(options, steps="alternatives" if rich else "chosen")
 
 
-def _label_for(rating: int | None, policy: str) -> bool | None:
-    """The step label under the neutral policy; None means "leave the step out"."""
-    if rating == 0:
-        return {"positive": True, "negative": False, "exclude": None}[policy]
-    return rating == 1
-
-
 @dataclass(frozen=True)
 class StepPosition:
     """One step position of a labeling as the stepwise rows read it: the candidate completions in index order
@@ -136,7 +132,8 @@ class StepwiseRows:
 Labeled = list[tuple[str, bool, int]]  # (step text, label, raw rating)
 
 
-def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled, list[Labeled]]:
+def stepwise_paths(positions: list[StepPosition], neutral: str,
+                   scale: Scale = PM1) -> tuple[Labeled, list[Labeled]]:
     """The chosen path's labeled steps, and every rated alternative as the chosen prefix up to its position
     plus the alternative. Pure (no database), so the exporter and the benchmarks build rows the same way.
 
@@ -153,7 +150,7 @@ def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled
         rating: int | None
         stop = False
         if position.human:
-            taken, rating = position.human, 1
+            taken, rating = position.human, max(scale.allowed)
         else:
             index = position.chosen if position.chosen is not None else 0
             if index >= len(position.candidates):
@@ -161,13 +158,13 @@ def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled
             text, rating = position.candidates[index]
             if position.chosen is None:  # no continuation chosen: this is where the labeler stopped
                 stop = True
-                if rating == -1:
+                if scale.is_error(rating):
                     taken = text
-                    path.append((text, False, -1))
+                    path.append((text, False, rating))  # type: ignore[arg-type]  # an error value is an int
             else:
                 taken = text
         if not stop and rating is not None:
-            label = _label_for(rating, neutral)
+            label = step_label(rating, neutral, scale)
             if label is not None:
                 path.append((taken or "", label, rating))
         seen = {taken} if taken is not None else set()
@@ -175,16 +172,16 @@ def stepwise_paths(positions: list[StepPosition], neutral: str) -> tuple[Labeled
             if value is None or text in seen:
                 continue
             seen.add(text)
-            label = _label_for(value, neutral)
+            label = step_label(value, neutral, scale)
             if label is not None:
                 alternatives.append(prefix + [(text, label, value)])
-        if stop or rating is None or rating == -1:
+        if stop or rating is None or scale.is_error(rating):
             break
     return path, alternatives
 
 
 def iter_stepwise_groups(assignments: QuerySet[models.Assignment], options: ExportOptions,
-                         chunk_size: int = 1000) -> Iterator[StepwiseRows]:
+                         chunk_size: int = 1000, *, scale: Scale = PM1) -> Iterator[StepwiseRows]:
     resolved_done: set[int] = set()
     for chunk, data in iter_prm800k_chunks(assignments, chunk_size):
         texts, ratings = _stepwise_inputs(data)
@@ -195,16 +192,16 @@ def iter_stepwise_groups(assignments: QuerySet[models.Assignment], options: Expo
             if assignment.solution_id in resolved:  # adjudicated: one row of resolved labels per solution
                 if assignment.solution_id not in resolved_done:
                     resolved_done.add(assignment.solution_id)
-                    row = _resolved_row(assignment, steps, texts, resolved[assignment.solution_id], options)
+                    row = _resolved_row(assignment, steps, texts, resolved[assignment.solution_id], options, scale)
                     if row is not None:
                         yield StepwiseRows(row, [])
                 continue
-            yield _stepwise_rows(assignment, steps, data, ratings, options)
+            yield _stepwise_rows(assignment, steps, data, ratings, options, scale)
 
 
 def iter_stepwise_rows(assignments: QuerySet[models.Assignment], options: ExportOptions,
-                       chunk_size: int = 1000) -> Iterator[dict[str, Any]]:
-    for group in iter_stepwise_groups(assignments, options, chunk_size):
+                       chunk_size: int = 1000, *, scale: Scale = PM1) -> Iterator[dict[str, Any]]:
+    for group in iter_stepwise_groups(assignments, options, chunk_size, scale=scale):
         yield from group.rows(options.steps)
 
 
@@ -216,8 +213,8 @@ def _stepwise_inputs(data: ChunkData) -> tuple[dict[tuple[int, int], tuple[int, 
 
 
 def _resolved_row(assignment: models.Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
-                  resolved: dict[int, int], options: ExportOptions) -> dict[str, Any] | None:
-    """A TRL row from a solution's resolved labels: steps in order until one lacks a label or is −1."""
+                  resolved: dict[int, int], options: ExportOptions, scale: Scale = PM1) -> dict[str, Any] | None:
+    """A TRL row from a solution's resolved labels: steps in order until one lacks a label or is an error."""
     completions: list[str] = []
     labels: list[bool] = []
     raw: list[int] = []
@@ -225,21 +222,22 @@ def _resolved_row(assignment: models.Assignment, step_ids: list[int], texts: dic
         rating, entry = resolved.get(position), texts.get((step_id, 0))
         if rating is None or entry is None:
             break
-        label = _label_for(rating, options.neutral)
+        label = step_label(rating, options.neutral, scale)
         if label is not None:
             completions.append(entry[1])
             labels.append(label)
             raw.append(rating)
-        if rating == -1:
+        if scale.is_error(rating):
             break
     if not completions:
         return None
-    return _trl_row(assignment, list(zip(completions, labels, raw, strict=True)), options, assignment_id=None)
+    return _trl_row(assignment, list(zip(completions, labels, raw, strict=True)), options, assignment_id=None,
+                    scale=scale)
 
 
 def _trl_row(assignment: models.Assignment, steps: Labeled, options: ExportOptions, *,
-             assignment_id: int | None, reasons: dict[str, str] | None = None) -> dict[str, Any]:
-    """``reasons``: the labeling's −1 step texts and their rationales (a rationale only ever sits on a −1)."""
+             assignment_id: int | None, reasons: dict[str, str] | None = None, scale: Scale = PM1) -> dict[str, Any]:
+    """``reasons``: the labeling's error step texts and their rationales (a rationale only sits on an error)."""
     problem = assignment.solution.problem
     reasons = reasons or {}
     return {
@@ -247,7 +245,7 @@ def _trl_row(assignment: models.Assignment, steps: Labeled, options: ExportOptio
         "completions": [text for text, _, _ in steps],
         "labels": [label for _, label, _ in steps],
         "ratings": [rating for _, _, rating in steps],
-        "rationales": [reasons.get(text) if rating == -1 else None for text, _, rating in steps],
+        "rationales": [reasons.get(text) if scale.is_error(rating) else None for text, _, rating in steps],
         "split": split_of(problem.text_sha256, options.seed, options.test_fraction),
         "problem_id": problem.source_id or problem.text_sha256[:16],
         "solution_id": assignment.solution_id,
@@ -256,7 +254,8 @@ def _trl_row(assignment: models.Assignment, steps: Labeled, options: ExportOptio
 
 
 def _stepwise_rows(assignment: models.Assignment, step_ids: list[int], data: ChunkData,
-                   ratings: dict[tuple[int, int], int | None], options: ExportOptions) -> StepwiseRows:
+                   ratings: dict[tuple[int, int], int | None], options: ExportOptions,
+                   scale: Scale = PM1) -> StepwiseRows:
     positions: list[StepPosition] = []
     reasons: dict[str, str] = {}
     for step_id in step_ids:
@@ -269,10 +268,11 @@ def _stepwise_rows(assignment: models.Assignment, step_ids: list[int], data: Chu
             rationale = data.ratings.get((assignment.pk, cid), (None, None, ""))[2]
             if rationale:
                 reasons.setdefault(text, rationale)
-    path, alternatives = stepwise_paths(positions, options.neutral)
+    path, alternatives = stepwise_paths(positions, options.neutral, scale)
     return StepwiseRows(
-        _trl_row(assignment, path, options, assignment_id=assignment.pk, reasons=reasons) if path else None,
-        [_trl_row(assignment, steps, options, assignment_id=assignment.pk, reasons=reasons)
+        _trl_row(assignment, path, options, assignment_id=assignment.pk, reasons=reasons, scale=scale)
+        if path else None,
+        [_trl_row(assignment, steps, options, assignment_id=assignment.pk, reasons=reasons, scale=scale)
          for steps in alternatives],
     )
 
@@ -334,15 +334,8 @@ def iter_outcome_rows(assignments: QuerySet[models.Assignment], options: ExportO
 
 
 def iter_format_rows(campaign: models.Campaign, fmt: str, options: ExportOptions) -> Iterator[dict[str, Any]]:
-    if fmt == "prm800k":
-        if options.labels != "raw":
-            raise ValueError("prm800k is the lossless raw format: labels='resolved' applies to trl-stepwise")
-        return iter_prm800k_rows(labeled_assignments(campaign, options, all_finished=True))
-    if fmt == "trl-stepwise":
-        return iter_stepwise_rows(labeled_assignments(campaign, options), resolve_steps(campaign, options))
-    if fmt == "outcome":
-        return iter_outcome_rows(labeled_assignments(campaign, options), options)
-    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    """The rows of the registered format ``fmt`` (``rewards.formats``); ValueError names an unknown one."""
+    return formats.get(fmt).rows(campaign, options)
 
 
 class HashingWriter:
@@ -373,24 +366,6 @@ class HashingWriter:
         return True
 
 
-def _parquet_schema(fmt: str) -> Any:
-    import pyarrow as pa
-
-    if fmt == "trl-stepwise":
-        return pa.schema([
-            ("prompt", pa.string()), ("completions", pa.list_(pa.string())), ("labels", pa.list_(pa.bool_())),
-            ("ratings", pa.list_(pa.int8())), ("rationales", pa.list_(pa.string())), ("split", pa.string()),
-            ("problem_id", pa.string()),
-            ("solution_id", pa.int64()), ("assignment_id", pa.int64()),
-        ])
-    if fmt == "outcome":
-        return pa.schema([
-            ("prompt", pa.string()), ("completion", pa.string()), ("label", pa.bool_()), ("split", pa.string()),
-            ("problem_id", pa.string()), ("solution_id", pa.int64()),
-        ])
-    raise ValueError(f"format {fmt!r} has no Parquet form (PRM800K is nested JSON: use .jsonl)")
-
-
 @dataclass(frozen=True)
 class WrittenFile:
     path: Path
@@ -415,7 +390,7 @@ class _Sink:
         if out.suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            self.schema = _parquet_schema(fmt)
+            self.schema = formats.get(fmt).schema()
             self.parquet = pq.ParquetWriter(self.writer, self.schema)
 
     def add(self, row: dict[str, Any]) -> None:
@@ -482,11 +457,12 @@ def iter_prm800k_and_stepwise_rows(campaign: models.Campaign, options: ExportOpt
         raise ValueError("the shared pass serves raw labels; resolved labels use iter_stepwise_rows")
     kept = set(options.finish_reasons)
     names = LabelerNames()
+    scale = campaign_scale(campaign)
     for chunk, data in iter_prm800k_chunks(labeled_assignments(campaign, options, all_finished=True)):
         _, ratings = _stepwise_inputs(data)
         for assignment, prm_row in zip(chunk, prm800k_rows(chunk, data, names), strict=True):
             stepwise = (_stepwise_rows(assignment, data.steps_by_solution[assignment.solution_id], data, ratings,
-                                       options) if assignment.finish_reason in kept else None)
+                                       options, scale) if assignment.finish_reason in kept else None)
             yield prm_row, stepwise
 
 

@@ -27,7 +27,7 @@ class ApiRootView(routers.APIRootView):
         root = request.build_absolute_uri(request.path)
         for prefix, _, _ in router.registry:  # a resource with no list (your assignments): its detail route
             response.data.setdefault(prefix, f"{root}{prefix}/{{pk}}/")
-        for route, _, name in jobs_api.ROUTES:
+        for route, _, name in jobs_api.routes():
             response.data[name.replace("_", "-")] = root + route.replace("<int:pk>", "{pk}")
         response.data["schema"] = reverse("api:schema", request=request)
         response.data["docs"] = reverse("api:docs", request=request)

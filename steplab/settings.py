@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "annotate",
     "rewards",
     "rewards.jobs",
+    "webhooks",
     "drf_spectacular_sidecar",
 ]
 
@@ -309,3 +310,11 @@ STEPLAB_KUBERNETES: dict[str, object] = {
     "image": env.str("STEPLAB_K8S_IMAGE", "steplab:latest"),
     "volume_claim": env.str("STEPLAB_K8S_VOLUME_CLAIM", "steplab-work"),
 }
+
+# --- Webhooks -----------------------------------------------------------------------------------
+# Receiver hosts allowed although they resolve to a private, loopback or link-local address (comma-separated).
+STEPLAB_WEBHOOK_ALLOWED_HOSTS = env.list("STEPLAB_WEBHOOK_ALLOWED_HOSTS", [], subcast=str)
+STEPLAB_WEBHOOK_TIMEOUT_S = env.float("STEPLAB_WEBHOOK_TIMEOUT_S", 10.0)
+STEPLAB_WEBHOOK_MAX_ATTEMPTS = env.int("STEPLAB_WEBHOOK_MAX_ATTEMPTS", 8)
+STEPLAB_WEBHOOK_RETRY_BASE_S = env.float("STEPLAB_WEBHOOK_RETRY_BASE_S", 30.0)  # doubled after each failure
+STEPLAB_WEBHOOK_QUEUE = env.str("STEPLAB_WEBHOOK_QUEUE", CELERY_TASK_DEFAULT_QUEUE)  # the deliveries' Celery queue

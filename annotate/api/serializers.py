@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from annotate.models import Assignment, Campaign, FinishReason, Problem, Solution
+from annotate.scales import RATING_MAX, RATING_MIN
 from annotate.steps import SPLIT_RULES
 
 
@@ -153,7 +154,8 @@ SMALL_INT: _Bounds = {"min_value": 0, "max_value": 2**31 - 1}
 
 class RateInputSerializer(serializers.Serializer):
     step_index = serializers.IntegerField(**SMALL_INT)
-    rating = serializers.IntegerField(allow_null=True, min_value=-1, max_value=1)
+    rating = serializers.IntegerField(allow_null=True, min_value=RATING_MIN, max_value=RATING_MAX,
+                                      help_text="a value of the campaign's label scale (PRM800K's: -1, 0, 1)")
     completion_index = serializers.IntegerField(default=0, **SMALL_INT)
     flagged = serializers.BooleanField(required=False, allow_null=True, default=None,
                                        help_text="set or clear the Unsure mark with the rating")
@@ -163,6 +165,9 @@ class RateInputSerializer(serializers.Serializer):
     rationale = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, max_length=1_000,
                                       help_text="one-line reason for a −1 (campaigns with step_rationale on); "
                                                 "absent keeps the −1's reason, empty clears it")
+    error_category = serializers.CharField(required=False, allow_blank=True, max_length=64,
+                                           help_text="one of the campaign's error categories, on an error step; "
+                                                     "absent keeps it, empty clears it")
 
 
 class BadSplitInputSerializer(serializers.Serializer):

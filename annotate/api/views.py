@@ -29,7 +29,9 @@ from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport
 from annotate.services.problems import import_solutions
 
+from . import labeling_serializers as ls
 from . import serializers as s
+from .labeling_views import label_one
 
 FILTERS = [s.ListFilterSerializer]
 DEFAULT_PERMISSIONS = api_settings.DEFAULT_PERMISSION_CLASSES  # an action's own classes replace, not extend, these
@@ -241,3 +243,18 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["post"])
     def finish(self, request: Request, pk: str | None = None) -> Response:
         return self._act(pk, s.FinishInputSerializer, labeling.finish_assignment)
+
+    @extend_schema(request=ls.LabelingInputSerializer,
+                   responses={200: ls.LabelingOutSerializer, 400: ls.LabelingRefusalSerializer,
+                              403: ls.LabelingRefusalSerializer, 404: ls.LabelingRefusalSerializer,
+                              409: ls.LabelingRefusalSerializer})
+    @action(detail=True, methods=["post"])
+    def labeling(self, request: Request, pk: str | None = None) -> Response:
+        """The whole solution in one request: rate the steps in the order given and finish the pass, under the
+        page's rules, all or nothing. A retry with the same ``client_key`` answers the first result
+        (``replayed``: true) and applies nothing again."""
+        try:
+            assignment_id = int(pk or "")
+        except ValueError:
+            raise NotFound("No such assignment.") from None
+        return label_one(request, assignment_id)

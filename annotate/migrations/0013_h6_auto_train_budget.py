@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('annotate', '0012_split_reports_in_step_order'),
+        ('annotate', '0013_h5_labeling_keys'),
     ]
 
     operations = [

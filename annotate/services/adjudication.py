@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Count, QuerySet
 
 from ..models import Assignment, AssignmentStatus, Campaign, Completion, Rating, ResolvedLabel, Solution, Step
+from ..scales import campaign_scale
 from .campaigns import CampaignAdminError
 
 
@@ -112,8 +113,11 @@ def review(solution: Solution) -> Review:
 def set_resolved_label(solution: Solution, step_index: int, rating: int | None, reviewer: User,
                        note: str = "") -> ResolvedLabel | None:
     """Set (or, with ``rating`` None, clear) a step's resolved label; the raw ratings stay as they are."""
-    if rating is not None and rating not in (-1, 0, 1):
-        raise CampaignAdminError(f"steps[{step_index}].rating", f"must be -1, 0 or 1, got {rating!r}")
+    scale = campaign_scale(solution.campaign)
+    if rating is not None and rating not in scale.allowed:
+        raise CampaignAdminError(f"steps[{step_index}].rating",
+                                 f"must be {', '.join(map(str, scale.ordinal[:-1]))} or {scale.ordinal[-1]}, "
+                                 f"got {rating!r}")
     step = Step.objects.filter(solution=solution, index=step_index).first()
     if step is None:
         raise CampaignAdminError("step", f"solution {solution.pk} has no step {step_index}")

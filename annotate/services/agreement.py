@@ -42,9 +42,10 @@ from ..models import (
     Solution,
     says_correct,
 )
+from ..scales import PM1, campaign_scale
 from .machine_labels import first_error, labels_by_solution, source_kind
 
-ORDINAL_SCALE = (-1, 0, 1)
+ORDINAL_SCALE = PM1.ordinal
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,9 @@ class Figure:
 
 # --- pure metrics -------------------------------------------------------------------------------------------
 
-def krippendorff_alpha_ordinal(units: Iterable[Sequence[int]]) -> Figure:
-    """Krippendorff's alpha, ordinal −1/0/+1, over units (each the ratings several labelers gave one item).
+def krippendorff_alpha_ordinal(units: Iterable[Sequence[int]], scale: Sequence[int] = ORDINAL_SCALE) -> Figure:
+    """Krippendorff's alpha, ordinal on the campaign's scale (−1/0/+1 by default), over units (each the ratings
+    several labelers gave one item).
 
     Uses the maintained ``krippendorff`` package on a value-count matrix (units × scale values), which is
     independent of who the raters were and stays small for many labelers. Units with fewer than two
@@ -71,7 +73,7 @@ def krippendorff_alpha_ordinal(units: Iterable[Sequence[int]]) -> Figure:
     for ratings in units:
         if len(ratings) < 2:
             continue
-        rows.append([sum(1 for r in ratings if r == v) for v in ORDINAL_SCALE])
+        rows.append([sum(1 for r in ratings if r == v) for v in scale])
     if not rows:
         return Figure(None, 0)
     counts = np.asarray(rows, dtype=float)
@@ -79,7 +81,7 @@ def krippendorff_alpha_ordinal(units: Iterable[Sequence[int]]) -> Figure:
         return Figure(None, len(rows))
     try:
         value = float(krippendorff.alpha(value_counts=counts, level_of_measurement="ordinal",
-                                         value_domain=list(ORDINAL_SCALE)))
+                                         value_domain=list(scale)))
     except (ValueError, ZeroDivisionError):
         return Figure(None, len(rows))
     return Figure(None if math.isnan(value) else value, len(rows))
@@ -158,12 +160,13 @@ class Labeling:
     total_time_ms: int | None
     # step index -> {completion index: rating}
     ratings: dict[int, dict[int, int | None]] = field(default_factory=dict)
+    errors: frozenset[int] = PM1.error_values  # the campaign scale's error values (PRM800K: −1)
 
     @property
     def first_error(self) -> int | None:
         if self.finish_reason in (FinishReason.BAD_PROBLEM, FinishReason.GIVE_UP):
             return None
-        bad = [index for index, by_completion in self.ratings.items() if -1 in by_completion.values()]
+        bad = [index for index, by_completion in self.ratings.items() if self.errors & set(by_completion.values())]
         if bad:
             return min(bad)
         return -1 if self.finish_reason == FinishReason.SOLUTION else None
@@ -176,7 +179,7 @@ class Labeling:
     def step_is_bad(self, index: int) -> bool | None:
         by_completion = self.ratings.get(index)
         rated = [r for r in (by_completion or {}).values() if r is not None]
-        return None if not rated else -1 in rated
+        return None if not rated else bool(self.errors.intersection(rated))
 
 
 @dataclass
@@ -193,9 +196,10 @@ def load_labelings(campaign: Campaign) -> CampaignLabelings:
     ).values_list("id", "labeler_id", "solution_id", "solution__content_sha256", "finish_reason", "finished_at",
                   "total_time_ms")
     by_id: dict[int, Labeling] = {}
+    errors = campaign_scale(campaign).error_values
     for pk, labeler_id, solution_id, digest, reason, finished_at, total in assignments.iterator(chunk_size=5000):
         by_id[pk] = Labeling(pk, labeler_id, solution_id, digest or f"solution:{solution_id}", reason, finished_at,
-                             total)
+                             total, errors=errors)
     step_times: list[int] = []
     ratings = Rating.objects.filter(
         assignment__solution__campaign=campaign, assignment__status=AssignmentStatus.SUBMITTED,
@@ -216,7 +220,8 @@ def load_labelings(campaign: Campaign) -> CampaignLabelings:
         solution__campaign=campaign, status=AssignmentStatus.SUBMITTED, is_gold=True,
         solution__gold_first_error__isnull=True,
     ).values_list("id", "solution_id", "finish_reason")
-    gold_labelings = {pk: Labeling(pk, None, sid, "", reason, None, None) for pk, sid, reason in gold_assignments}
+    gold_labelings = {pk: Labeling(pk, None, sid, "", reason, None, None, errors=errors)
+                      for pk, sid, reason in gold_assignments}
     if gold_labelings:
         for assignment_id, step_index, completion_index, rating in Rating.objects.filter(
                 assignment_id__in=list(gold_labelings)).values_list(
@@ -306,7 +311,8 @@ def overlapped_groups(labelings: Iterable[Labeling]) -> dict[str, list[Labeling]
             if len({item.labeler_id for item in items}) >= 2}
 
 
-def inter_annotator_agreement(labelings: Iterable[Labeling]) -> InterAnnotator:
+def inter_annotator_agreement(labelings: Iterable[Labeling],
+                              scale: Sequence[int] = ORDINAL_SCALE) -> InterAnnotator:
     groups = overlapped_groups(labelings)
     units: list[list[int]] = []
     pairs: list[tuple[str, str]] = []
@@ -326,7 +332,7 @@ def inter_annotator_agreement(labelings: Iterable[Labeling]) -> InterAnnotator:
             verdict_items.append(verdicts)
         first_errors.append([f for f in (item.first_error for item in items) if f is not None])
     return InterAnnotator(
-        alpha_ordinal=krippendorff_alpha_ordinal(units),
+        alpha_ordinal=krippendorff_alpha_ordinal(units, scale),
         cohen_kappa_verdict=cohen_kappa(pairs),
         fleiss_kappa_verdict=fleiss_kappa(verdict_items),
         first_error_exact=first_error_agreement(first_errors),
@@ -430,7 +436,7 @@ def compute_campaign_metrics(campaign: Campaign, *, flag: bool = True) -> Campai
              "flagged": labeler in flagged}
             for labeler, result in sorted(by_labeler.items(), key=lambda kv: usernames.get(kv[0], ""))
         ],
-        "inter_annotator": inter_annotator_agreement(data.labelings).as_dict(),
+        "inter_annotator": inter_annotator_agreement(data.labelings, campaign_scale(campaign).ordinal).as_dict(),
         "machine_agreement": machine_agreement(data.labelings, campaign),
         "quality_over_time": {str(k): v for k, v in quality_over_time(data).items()},
         "time": time_stats(data),

@@ -21,6 +21,7 @@ from django.utils import timezone
 from steplab import jobs
 from steplab.jobs import JobStatus
 
+from ..graders import DEFAULT_GRADER, GraderConfigError, get_grader
 from ..models import (
     Assignment,
     AssignmentStatus,
@@ -31,7 +32,8 @@ from ..models import (
     Membership,
     Role,
 )
-from ..steps import SPLIT_RULES
+from ..scales import ScaleError, scale_from_data
+from ..steps import SPLIT_RULES, check_step_rule
 
 
 class CampaignAdminError(Exception):
@@ -48,16 +50,48 @@ class CampaignAdminError(Exception):
 CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate", "screening_pass_threshold",
                    "lease_minutes", "export_interval_minutes", "quality_threshold", "quality_min_items",
                    "pause_below_threshold", "suggestions", "lease_order",
-                   "step_rationale", "auto_train", "auto_train_max_steps")
+                   "step_rationale", "step_scale", "error_categories", "grader", "grader_config", "step_rule",
+                   "auto_train", "auto_train_max_steps")
+MAX_ERROR_CATEGORIES = 9
+MAX_ERROR_CATEGORY_CHARS = 64
+
+
+def check_domain_settings(fields: dict[str, Any]) -> None:
+    """The scale, error categories, grader and step rule among ``fields`` are usable; else CampaignAdminError
+    naming the field (they are plain data, which nothing else checks before a labeler meets them)."""
+    if "step_scale" in fields:
+        try:
+            scale_from_data(fields["step_scale"])
+        except ScaleError as error:
+            raise CampaignAdminError("step_scale", str(error)) from None
+    if "grader" in fields or "grader_config" in fields:
+        try:
+            get_grader(fields.get("grader", DEFAULT_GRADER), fields.get("grader_config"))
+        except GraderConfigError as error:
+            raise CampaignAdminError("grader", str(error)) from None
+    if "step_rule" in fields:
+        try:
+            check_step_rule(fields["step_rule"])
+        except ValueError as error:
+            raise CampaignAdminError("step_rule", str(error)) from None
+    categories = fields.get("error_categories", [])
+    if (not isinstance(categories, list) or len(categories) > MAX_ERROR_CATEGORIES
+            or not all(isinstance(c, str) and 0 < len(c.strip()) <= MAX_ERROR_CATEGORY_CHARS for c in categories)
+            or len({c.strip() for c in categories}) != len(categories)):
+        raise CampaignAdminError("error_categories", f"must be at most {MAX_ERROR_CATEGORIES} distinct names of 1 to "
+                                                     f"{MAX_ERROR_CATEGORY_CHARS} characters")
 
 
 @transaction.atomic
-def create_campaign(*, creator: User, **fields: Any) -> Campaign:
-    """A new campaign; its creator becomes an admin member so they can manage it without staff rights."""
+def create_campaign(*, creator: User | None, **fields: Any) -> Campaign:
+    """A new campaign; its creator (if any: a command may make one for admins named later) becomes an admin
+    member so they can manage it without staff rights."""
     if Campaign.objects.filter(slug=fields.get("slug")).exists():
         raise CampaignAdminError("slug", f"a campaign {fields.get('slug')!r} already exists")
+    check_domain_settings(fields)
     campaign = Campaign.objects.create(**{k: v for k, v in fields.items() if k in CAMPAIGN_FIELDS})
-    Membership.objects.create(campaign=campaign, user=creator, role=Role.ADMIN)
+    if creator is not None:
+        Membership.objects.create(campaign=campaign, user=creator, role=Role.ADMIN)
     return campaign
 
 
@@ -66,6 +100,7 @@ def update_campaign(*, campaign: Campaign, **fields: Any) -> Campaign:
         if key not in CAMPAIGN_FIELDS:
             raise CampaignAdminError(key, "is not a campaign setting")
         setattr(campaign, key, value)
+    check_domain_settings(fields)
     campaign.save()
     return campaign
 
@@ -239,7 +274,7 @@ def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, us
     """Store the upload and queue the import (the task is sent once the job row is committed)."""
     if kind not in ImportKind.values:
         raise CampaignAdminError("kind", f"must be one of {', '.join(ImportKind.values)}, got {kind!r}")
-    if split_rule not in SPLIT_RULES:
+    if split_rule and split_rule not in SPLIT_RULES:  # empty: the campaign's own step rule
         raise CampaignAdminError("split_rule", f"must be one of {', '.join(SPLIT_RULES)}")
     if not upload.size:
         raise CampaignAdminError("file", "is empty")
@@ -368,7 +403,8 @@ def _run_claimed_job(job: ImportJob) -> None:
                 report = import_problems(path, job.campaign, skip_invalid=job.skip_invalid, progress=progress)
             elif job.kind == ImportKind.SOLUTIONS:
                 report = import_solutions(path, job.campaign, skip_invalid=job.skip_invalid,
-                                          split_rule=job.split_rule, generation=job.generation, progress=progress)
+                                          split_rule=job.split_rule or None, generation=job.generation,
+                                          progress=progress)
             elif job.kind == ImportKind.MACHINE_LABELS:
                 report = import_machine_labels(path, job.campaign, source=job.label_source,
                                                skip_invalid=job.skip_invalid, progress=progress)

@@ -17,6 +17,8 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from webhooks.services import after_labeling_finished
+
 from .. import permissions
 from ..models import (
     RATIONALE_MAX_CHARS,
@@ -38,6 +40,7 @@ from ..models import (
     StepDecision,
     StepRationale,
 )
+from ..scales import PM1, Scale, campaign_scale
 from .suggestions import seen_when_rating, step_suggestions
 
 User = AuthUser | AnonymousUser
@@ -299,50 +302,76 @@ def _clean_rationale(text: str) -> str:
     return text
 
 
-def _new_rationale(campaign: Campaign, current: Rating | None, rating: int | None, given: str | None) -> str:
+def _new_rationale(campaign: Campaign, scale: Scale, current: Rating | None, rating: int | None,
+                   given: str | None) -> str:
     """The rationale a rating has after this write: ``given`` (None keeps the current one while the rating stays
-    −1); any other value than −1 has none, so changing a −1 clears its reason (kept in the revision)."""
+    an error, −1 on PRM800K's scale); any other value has none, so changing a −1 clears its reason (kept in the
+    revision)."""
     if given is not None:
         given = _clean_rationale(given)
         if given and campaign.step_rationale == StepRationale.OFF:
             raise LabelingError("This campaign takes no reasons on −1 steps.")
-        if given and rating != -1:
+        if given and not scale.is_error(rating):
             raise LabelingError("A reason goes with a −1 rating only.")
-    if rating != -1:
+    if not scale.is_error(rating):
         return ""
     if given is None:
-        return current.rationale if current is not None and current.rating == -1 else ""
+        return current.rationale if current is not None and scale.is_error(current.rating) else ""
+    return given
+
+
+def _new_error_category(campaign: Campaign, scale: Scale, current: Rating | None, rating: int | None,
+                        given: str | None) -> str:
+    """The error category after this write: ``given`` (one of the campaign's; None keeps the current one while
+    the rating stays an error); a rating that is no error has none."""
+    if given:
+        if given not in campaign.error_categories:
+            raise LabelingError(f"“{given}” is not an error category of this campaign"
+                                + (f" ({', '.join(campaign.error_categories)})." if campaign.error_categories
+                                   else ": it has none."))
+        if not scale.is_error(rating):
+            raise LabelingError("An error category goes with an error rating only.")
+    if not scale.is_error(rating):
+        return ""
+    if given is None:
+        return current.error_category if current is not None and scale.is_error(current.rating) else ""
     return given
 
 
 def record_rating(assignment_id: int, user: User, *, step_index: int, rating: int | None,
                   completion_index: int = 0, flagged: bool | None = None, time_ms: int | None = None,
-                  rationale: str | None = None, now: datetime | None = None) -> RatingResult:
-    """Save one rating. Idempotent: the same value twice is one rating; a change keeps a revision.
+                  rationale: str | None = None, error_category: str | None = None,
+                  now: datetime | None = None) -> RatingResult:
+    """Save one rating, one of the campaign's scale values (annotate/scales.py; PRM800K's −1/0/+1 by default).
+    Idempotent: the same value twice is one rating; a change keeps a revision. ``error_category`` names one of
+    the campaign's error categories on an error step (None keeps the current one).
 
     ``rationale`` is the labeler's one-line reason for a −1 (campaigns with ``step_rationale`` on); None keeps
     the reason a −1 already has, so pressing −1 again does not lose it.
 
-    Stepwise mode keeps stop-at-first-error: steps are rated in order (a null rating too), nothing after a −1
-    can be rated, and a −1 given to an earlier step takes the later steps' ratings out of the pass (their
-    values stay in the revision history). A −1 does not end the pass: the labeler submits it (or changes the
-    −1 and carries on). The pass's ratings are read once, under the assignment's lock, and serve the order
-    check, the rating being changed and the returned workspace alike: this is the labelers' hottest request.
+    Stepwise mode keeps stop-at-first-error (an error is −1, or a value the scale calls an error): steps are
+    rated in order (a null rating too), nothing after a −1 can be rated, and a −1 given to an earlier step
+    takes the later steps' ratings out of the pass (their values stay in the revision history). A −1 does not
+    end the pass: the labeler submits it (or changes the −1 and carries on). The pass's ratings are read once,
+    under the assignment's lock, and serve the order check, the rating being changed and the returned
+    workspace alike: this is the labelers' hottest request.
     """
-    if rating not in (-1, 0, 1, None):
-        raise LabelingError("A rating must be -1, 0 or +1.")
     if time_ms is not None and time_ms < 0:
         raise LabelingError("time_ms must not be negative.")
     now = now or timezone.now()
     with transaction.atomic():
         assignment = _locked_open_assignment(assignment_id, user, now, count_steps=True)
         campaign = assignment.solution.campaign
+        scale = campaign_scale(campaign)
+        if rating is not None and rating not in scale.allowed:
+            raise LabelingError(f"rating must be {', '.join(map(str, scale.ordinal[:-1]))} or {scale.ordinal[-1]}, "
+                                f"not {rating}.")
         stepwise = campaign.is_stepwise
         ratings = _ratings_of(assignment)
         decisions = {} if stepwise else _decisions_of(assignment)
         current = ratings.get((step_index, completion_index))
         shown = [step_index, step_index + 1]
-        if stepwise and (rating == -1 or (current is not None and current.rating == -1)):
+        if stepwise and (scale.is_error(rating) or (current is not None and scale.is_error(current.rating))):
             # The later rows lock (or open again): re-render them all.
             # Set by annotate() in the query, which django-stubs does not follow.
             shown = list(range(step_index, max(assignment.step_total, step_index + 1)))  # type: ignore[attr-defined]
@@ -352,11 +381,12 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         if completion is None:
             raise LabelingError(f"Step {step_index} has no completion {completion_index}.")
         if stepwise:
-            _check_in_order(_rated_steps(ratings), step_index, rating)
+            _check_in_order(_rated_steps(ratings), step_index, rating, scale.error_values)
         else:
             _check_decided_before(decisions, step_index)
-        new_rationale = _new_rationale(campaign, current, rating, rationale)
-        removed = _remove_after(assignment, ratings, step_index, user) if stepwise and rating == -1 else []
+        new_rationale = _new_rationale(campaign, scale, current, rating, rationale)
+        new_category = _new_error_category(campaign, scale, current, rating, error_category)
+        removed = _remove_after(assignment, ratings, step_index, user) if stepwise and scale.is_error(rating) else []
         new_flag = flagged if flagged is not None else (current.flagged if current else False)
         suggestions = step_suggestions(campaign, assignment.solution, shown)
         seen = seen_when_rating(campaign, has_labels=bool(suggestions.get(step_index)),
@@ -364,20 +394,22 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         if current is None:
             current = Rating.objects.create(assignment=assignment, completion=completion, rating=rating,
                                             flagged=new_flag, time_ms=time_ms, rationale=new_rationale,
-                                            suggestions_seen=seen)
+                                            error_category=new_category, suggestions_seen=seen)
             # Set by annotate() in the query, which django-stubs does not follow.
             current.step_index, current.completion_index = step_index, completion_index  # type: ignore[attr-defined]  # as _ratings_of has them
             ratings[(step_index, completion_index)] = current
             changed = True
-        elif current.rating != rating or current.flagged != new_flag or current.rationale != new_rationale:
+        elif (current.rating != rating or current.flagged != new_flag or current.rationale != new_rationale
+              or current.error_category != new_category):
             RatingRevision.objects.create(rating=current, assignment=assignment, completion=completion,
                                           previous_rating=current.rating, previous_flagged=current.flagged,
                                           previous_rationale=current.rationale, changed_by_id=user.pk)
             current.rating, current.flagged, current.rationale = rating, new_flag, new_rationale
-            current.suggestions_seen = seen
+            current.error_category, current.suggestions_seen = new_category, seen
             if time_ms is not None:
                 current.time_ms = time_ms
-            current.save(update_fields=["rating", "flagged", "rationale", "time_ms", "suggestions_seen", "updated_at"])
+            current.save(update_fields=["rating", "flagged", "rationale", "error_category", "time_ms",
+                                        "suggestions_seen", "updated_at"])
             changed = True
         else:
             changed = False
@@ -388,7 +420,8 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
                 ignore_conflicts=True)
         assignment.save(update_fields=["lease_expires_at", "updated_at"])
     # Set by annotate() in the query, which django-stubs does not follow.
-    progress = _progress(assignment.step_total, stepwise, ratings, decisions)  # type: ignore[attr-defined]
+    progress = _progress(assignment.step_total, stepwise, ratings, decisions,  # type: ignore[attr-defined]
+                         scale.error_values)
     return RatingResult(current, changed, Workspace(assignment, steps, ratings, decisions, progress, suggestions),
                         removed)
 
@@ -418,10 +451,11 @@ def _remove_after(assignment: Assignment, ratings: dict[tuple[int, int], Rating]
     return later
 
 
-def _check_in_order(rated: dict[int, int], step_index: int, rating: int | None) -> None:
-    """Stepwise: no gap before a rated step and nothing after the first −1 (a null rating included)."""
+def _check_in_order(rated: dict[int, int], step_index: int, rating: int | None,
+                    errors: frozenset[int] = PM1.error_values) -> None:
+    """Stepwise: no gap before a rated step and nothing after the first error (a null rating included)."""
     earlier = {step: value for step, value in rated.items() if step < step_index}
-    error = next((step for step in sorted(earlier) if earlier[step] == -1), None)
+    error = next((step for step in sorted(earlier) if earlier[step] in errors), None)
     if error is not None:
         raise LabelingError(f"Step {error + 1} is rated −1: nothing after the first error can be rated. Change "
                             f"that rating first if it was a mistake.")
@@ -469,7 +503,9 @@ def flag_step(assignment_id: int, user: User, *, step_index: int, flagged: bool,
                                                index=completion_index).first()
         if completion is None:
             raise LabelingError(f"Step {step_index} has no completion {completion_index}.")
-        error = (Rating.objects.filter(assignment=assignment, rating=-1, completion__index=0,
+        error = (Rating.objects.filter(assignment=assignment,
+                                       rating__in=campaign_scale(assignment.solution.campaign).error_values,
+                                       completion__index=0,
                                        completion__step__index__lt=step_index)
                  .order_by("completion__step__index").values_list("completion__step__index", flat=True).first()
                  if assignment.solution.campaign.is_stepwise else None)
@@ -522,7 +558,8 @@ def decide_step(assignment_id: int, user: User, *, step_index: int, chosen_compl
             Rating.objects.filter(assignment=assignment, completion__step=step).values_list("completion__index",
                                                                                            "rating")
         )
-        allowed = continuations({index: ratings.get(index) for _, index in completions})
+        allowed = continuations({index: ratings.get(index) for _, index in completions},
+                                campaign_scale(assignment.solution.campaign))
         if not allowed.all_rated:
             raise LabelingError("Rate every completion of this step first.")
         if chosen_completion is not None:
@@ -553,6 +590,7 @@ def _finish(assignment: Assignment, reason: str, text: str, now: datetime, total
     assignment.total_time_ms = total_time_ms if total_time_ms is not None else elapsed
     assignment.save(update_fields=["status", "finish_reason", "finish_reason_text", "finished_at",
                                    "total_time_ms", "lease_expires_at", "updated_at"])
+    after_labeling_finished(assignment.solution.campaign_id)  # progress milestones, for the webhooks
     if assignment.solution.is_screening or assignment.solution.is_quality_control:
         from .quality import after_gold_assignment
 
@@ -596,7 +634,8 @@ def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
     stepwise = assignment.solution.campaign.is_stepwise
     # Set by annotate() in the query, which django-stubs does not follow.
     progress = _progress(assignment.step_total, stepwise,  # type: ignore[attr-defined]  # the step count comes with the lock
-                         _ratings_of(assignment) if stepwise else {}, {} if stepwise else _decisions_of(assignment))
+                         _ratings_of(assignment) if stepwise else {}, {} if stepwise else _decisions_of(assignment),
+                         campaign_scale(assignment.solution.campaign).error_values)
     if reason == FinishReason.FOUND_ERROR and not progress.has_error:
         raise LabelingError("“Found error” needs a step rated −1.")
     if reason == FinishReason.SOLUTION and progress.has_error:
@@ -613,7 +652,8 @@ def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
 
 def _check_rationales(assignment: Assignment, stepwise: bool) -> None:
     """A campaign that requires reasons: every −1 of the pass carries one before it is submitted."""
-    missing = (Rating.objects.filter(assignment=assignment, rating=-1, rationale="")
+    missing = (Rating.objects.filter(assignment=assignment, rationale="",
+                                     rating__in=campaign_scale(assignment.solution.campaign).error_values)
                .order_by("completion__step__index", "completion__index")
                .values_list("completion__step__index", "completion__index").first())
     if missing is not None:
@@ -703,12 +743,15 @@ class Continuations:
         return self.all_rated
 
 
-def continuations(ratings: dict[int, int | None]) -> Continuations:
-    """``ratings``: each candidate's index and rating (None: not rated yet)."""
+def continuations(ratings: dict[int, int | None], scale: Scale = PM1) -> Continuations:
+    """``ratings``: each candidate's index and rating (None: not rated yet). A candidate rated an error cannot
+    be continued with; one rated the scale's top value (+1) leaves no reason to write one's own step."""
     all_rated = all(value is not None for value in ratings.values())
+    top = max(scale.allowed)
     return Continuations(all_rated=all_rated,
-                         choosable=frozenset(index for index, value in ratings.items() if value not in (None, -1)),
-                         can_write=all_rated and not any(value == 1 for value in ratings.values()))
+                         choosable=frozenset(index for index, value in ratings.items()
+                                             if value is not None and not scale.is_error(value)),
+                         can_write=all_rated and not any(value == top for value in ratings.values()))
 
 
 @dataclass(frozen=True)
@@ -769,13 +812,14 @@ def _rated_steps(ratings: dict[tuple[int, int], Rating]) -> dict[int, int]:
 
 
 def _progress(total: int, stepwise: bool, ratings: dict[tuple[int, int], Rating],
-              decisions: dict[int, StepDecision]) -> Progress:
-    """How far a pass is, from its ratings (stepwise) or its decisions (conversational)."""
+              decisions: dict[int, StepDecision], errors: frozenset[int] = PM1.error_values) -> Progress:
+    """How far a pass is, from its ratings (stepwise; ``errors``: the scale's error values) or its decisions
+    (conversational)."""
     first_error = None
     if stepwise:
         rated = _rated_steps(ratings)
         done_indexes = set(rated)
-        first_error = min((index for index, value in rated.items() if value == -1), default=None)
+        first_error = min((index for index, value in rated.items() if value in errors), default=None)
     else:
         done_indexes = {index for index, d in decisions.items() if d.is_decided}
     first_open = next((index for index in range(total) if index not in done_indexes), total)
@@ -805,7 +849,8 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
     total = len(steps) if step_indexes is None else Step.objects.filter(solution_id=assignment.solution_id).count()
     ratings, decisions = _ratings_of(assignment), _decisions_of(assignment)
     suggestions = step_suggestions(assignment.solution.campaign, assignment.solution, step_indexes)
-    return Workspace(assignment, steps, ratings, decisions, _progress(total, stepwise, ratings, decisions),
+    errors = campaign_scale(assignment.solution.campaign).error_values
+    return Workspace(assignment, steps, ratings, decisions, _progress(total, stepwise, ratings, decisions, errors),
                      suggestions)
 
 

@@ -1,4 +1,13 @@
-"""Importers for MATH-style problems and for generator samples (solutions to label or to score)."""
+"""Importers for problems and for generator samples (solutions to label or to score).
+
+Besides the MATH layout (``problem``, ``answer``, ``subject``, ``level``, ``unique_id``) and the sampler's
+(``problem_id`` or ``problem``, ``solution`` or ``steps``), both accept generic rows of any domain as they come:
+``question`` (the text), ``question_id`` or ``id`` (the unique id, a string or an integer), optional ``options``
+(multiple choice: the option texts, shown as A, B, …), ``answer``, ``category`` (the domain); and for solutions
+``response`` (the text) or ``steps``, ``model`` (the generator) — MMLU-Pro's ``questions.jsonl`` and
+``responses.jsonl`` rows import unchanged (a response's ``pred`` is kept as provenance, never used to grade).
+Responses are split by the campaign's step rule and graded by its grader (``annotate.graders``).
+"""
 from __future__ import annotations
 
 import re
@@ -10,10 +19,10 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 
-from ..grading import answers_match
+from ..graders import Grader, get_grader
 from ..models import Campaign, Completion, Problem, Solution, Step, problem_key
 from ..prm800k import content_digest
-from ..steps import SPLIT_RULES, answer_from_steps, split_solution
+from ..steps import check_step_rule, split_solution
 from . import importing
 from .campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
 
@@ -21,11 +30,50 @@ from .campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
 LEVEL = re.compile(r"^(?:Level\s*)?(\d+|\?)$", re.IGNORECASE)
 
 
-def _string(obj: dict[str, Any], key: str, *, required: bool = False, blank: bool = True) -> str | None:
+def campaign_grader(campaign: Campaign | None) -> Grader:
+    """The grader of ``campaign`` (the staff bank's problems are graded as math, as they always were)."""
+    return get_grader() if campaign is None else get_grader(campaign.grader, campaign.grader_config)
+
+
+def _first_key(obj: dict[str, Any], *keys: str) -> str:
+    """The first of ``keys`` the row has (the first one when it has none: errors name the primary spelling)."""
+    return next((key for key in keys if obj.get(key) is not None), keys[0])
+
+
+def _identifier(obj: dict[str, Any], *keys: str) -> str | None:
+    """A unique id given as a string or an integer (MMLU-Pro's ``question_id`` is a number)."""
+    key = _first_key(obj, *keys)
+    value = obj.get(key)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _string(obj, key)
+
+
+MAX_OPTIONS = 26
+
+
+def _options(obj: dict[str, Any]) -> list[str] | None:
+    value = obj.get("options")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not 2 <= len(value) <= MAX_OPTIONS:
+        raise importing.RowError("options", f"must be a list of 2 to {MAX_OPTIONS} option texts")
+    for position, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            raise importing.RowError(f"options[{position}]", "must be a non-empty string")
+        if len(item) > settings.STEPLAB_MAX_STEP_CHARS:
+            raise importing.RowError(f"options[{position}]",
+                                     f"is longer than {settings.STEPLAB_MAX_STEP_CHARS} characters")
+    return value
+
+
+def _string(obj: dict[str, Any], *keys: str, required: bool = False, blank: bool = True) -> str | None:
+    """The first of ``keys`` the row has (its other spellings: ``problem`` or ``question``), as a string."""
+    key = _first_key(obj, *keys)
     value = obj.get(key)
     if value is None:
         if required:
-            raise importing.RowError(key, "is missing")
+            raise importing.RowError(key, "is missing" + (f" (or '{keys[1]}')" if len(keys) > 1 else ""))
         return None
     if not isinstance(value, str):
         raise importing.RowError(key, f"must be a string, got {type(value).__name__}")
@@ -42,12 +90,13 @@ class ProblemRow:
     subject: str
     level: int | None
     source_id: str
+    options: list[str] | None = None
 
 
 def parse_problem(obj: Any) -> ProblemRow:
     if not isinstance(obj, dict):
         raise importing.RowError("", "a row must be a JSON object")
-    text = _string(obj, "problem", required=True, blank=False)
+    text = _string(obj, "problem", "question", required=True, blank=False)
     level_raw = obj.get("level")
     level = None
     if level_raw is not None:
@@ -55,20 +104,28 @@ def parse_problem(obj: Any) -> ProblemRow:
         if match is None or isinstance(level_raw, bool):
             raise importing.RowError("level", f"must look like 'Level 3', 3 or 'Level ?', got {level_raw!r}")
         level = None if match.group(1) == "?" else int(match.group(1))
-    source_id = _string(obj, "unique_id") or ""
+    source_id = _identifier(obj, "unique_id", "question_id", "id") or ""
     if len(source_id) > 200:
-        raise importing.RowError("unique_id", "is longer than 200 characters")
-    subject = _string(obj, "subject") or ""
+        raise importing.RowError(_first_key(obj, "unique_id", "question_id", "id"), "is longer than 200 characters")
+    subject = _string(obj, "subject", "category") or ""
     if len(subject) > 100:
-        raise importing.RowError("subject", "is longer than 100 characters")
+        raise importing.RowError(_first_key(obj, "subject", "category"), "is longer than 100 characters")
+    options = _options(obj)
+    answer = _string(obj, "answer")
+    if options is not None and answer is not None and (
+            len(answer.strip()) != 1 or not "A" <= answer.strip().upper() < chr(ord("A") + len(options))):
+        raise importing.RowError("answer", f"must be the letter of one of the {len(options)} options "
+                                           f"(A–{chr(ord('A') + len(options) - 1)}), got {answer!r}")
     return ProblemRow(
-        text=text or "", answer=_string(obj, "answer"), solution=_string(obj, "solution"),
-        subject=subject, level=level, source_id=source_id,
+        text=text or "", answer=answer, solution=_string(obj, "solution"),
+        subject=subject, level=level, source_id=source_id, options=options,
     )
 
 
-def regrade_solutions(problem_ids: Iterable[int]) -> int:
-    """Grade again every solution of these problems that has an answer (a ground truth arrived or changed)."""
+def regrade_solutions(problem_ids: Iterable[int], grader: Grader | None = None) -> int:
+    """Grade again every solution of these problems that has an answer (a ground truth arrived or changed), with
+    ``grader`` (default: math, the bank's)."""
+    grader = grader or get_grader()
     problem_ids = list(problem_ids)
     changed = 0
     for start in range(0, len(problem_ids), 1000):
@@ -76,8 +133,8 @@ def regrade_solutions(problem_ids: Iterable[int]) -> int:
                                                  final_answer__isnull=False).select_related("problem")
                          .only("pk", "final_answer", "is_correct", "problem__answer"))
         for solution in solutions:
-            verdict = answers_match(solution.problem.answer, solution.final_answer)
-            if verdict != solution.is_correct:
+            verdict = grader.grade(solution.problem.answer, solution.final_answer)
+            if verdict != solution.is_correct and grader.needs_ground_truth:
                 solution.is_correct = verdict
                 changed += 1
         Solution.objects.bulk_update(solutions, ["is_correct"], batch_size=1000)
@@ -131,7 +188,7 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
                     if problem.answer != row.answer:
                         answer_changed.add(problem.pk)
                 problem.text, problem.answer, problem.solution = row.text, row.answer, row.solution
-                problem.subject, problem.level = row.subject, row.level
+                problem.subject, problem.level, problem.options = row.subject, row.level, row.options
                 problem.source_id = row.source_id or problem.source_id
                 problem.save()
                 by_key[problem.key_sha256] = problem
@@ -145,7 +202,7 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
             report.rejected.sort(key=lambda item: item.line)
             report.imported = 0
             raise importing.ImportFailed(report)
-        regraded = regrade_solutions(answer_changed)
+        regraded = regrade_solutions(answer_changed, campaign_grader(campaign))
     report.created = {"problems": created, "updated": updated, "duplicate_texts": duplicates, "regraded": regraded}
     return report
 
@@ -167,18 +224,19 @@ class SolutionRow:
     provenance: dict[str, Any]
 
 
-def make_solution_parser(split_rule: str = "auto") -> Callable[[Any], SolutionRow]:
-    if split_rule not in SPLIT_RULES:
-        raise ValueError(f"unknown split rule {split_rule!r}")
+def make_solution_parser(split_rule: str = "auto", grader: Grader | None = None) -> Callable[[Any], SolutionRow]:
+    check_step_rule(split_rule)
+    grader = grader or get_grader()
 
     def parse(obj: Any) -> SolutionRow:
         if not isinstance(obj, dict):
             raise importing.RowError("", "a row must be a JSON object")
-        problem_id = _string(obj, "problem_id")
-        problem_text = _string(obj, "problem")
+        problem_id = _identifier(obj, "problem_id", "question_id")
+        problem_text = _string(obj, "problem", "question")
         if not problem_id and not problem_text:
             raise importing.RowError("problem_id", "is missing (give `problem_id` or the `problem` text)")
-        text, raw_steps = obj.get("solution"), obj.get("steps")
+        text_key = _first_key(obj, "solution", "response")
+        text, raw_steps = obj.get(text_key), obj.get("steps")
         answer = _string(obj, "answer")
         candidates: list[list[str]] | None = None
         if raw_steps is not None:
@@ -195,12 +253,17 @@ def make_solution_parser(split_rule: str = "auto") -> Callable[[Any], SolutionRo
                 steps.append(options[0].strip())
             if all(len(options) == 1 for options in candidates):
                 candidates = None
-            answer = answer if answer is not None else answer_from_steps(steps)
+            answer = answer if answer is not None else grader.extract("\n\n".join(steps), steps)
         elif isinstance(text, str) and text.strip():
             split = split_solution(text, split_rule)
-            steps, answer = split.steps, answer if answer is not None else split.final_answer
+            steps = split.steps
+            answer = answer if answer is not None else grader.answer_of(text, split)
+            if not steps:
+                raise importing.RowError(text_key, f"has no step under the step rule {split_rule!r}")
+        elif text is not None and not isinstance(text, str):
+            raise importing.RowError(text_key, f"must be a string, got {type(text).__name__}")
         else:
-            raise importing.RowError("solution", "is missing (give `solution` text or a `steps` list)")
+            raise importing.RowError("solution", "is missing (give `solution` or `response` text, or a `steps` list)")
         if len(steps) > settings.STEPLAB_MAX_STEPS_PER_SOLUTION:
             raise importing.RowError("steps", f"has {len(steps)} steps; the limit is "
                                               f"{settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
@@ -228,9 +291,17 @@ def make_solution_parser(split_rule: str = "auto") -> Callable[[Any], SolutionRo
         provenance = obj.get("provenance", {})
         if not isinstance(provenance, dict):
             raise importing.RowError("provenance", "must be an object")
+        if "pred" in obj:  # the benchmark's own reading of the answer: provenance, never the grade
+            pred = obj["pred"]
+            if pred is not None and not isinstance(pred, str):
+                raise importing.RowError("pred", f"must be a string or null, got {type(pred).__name__}")
+            provenance = {**provenance, "pred": pred}
+        generator = _string(obj, "generator", "model") or ""
+        if len(generator) > 200:
+            raise importing.RowError(_first_key(obj, "generator", "model"), "is longer than 200 characters")
         return SolutionRow(
             problem_id=problem_id, problem_text=problem_text, steps=steps, candidates=candidates, answer=answer,
-            verifier_score=None if score is None else float(score), generator=_string(obj, "generator") or "",
+            verifier_score=None if score is None else float(score), generator=generator,
             sample_index=obj.get("sample_index"), generation=obj.get("generation"),
             is_quality_control=flags["is_quality_control"], is_screening=flags["is_screening"],
             gold_first_error=gold, provenance=provenance,
@@ -255,11 +326,13 @@ def _problem_key(row: SolutionRow) -> str:
 
 
 def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False,
-                     split_rule: str = "auto", generation: int | None = None,
+                     split_rule: str | None = None, generation: int | None = None,
                      progress: importing.ProgressCallback | None = None) -> importing.ImportReport:
-    """Import generator samples into a campaign, split into steps and graded against the ground truth."""
+    """Import generator samples into a campaign, split into steps (``split_rule``, default the campaign's step
+    rule) and graded against the ground truth by the campaign's grader."""
     path = Path(path)
-    parse = make_solution_parser(split_rule)
+    grader = campaign_grader(campaign)
+    parse = make_solution_parser(split_rule or campaign.step_rule, grader)
     report = importing.ImportReport(file=str(path))
     importing.validate_file(path, parse, report, progress)
     # Unknown problems are row errors too: check them in a second, batched pass.
@@ -285,7 +358,7 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
             solutions = []
             for _, row in batch:
                 problem = problems[_problem_key(row)]
-                verdict = answers_match(problem.answer, row.answer)
+                verdict = grader.grade(problem.answer, row.answer)
                 counts["graded_correct" if verdict else "graded_wrong" if verdict is False else "ungraded"] += 1
                 solutions.append(Solution(
                     campaign=campaign, problem=problem, generator=row.generator, sample_index=row.sample_index,

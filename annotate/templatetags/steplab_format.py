@@ -91,3 +91,11 @@ def figure(metric: Any, unit: str, basis: Any = None, basis_unit: str = "solutio
         return format_html("{} <small>{}</small>", shown, rests_on)
     return format_html('<span class="too-few" data-too-few title="too few to rely on">{}</span> '
                        "<small>{}: too few to rely on (at least {})</small>", shown, rests_on, MIN_FIGURE_SOLUTIONS)
+
+
+@register.filter
+def percent(fraction: Any) -> str:
+    """A fraction as percent with one decimal ("0.8125" → "81.2"); blank for none: one unit on a page."""
+    if fraction is None or fraction == "":
+        return ""
+    return f"{100 * float(fraction):.1f}"

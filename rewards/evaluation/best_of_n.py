@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .intervals import DRAWS, best_of_n_intervals
 from .pools import Pool
 
 __all__ = [
@@ -155,8 +156,10 @@ def simulate_trials(
     return ns, {m: w / enc.problems for m, w in wins.items()}
 
 
-def _simulate_wins(enc: Encoded, ns, trials, seed, methods, chunk_elements) -> tuple[list[int], dict[str, np.ndarray]]:
-    """Per-trial numbers of problems solved, int64 (trials, len(ns)) per method."""
+def _simulate_wins(enc: Encoded, ns, trials, seed, methods, chunk_elements,
+                   per_problem: dict[str, np.ndarray] | None = None) -> tuple[list[int], dict[str, np.ndarray]]:
+    """Per-trial numbers of problems solved, int64 (trials, len(ns)) per method; with ``per_problem``, each
+    problem's wins summed over the trials are added to it too ((problems, len(ns)) per method)."""
     n, P = enc.pool_size, enc.problems
     ns = _check_ns(ns, n)
     unknown = set(methods) - set(METHODS)
@@ -239,6 +242,9 @@ def _simulate_wins(enc: Encoded, ns, trials, seed, methods, chunk_elements) -> t
                 key += trial_bucket
                 win = _majority_counts(key, b, P, J, k_blk, blk_starts, blk_len, rng)
             out[m][t0:t0 + b] = win.reshape(b, P, J).sum(axis=1)
+            if per_problem is not None:
+                per_problem.setdefault(m, np.zeros((P, J), dtype=np.int64))
+                per_problem[m] += win.reshape(b, P, J).sum(axis=0)
     return ns, out
 
 
@@ -337,20 +343,26 @@ def best_of_n(
     methods: Sequence[str] = METHODS,
     include_exact: bool = True,
     chunk_elements: int = 2_000_000,
+    draws: int = DRAWS,
 ) -> dict:
     """Best-of-N accuracy as the paper computes it; returns the CLI's JSON document::
 
         {"methods": {"prm": {"N": {"mean", "std"}}, "orm": .., "majority": .., "pass": ..},
          "ns": [...], "trials": T, "pool_size": n, "problems": P, "seed": S,
-         "exact": {"pass": {"N": v}, "prm": {...}, "orm": {...}}}
+         "exact": {"pass": {"N": v}, "prm": {...}, "orm": {...}},
+         "intervals": {"methods": {m: {"N": {"low", "high"}}}, "paired": {"prm-orm": {"N": {"diff", "low",
+                       "high"}}, "prm-majority": ...}, "draws", "seed", "level", "unit": "problems"}}
 
-    N keys are strings (as in JSON). A method not requested, or whose score no sample carries, is None.
+    Intervals: a seeded bootstrap over problems of each problem's accuracy over the trials (``intervals.py``);
+    ``draws=0`` leaves them out. N keys are strings (as in JSON). A method not requested, or whose score no
+    sample carries, is None.
     ``pool_size`` defaults to the largest pool; smaller pools are padded with empty slots.
     """
     enc = encode_pools(problems, pool_size)
     ns = _check_ns(ns, enc.pool_size)
     run = [m for m in methods if m not in SCORE_METHODS or enc.has_scores[m]]
-    ns, wins = _simulate_wins(enc, ns, trials, seed, run, chunk_elements)
+    per_problem: dict[str, np.ndarray] = {}
+    ns, wins = _simulate_wins(enc, ns, trials, seed, run, chunk_elements, per_problem)
     summary = summarize_wins(ns, wins, enc.problems)
     doc = {
         "methods": {m: summary.get(m) for m in METHODS},
@@ -362,4 +374,7 @@ def best_of_n(
     }
     if include_exact:
         doc["exact"] = exact_best_of_n(enc, ns)
+    if draws:
+        doc["intervals"] = best_of_n_intervals({m: w / int(trials) for m, w in per_problem.items()}, ns,
+                                               draws=draws, seed=0 if seed is None else int(seed))
     return doc

@@ -19,6 +19,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 __all__ = [
+    "DEFAULT_THRESHOLD",
+    "calibrate_threshold",
+    "centre_on_threshold",
     "correct_answer_wrong_step_rate",
     "first_error_index",
     "lowest_step_on_last_rate",
@@ -126,6 +129,60 @@ def processbench_metrics(
         f1 = 2 * error_acc * correct_acc / (error_acc + correct_acc)
     return {"error_acc": error_acc, "correct_acc": correct_acc, "f1": f1,
             "n_error": int(err.sum()), "n_correct": int((~err).sum())}
+
+
+DEFAULT_THRESHOLD = 0.5
+#: candidate thresholds tried by :func:`calibrate_threshold`: score quantiles (plus 0.5), enough to find F1's top
+CALIBRATION_POINTS = 200
+
+
+def calibrate_threshold(first_errors: Sequence[int], step_scores: Sequence[Sequence[float]]) -> dict[str, float | None]:
+    """The first-error threshold that maximises first-error F1 on these (validation) solutions.
+
+    With rare negatives a PRM's P(correct) rarely falls under 0.5, so at 0.5 it flags no step (F1 0) although its
+    ranking is good: the threshold is chosen where F1 peaks (ties: the one closest to 0.5). Returns
+    ``{"threshold", "f1_calibrated", "f1_at_default"}`` (the F1s on these solutions); threshold None when F1
+    cannot be computed (no erroneous or no correct solution among them).
+    """
+    labels = np.asarray(first_errors, dtype=np.int64).reshape(-1)
+    rows = [np.asarray(s, dtype=float).reshape(-1) for s in step_scores]
+    if not rows or not (labels != -1).any() or not (labels == -1).any():
+        return {"threshold": None, "f1_calibrated": None, "f1_at_default": None}
+    flat = np.concatenate(rows)
+    candidates = np.unique(np.concatenate([np.quantile(flat, np.linspace(0, 1, CALIBRATION_POINTS)),
+                                           [DEFAULT_THRESHOLD]]))
+    # a threshold just above a score flags that score: the midpoints between candidates are where F1 changes
+    candidates = np.unique(np.concatenate([candidates, np.nextafter(candidates, np.inf)]))
+
+    # per solution and candidate: is the predicted first error (first step under the threshold) right?
+    hits_error = np.zeros(candidates.size)
+    hits_correct = np.zeros(candidates.size)
+    for label, scores in zip(labels, rows, strict=True):
+        running = -np.minimum.accumulate(scores)  # non-decreasing: the first step under t is where it passes -t
+        predicted = np.searchsorted(running, -candidates, side="right")
+        if label == -1:
+            hits_correct += predicted == scores.size
+        else:
+            hits_error += predicted == label
+    error_acc = hits_error / (labels != -1).sum()
+    correct_acc = hits_correct / (labels == -1).sum()
+    total = error_acc + correct_acc
+    f1 = np.divide(2 * error_acc * correct_acc, total, out=np.zeros_like(total), where=total > 0)
+    best = int(np.lexsort((-np.abs(candidates - DEFAULT_THRESHOLD), f1))[-1])
+    at_default = processbench_metrics(labels, step_scores=rows, threshold=DEFAULT_THRESHOLD)["f1"]
+    return {"threshold": float(candidates[best]), "f1_calibrated": float(f1[best]),
+            "f1_at_default": None if np.isnan(at_default) else float(at_default)}
+
+
+def centre_on_threshold(score: float, threshold: float) -> float:
+    """A PRM score mapped so that its calibrated threshold lands on 0.5 (piecewise linear, order kept, [0, 1]):
+    where a score becomes a hard label at 0.5 (machine step labels), a calibrated PRM's cut is honoured."""
+    score = min(max(float(score), 0.0), 1.0)
+    if not 0.0 < threshold < 1.0:
+        return score
+    if score < threshold:
+        return 0.5 * score / threshold
+    return 0.5 + 0.5 * (score - threshold) / (1.0 - threshold)
 
 
 def correct_answer_wrong_step_rate(

@@ -159,7 +159,7 @@ class CandidatePool(Recorded):
     """N sampled solutions per problem, graded against the ground truth: held-out problems for best-of-N,
     or (``purpose`` labeling) the campaign's candidate pool its labeling rounds choose from."""
 
-    name = models.CharField(max_length=200, unique=True)
+    name = models.CharField(max_length=200)
     purpose = models.CharField(max_length=16, choices=PoolPurpose.choices, default=PoolPurpose.EVALUATION)
     campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="candidate_pools")
@@ -168,6 +168,14 @@ class CandidatePool(Recorded):
     problem_count = models.PositiveIntegerField(default=0)
     candidate_count = models.PositiveIntegerField(default=0)
     pool_size = models.PositiveIntegerField(default=0, help_text="Largest number of candidates of one problem.")
+    comparison_default = models.BooleanField(
+        default=False, help_text="The pool “Compare PRM and ORM” offers first in its campaign (else the largest).")
+
+    class Meta(Recorded.Meta):
+        # a name is looked up inside its campaign only, so another campaign can neither see nor take it
+        constraints = [models.UniqueConstraint(fields=["campaign", "name"], name="candidatepool_name_per_campaign"),
+                       models.UniqueConstraint(fields=["name"], condition=Q(campaign__isnull=True),
+                                               name="candidatepool_name_staff_pools")]
 
     def __str__(self) -> str:
         return self.name

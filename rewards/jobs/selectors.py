@@ -7,6 +7,8 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 
 from annotate.models import AssignmentStatus, Campaign, FinishReason, MachineLabel, Solution
+from rewards.evaluation.intervals import no_flag_advice, verdict
+from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD
 from rewards.models import DatasetVersion
 
 from .models import (
@@ -50,19 +52,38 @@ def _scoring_label(job: ScoringJob | None) -> dict[str, Any] | None:
             "trained_on": model.trained_on}
 
 
+def percent(value: float | None) -> float | None:
+    """The dashboard shows every figure in percent, one decimal (fractions stay in the JSON/CSV downloads)."""
+    return None if value is None else round(100 * float(value), 1)
+
+
+def trained_on_words(model: RewardModel) -> str:
+    """What a model's training set counts, in words: a PRM learns from labeled steps (in labeled paths: a
+    solution's chosen path or an alternative after its prefix), an ORM from solutions with a graded answer."""
+    train = ((model.metrics or {}).get("data") or {}).get("train") or {}
+    if model.kind == Kind.PRM and train.get("steps") is not None:
+        return f"{train['steps']:,} labeled steps in {model.trained_on:,} labeled paths"
+    return f"{model.trained_on:,} {'labeled paths' if model.kind == Kind.PRM else 'solutions'}"
+
+
 def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
-    """One row per N: mean and std per method, and the closed form where it exists."""
+    """One row per N: mean, std and bootstrap interval per method, and the closed form where it exists."""
     results = run.results
+    intervals = (results.get("intervals") or {}).get("methods") or {}
     rows = []
     for n in results.get("ns", []):
         row: dict[str, Any] = {"n": n}
         for method in METHOD_LABELS:
             figures = (results["methods"].get(method) or {}).get(str(n))
+            bounds = (intervals.get(method) or {}).get(str(n)) or {}
             row[f"{method}_mean"] = figures["mean"] if figures else None
             row[f"{method}_std"] = figures["std"] if figures else None
+            row[f"{method}_low"], row[f"{method}_high"] = bounds.get("low"), bounds.get("high")
             # the page's table reads in percent, one decimal
-            row[f"{method}_pct"] = round(100 * figures["mean"], 1) if figures else None
-            row[f"{method}_std_pct"] = round(100 * figures["std"], 1) if figures else None
+            row[f"{method}_pct"] = percent(figures["mean"]) if figures else None
+            row[f"{method}_std_pct"] = percent(figures["std"]) if figures else None
+            row[f"{method}_low_pct"] = percent(bounds.get("low"))
+            row[f"{method}_high_pct"] = percent(bounds.get("high"))
             exact = (results.get("exact") or {}).get(method) or {}
             if method != "majority":
                 row[f"{method}_exact"] = exact.get(str(n))
@@ -78,13 +99,31 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
         seen.add(job.reward_model_id)
         metrics, model = job.step_metrics, job.reward_model
         bench = metrics.get("processbench", {})
+        calibrated = metrics.get("processbench_calibrated") or {}
+        intervals = metrics.get("intervals") or {}
         validation = (model.metrics.get("validation") or {}).get("step_level") or {}
-        rows.append({"model": model.name, "model_id": model.pk,
-                     "dataset_version": str(model.dataset_version) if model.dataset_version else None,
-                     "trained_on": model.trained_on, "heldout_solutions": metrics.get("solutions"),
-                     "heldout_steps": metrics.get("steps"), "step_auroc": metrics.get("step_auroc"),
-                     "first_error_acc": bench.get("error_acc"), "no_error_acc": bench.get("correct_acc"),
-                     "processbench_f1": bench.get("f1"), "validation_step_auroc": validation.get("auroc")})
+        row = {"model": model.name, "model_id": model.pk,
+               "dataset_version": str(model.dataset_version) if model.dataset_version else None,
+               "trained_on": model.trained_on, "trained_on_words": trained_on_words(model),
+               "heldout_solutions": metrics.get("solutions"),
+               "heldout_steps": metrics.get("steps"), "step_auroc": metrics.get("step_auroc"),
+               "first_error_acc": bench.get("error_acc"), "no_error_acc": bench.get("correct_acc"),
+               "processbench_f1": bench.get("f1"), "validation_step_auroc": validation.get("auroc"),
+               "threshold": metrics.get("threshold", DEFAULT_THRESHOLD),
+               "threshold_calibrated": bool(metrics.get("calibrated")),
+               "first_error_f1_calibrated": calibrated.get("f1", bench.get("f1")),
+               "advice": no_flag_advice(intervals) if intervals else None}
+        # the table's percent cells, in its column order, each with its interval over held-out solutions
+        cells = []
+        for metric, value in (("step_auroc", row["step_auroc"]), ("first_error_acc", row["first_error_acc"]),
+                              ("no_error_acc", row["no_error_acc"]), ("first_error_f1", row["processbench_f1"]),
+                              ("first_error_f1_calibrated", row["first_error_f1_calibrated"]),
+                              ("threshold", row["threshold"])):
+            bounds = intervals.get("threshold_interval" if metric == "threshold" else metric) or {}
+            cells.append({"metric": metric, "value": percent(value), "low": percent(bounds.get("low")),
+                          "high": percent(bounds.get("high"))})
+        row["cells"] = cells
+        rows.append(row)
     return rows
 
 
@@ -117,15 +156,19 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
                                               status=JobStatus.SUCCEEDED).exclude(step_metrics={})
                     .select_related("reward_model__dataset_version__campaign").order_by("-finished_at", "-id")[:200])
     latest = runs[0] if runs else None
+    step_rows = step_metric_rows(scorings)
+    paired = ((latest.results.get("intervals") or {}).get("paired") or {}) if latest else {}
     return {
         "latest": latest,
+        "verdict": verdict(paired),
+        "no_flag_advice": next((row["advice"] for row in step_rows if row["advice"]), None),
         "runs": [{"id": run.pk, "pool": run.pool.name, "created_at": run.created_at.isoformat(),
                   "trials": run.trials, "aggregation": run.aggregation,
                   "problems": run.results.get("problems"), "pool_size": run.results.get("pool_size"),
                   "prm": _scoring_label(run.prm_scoring), "orm": _scoring_label(run.orm_scoring)} for run in runs],
         "figures": {
             "best-of-n": best_of_n_rows(latest) if latest else [],
-            "step-metrics": step_metric_rows(scorings),
+            "step-metrics": step_rows,
             "data-efficiency": [{"kind": kind, **point} for kind, points in
                                 (latest.data_efficiency.items() if latest else []) for point in points],
             "history": history_rows(runs),

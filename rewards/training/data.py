@@ -8,7 +8,7 @@ the two can never drift apart. Nothing here imports torch.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -94,13 +94,20 @@ def _meta(where: str, record: dict[str, Any]) -> tuple[str | None, str | None]:
     return split, None if problem_id is None else str(problem_id)
 
 
-def step_labels(ratings: Sequence[int], neutral: str) -> tuple[int, ...]:
-    """Labels from raw −1/0/+1 ratings under a neutral policy ("exclude": neutral steps get no loss)."""
+#: PRM800K's scale as the node reads it: rating -> positive (True), negative (False) or neutral (None)
+PM1_LABELS: Mapping[int, bool | None] = {-1: False, 0: None, 1: True}
+
+
+def step_labels(ratings: Sequence[int], neutral: str, label_map: Mapping[int, bool | None] = PM1_LABELS
+                ) -> tuple[int, ...]:
+    """Labels from raw ratings under a neutral policy ("exclude": neutral steps get no loss); ``label_map`` is the
+    campaign's scale as plain data (the job config carries it; PRM800K's −1/0/+1 by default)."""
     neutral_label = {"positive": 1, "negative": 0, "exclude": IGNORE_INDEX}[neutral]
-    return tuple(1 if r == 1 else 0 if r == -1 else neutral_label for r in ratings)
+    return tuple(neutral_label if label_map[r] is None else int(bool(label_map[r])) for r in ratings)
 
 
-def parse_prm_record(where: str, record: dict[str, Any], neutral: str) -> PrmRow:
+def parse_prm_record(where: str, record: dict[str, Any], neutral: str,
+                     label_map: Mapping[int, bool | None] = PM1_LABELS) -> PrmRow:
     """Validate one ``trl-stepwise`` row; labels are recomputed from ``ratings`` unless neutral is "positive"."""
     prompt = _text(where, record, "prompt")
     steps = _field(where, record, "completions")
@@ -108,11 +115,11 @@ def parse_prm_record(where: str, record: dict[str, Any], neutral: str) -> PrmRow
         raise TrainingDataError(f"{where}: field 'completions' must be a non-empty list of step texts")
     ratings = record.get("ratings")
     if ratings is not None and (not isinstance(ratings, list) or len(ratings) != len(steps)
-                                or not all(r in (-1, 0, 1) and not isinstance(r, bool) for r in ratings)):
-        raise TrainingDataError(f"{where}: field 'ratings' must be a list of -1/0/1, one per step "
-                                f"({len(steps)} steps)")
+                                or not all(r in label_map and not isinstance(r, bool) for r in ratings)):
+        raise TrainingDataError(f"{where}: field 'ratings' must be a list of "
+                                f"{'/'.join(map(str, sorted(label_map)))}, one per step ({len(steps)} steps)")
     if neutral != "positive" and ratings is not None:
-        labels = step_labels(ratings, neutral)
+        labels = step_labels(ratings, neutral, label_map)
     else:
         raw = _field(where, record, "labels")
         if not isinstance(raw, list) or len(raw) != len(steps) or not all(isinstance(v, bool) for v in raw):
@@ -134,10 +141,12 @@ def parse_orm_record(where: str, record: dict[str, Any]) -> OrmRow:
     return OrmRow(prompt, completion, int(label), split, problem_id)
 
 
-def read_dataset(path: Path, kind: str, neutral: str = "positive") -> list[PrmRow] | list[OrmRow]:
+def read_dataset(path: Path, kind: str, neutral: str = "positive",
+                 label_map: Mapping[int, bool | None] | None = None) -> list[PrmRow] | list[OrmRow]:
     """All rows of an exported file, validated; the first bad row raises TrainingDataError."""
     if kind == "prm":
-        return [parse_prm_record(where, record, neutral) for where, record in iter_records(path)]
+        return [parse_prm_record(where, record, neutral, label_map or PM1_LABELS)
+                for where, record in iter_records(path)]
     return [parse_orm_record(where, record) for where, record in iter_records(path)]
 
 

@@ -35,6 +35,11 @@ class ModelSpec:
     num_labels: int = 2
     positive_class: int = POSITIVE_CLASS
     format: str = SPEC_FORMAT
+    method: str = "finetune"
+    # PRM: the first-error threshold chosen on the validation split (max first-error F1); None: 0.5
+    threshold: float | None = None
+    features: str | None = None  # head: the step-feature recipe
+    feature_cache: str | None = None  # head: the cache folder of training, which scoring reuses
 
     def save(self, folder: Path) -> None:
         (Path(folder) / SPEC_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..evaluation.step_metrics import DEFAULT_THRESHOLD, first_error_index
 from .data import SequenceLayout, TrainingDataError, encode_orm, encode_prm, iter_records, pad_batch, tokenize_texts
 
 if TYPE_CHECKING:
@@ -27,8 +28,66 @@ def aggregate(step_scores: Sequence[float], how: str) -> float:
     return float(math.prod(step_scores))
 
 
-class RewardModel:
-    """A loaded PRM or ORM. Scores are P(correct) in (0, 1)."""
+class ScoringModel:
+    """What every loaded PRM or ORM offers, whatever its method. Scores are P(correct) in (0, 1)."""
+
+    spec: ModelSpec
+    kind: str
+    aggregation: str
+
+    @property
+    def threshold(self) -> float:
+        """The PRM's first-error threshold: the calibrated one stored with the model, else 0.5."""
+        return DEFAULT_THRESHOLD if self.spec.threshold is None else float(self.spec.threshold)
+
+    def score_steps_batch(self, items: Sequence[tuple[str, Steps]]) -> list[list[float]]:
+        raise NotImplementedError
+
+    def score_solutions(self, items: Sequence[tuple[str, Steps | str]]) -> list[float]:
+        raise NotImplementedError
+
+    def score_steps(self, prompt: str, steps: Steps) -> list[float]:
+        """Per-step P(correct) of one solution (PRM only)."""
+        return self.score_steps_batch([(prompt, steps)])[0]
+
+    def score_solution(self, prompt: str, solution: Steps | str) -> float:
+        """One solution's score (see ``score_solutions``)."""
+        return self.score_solutions([(prompt, solution)])[0]
+
+
+def _check_steps(kind: str, items: Sequence[tuple[str, Steps]]) -> None:
+    if kind != "prm":
+        raise TypeError("score_steps needs a PRM; this is an ORM (use score_solution)")
+    for prompt, steps in items:
+        if not steps:
+            raise ValueError(f"a solution needs at least one step (prompt {prompt[:40]!r})")
+
+
+class HeadRewardModel(ScoringModel):
+    """A ``head`` model: a small classifier over the frozen backbone's cached features (``head.py``)."""
+
+    def __init__(self, folder: Path, spec: ModelSpec) -> None:
+        from .head import HeadScorer
+
+        self.spec, self.kind, self.aggregation = spec, spec.kind, spec.aggregation
+        self.scorer = HeadScorer(folder, spec)
+
+    def score_steps_batch(self, items: Sequence[tuple[str, Steps]]) -> list[list[float]]:
+        _check_steps(self.kind, items)
+        return self.scorer.steps(items)
+
+    def score_solutions(self, items: Sequence[tuple[str, Steps | str]]) -> list[float]:
+        from .head import orm_steps
+
+        pairs = [(prompt, orm_steps(solution) if isinstance(solution, str) else list(solution))
+                 for prompt, solution in items]
+        if self.kind == "prm":
+            return [aggregate(s, self.aggregation) for s in self.score_steps_batch(pairs)]
+        return self.scorer.solutions(pairs)
+
+
+class RewardModel(ScoringModel):
+    """A loaded fine-tuned PRM or ORM (token or sequence classifier)."""
 
     def __init__(self, model: Any, tokenizer: Any, spec: ModelSpec, layout: SequenceLayout, device: str,
                  batch_size: int, max_length: int) -> None:
@@ -60,11 +119,7 @@ class RewardModel:
 
     def score_steps_batch(self, items: Sequence[tuple[str, Steps]]) -> list[list[float]]:
         """Per-step P(correct) for many (prompt, steps) pairs."""
-        if self.kind != "prm":
-            raise TypeError("score_steps needs a PRM; this is an ORM (use score_solution)")
-        for prompt, steps in items:
-            if not steps:
-                raise ValueError(f"a solution needs at least one step (prompt {prompt[:40]!r})")
+        _check_steps(self.kind, items)
         prompts = tokenize_texts(self.tokenizer, [prompt for prompt, _ in items])
         flat = tokenize_texts(self.tokenizer, [s for _, steps in items for s in steps])
         sequences: list[list[int]] = []
@@ -85,10 +140,6 @@ class RewardModel:
                 scores[item][first + offset] = float(probs[position])
         return scores
 
-    def score_steps(self, prompt: str, steps: Steps) -> list[float]:
-        """Per-step P(correct) of one solution (PRM only)."""
-        return self.score_steps_batch([(prompt, steps)])[0]
-
     def score_solutions(self, items: Sequence[tuple[str, Steps | str]]) -> list[float]:
         """Solution scores: the PRM's aggregated step scores, or the ORM's P(final answer correct).
 
@@ -103,13 +154,9 @@ class RewardModel:
                      for p, c in zip(prompts, tokenize_texts(self.tokenizer, texts), strict=True)]
         return [float(p) for p in self._positive_probs(sequences)]
 
-    def score_solution(self, prompt: str, solution: Steps | str) -> float:
-        """One solution's score (see ``score_solutions``)."""
-        return self.score_solutions([(prompt, solution)])[0]
-
 
 def load_reward_model(folder: str | Path, *, device: str | None = None, batch_size: int = 16,
-                      max_length: int | None = None) -> RewardModel:
+                      max_length: int | None = None) -> ScoringModel:
     """Load a model folder written by training (GPU when present); ``max_length`` defaults to the training one."""
     import torch
 
@@ -117,6 +164,8 @@ def load_reward_model(folder: str | Path, *, device: str | None = None, batch_si
 
     folder = Path(folder)
     spec = ModelSpec.load(folder)
+    if spec.method == "head":
+        return HeadRewardModel(folder, spec)
     tokenizer = load_tokenizer(folder)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = load_model(folder, spec.kind).to(device)
@@ -139,11 +188,12 @@ def _solution_of(where: str, record: dict[str, Any], kind: str) -> tuple[str, St
     return prompt, completion
 
 
-def score_file(model: RewardModel, source: Path, out: Path, *, chunk_rows: int = 256) -> int:
+def score_file(model: ScoringModel, source: Path, out: Path, *, chunk_rows: int = 256) -> int:
     """Score a JSONL/Parquet file of solutions into JSONL; returns the number of rows written.
 
-    PRM rows gain ``step_scores``, ``score`` (the model's aggregation, product by default) and
-    ``score_min``; ORM rows gain ``score``.
+    PRM rows gain ``step_scores``, ``score`` (the model's aggregation, product by default), ``score_min``,
+    ``first_error`` (the first step under the model's calibrated threshold, −1 for none) and ``threshold``;
+    ORM rows gain ``score``.
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -157,7 +207,8 @@ def score_file(model: RewardModel, source: Path, out: Path, *, chunk_rows: int =
             if model.kind == "prm":
                 for (record, _), steps in zip(chunk, model.score_steps_batch(items), strict=True):
                     record.update(step_scores=steps, score=aggregate(steps, model.aggregation),
-                                  score_min=aggregate(steps, "min"))
+                                  score_min=aggregate(steps, "min"), threshold=model.threshold,
+                                  first_error=first_error_index(steps, model.threshold))
             else:
                 for (record, _), score in zip(chunk, model.score_solutions(items), strict=True):
                     record["score"] = score

@@ -168,7 +168,7 @@ def encode_orm_rows(rows: Sequence[OrmRow], tokenizer: Any, layout: SequenceLayo
                       "negative": len(rows) - positives, "overlong": overlong}
 
 
-def _binary_figures(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+def binary_figures(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     """Accuracy at 0.5 and AUROC (None when only one class is present)."""
     from sklearn.metrics import roc_auc_score
 
@@ -182,11 +182,16 @@ def _binary_figures(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
 
 
 def prm_figures(probs: np.ndarray, labels: np.ndarray, aggregation: str) -> dict[str, Any]:
-    """Step-level figures over labeled separators; solution-level: correct = no negative step."""
+    """Step-level figures over labeled separators; solution-level: correct = no negative step; the first-error
+    threshold that maximises first-error F1 on these rows (``calibrate_threshold``)."""
+    from ..evaluation.step_metrics import calibrate_threshold
+
     step_scores: list[float] = []
     step_labels: list[int] = []
     solution_scores: list[float] = []
     solution_labels: list[int] = []
+    per_row: list[list[float]] = []
+    first_errors: list[int] = []
     for row_probs, row_labels in zip(probs, labels, strict=True):
         mask = row_labels != IGNORE_INDEX
         if not mask.any():
@@ -197,8 +202,11 @@ def prm_figures(probs: np.ndarray, labels: np.ndarray, aggregation: str) -> dict
         step_labels += truth
         solution_scores.append(aggregate(scores, aggregation))
         solution_labels.append(int(all(truth)))
-    return {"step_level": _binary_figures(np.array(step_scores), np.array(step_labels)),
-            "solution_level": _binary_figures(np.array(solution_scores), np.array(solution_labels))}
+        per_row.append(scores)
+        first_errors.append(next((i for i, v in enumerate(truth) if v == 0), -1))
+    return {"step_level": binary_figures(np.array(step_scores), np.array(step_labels)),
+            "solution_level": binary_figures(np.array(solution_scores), np.array(solution_labels)),
+            **calibrate_threshold(first_errors, per_row)}
 
 
 def _positive_probability(logits: Any, labels: Any) -> Any:
@@ -254,9 +262,19 @@ def _trainer_class(negative_weight: float) -> Any:
 
 def run_training(config: TrainConfig) -> dict[str, Any]:
     """Train, evaluate and save; returns the metrics written to ``metrics.json``."""
+    from .head import resolved_method, run_head_training
+
     output = config.output_dir
     events = EventLog(output / "events.jsonl", main=_rank() == 0)
     try:
+        if resolved_method(config.method) == "head":
+            started = time.time()
+            output.mkdir(parents=True, exist_ok=True)
+            (output / "config.resolved.json").write_text(json.dumps(config.resolved(), indent=2) + "\n",
+                                                         encoding="utf-8")
+            events.write("start", kind=config.kind, method="head", dataset=str(config.dataset),
+                         base_model=str(config.base_model_path), config=config.resolved())
+            return run_head_training(config, events, started)
         return _train(config, events)
     except BaseException as exc:
         events.write("error", always=True, rank=_rank(), message=f"{type(exc).__name__}: {exc}",
@@ -277,7 +295,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
                  world_size=world, cuda=torch.cuda.is_available(), config=config.resolved())
     set_seed(config.seed)
 
-    rows = read_dataset(config.dataset, config.kind, config.neutral)
+    rows = read_dataset(config.dataset, config.kind, config.neutral, config.label_map)
     train_rows, eval_rows = split_rows(rows, config.eval_fraction, config.seed)
     if config.limit is not None:
         train_rows = train_rows[:config.limit]
@@ -371,13 +389,14 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
         if config.kind == "prm":
             validation.update(prm_figures(probs, labels, config.score_aggregation))
         else:
-            validation["solution_level"] = _binary_figures(probs.reshape(-1), labels.reshape(-1))
+            validation["solution_level"] = binary_figures(probs.reshape(-1), labels.reshape(-1))
         events.write("eval", step=trainer.state.global_step, **validation)
 
     parameters = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     metrics = {
         "kind": config.kind,
+        "method": "lora" if config.lora is not None else "finetune",
         "train": train_figures,
         "validation": validation,
         "data": {"train": train_counts, "validation": eval_counts,
@@ -390,7 +409,8 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     if trainer.is_world_process_zero():
         spec = ModelSpec(kind=config.kind, separator_token=separator, aggregation=config.score_aggregation,
                          neutral=config.neutral, base_model=config.base_model, max_length=config.max_length,
-                         lora=config.lora is not None)
+                         lora=config.lora is not None,
+                         threshold=(validation or {}).get("threshold") if config.kind == "prm" else None)
         save_reward_model(model, tokenizer, spec, config.output_dir)
         metrics["runtime_s"] = time.time() - started
         (config.output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")

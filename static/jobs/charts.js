@@ -19,6 +19,9 @@
     canvas.dataset.drawn = "true";
   }
 
+  // every figure on the dashboard reads in percent (the table cells too)
+  const percentTick = (value) => Math.round(value * 100) + " %";
+
   // N on a log2 axis: ticks at 1, 2, 4, … (Chart.js's own log ticks are 1, 2, 3, … 10, 20, …).
   function log2Axis(title, maxN) {
     return {
@@ -64,7 +67,7 @@
         plugins: { legend: { labels: { filter: (item) => !item.text.includes("σ") } } },
         scales: { x: log2Axis("N = solutions per problem (log2)", Math.max(...rows.map((r) => r.n))),
                   y: { min: 0, max: 1, title: { display: true, text: "problems solved (best-of-N)" },
-                       ticks: { callback: (value) => Math.round(value * 100) + " %" } } },
+                       ticks: { callback: percentTick } } },
       },
     });
   }
@@ -78,7 +81,8 @@
     }));
     draw(canvas, { type: "scatter", data: { datasets },
       options: { scales: { x: { type: "logarithmic", title: { display: true, text: xTitle } },
-                           y: { min: 0, max: 1, title: { display: true, text: "accuracy" } } } } });
+                           y: { min: 0, max: 1, title: { display: true, text: "best-of-N at the pool size" },
+                                ticks: { callback: percentTick } } } } });
   }
 
   function historyChart(canvas, rows) {
@@ -87,7 +91,8 @@
     draw(canvas, { type: "line", data: { labels, datasets: ["prm", "orm"].map((kind) => ({
       label: LABELS[kind], borderColor: COLORS[kind], backgroundColor: COLORS[kind], spanGaps: true,
       data: rows.map((r) => r[kind]) })) },
-      options: { scales: { y: { min: 0, max: 1, title: { display: true, text: "best-of-N at the pool size" } } } } });
+      options: { scales: { y: { min: 0, max: 1, title: { display: true, text: "best-of-N at the pool size" },
+                                ticks: { callback: percentTick } } } } });
   }
 
   function render(root) {
@@ -99,7 +104,8 @@
     root.querySelectorAll("canvas[data-chart]").forEach((canvas) => {
       const kind = canvas.dataset.chart;
       if (kind === "best-of-n") bestOfN(canvas, f["best-of-n"]);
-      if (kind === "data-efficiency") scatterByKind(canvas, f["data-efficiency"], "trained_on", "accuracy", "labeled solutions trained on (log)");
+      if (kind === "data-efficiency") scatterByKind(canvas, f["data-efficiency"], "trained_on", "accuracy",
+        "labeled paths trained on (PRM: step-labeled paths, ORM: graded solutions; log)");
       if (kind === "history") historyChart(canvas, f.history);
     });
   }

@@ -5,7 +5,22 @@
   // Swapped rows must take the next click at once: htmx wires new buttons up when it settles.
   if (window.htmx) { window.htmx.config.defaultSettleDelay = 0; }
 
+  // PRM800K's keys; a campaign with another label scale names its own on each rating button (data-key).
   var KEY_RATINGS = { "1": "-1", "-": "-1", "2": "0", "0": "0", "3": "1", "+": "1", "=": "1" };
+  var ERROR_VALUES = ["-1"]; // the scale's values that stop the solution (data-error-values)
+  var categoryStep = null; // after an error rating on a campaign with error categories: that step's index
+
+  function readScale() {
+    var ws = workspace();
+    if (!ws) { return; }
+    if (ws.getAttribute("data-error-values")) { ERROR_VALUES = ws.getAttribute("data-error-values").split(","); }
+    if (ws.getAttribute("data-scale") === "pm1") { return; }
+    var keys = {};
+    Array.prototype.forEach.call(document.querySelectorAll("button[data-rating][data-key]"), function (button) {
+      keys[button.getAttribute("data-key")] = button.getAttribute("data-rating");
+    });
+    if (Object.keys(keys).length) { KEY_RATINGS = keys; }
+  }
   var focusKey = null; // "step:completion" of the focused unit, kept across swaps
   var lastActionAt = Date.now(); // per-step time: since page load or the previous rating
 
@@ -83,10 +98,16 @@
   var queue = [];
 
   function isRowRequest(elt) {
-    return !!(elt && elt.matches && elt.matches("[data-rating], [data-flag], [data-bad-split], [data-choose], form.write-own, form.rationale"));
+    return !!(elt && elt.matches && elt.matches("[data-rating], [data-flag], [data-bad-split], [data-choose], [data-error-category], form.write-own, form.rationale"));
   }
 
   function handleKey(key) {
+    if (categoryStep !== null) {  // the key right after an error rating may name the kind of error
+      var row = document.getElementById("step-" + categoryStep);
+      categoryStep = null;
+      var category = row ? row.querySelector('button[data-error-category][data-key="' + key + '"]') : null;
+      if (category) { clickIfEnabled(category); return; }
+    }
     var unit = focused() || firstToDo();
     if (unit && unit.querySelector("button[data-rating]:disabled") && firstToDo()) { unit = firstToDo(); }
     if (KEY_RATINGS.hasOwnProperty(key)) {
@@ -239,7 +260,8 @@
       lastActionAt = Date.now();
       // After a −1 the later steps are locked: the keyboard focus goes to "Submit" once every swap is in
       // (to the −1's reason field first, where the campaign takes reasons).
-      focusSubmit = requester.getAttribute("data-rating") === "-1";
+      focusSubmit = ERROR_VALUES.indexOf(requester.getAttribute("data-rating")) >= 0;
+      categoryStep = focusSubmit && elt.querySelector("[data-error-categories]") ? elt.getAttribute("data-step-index") : null;
       focusRationale = focusSubmit && current ? keyOf(current) : null;
       // After a rating, move on to the next unit that still needs one and can take it.
       var index = all.indexOf(current);
@@ -289,6 +311,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     if (!workspace()) { return; }
+    readScale();
     syncReasonButtons();
     var submit = document.querySelector('[data-action="next"][data-found-error]');
     if (submit) {

@@ -56,7 +56,7 @@ def test_demo_history_holds_every_phase1_label_graded_and_a_graded_pool(demo: Ca
     answered = [row for row in outcome if "# Answer" in row["completion"]]
     assert len(answered) > 800 and all(final_answer_of([row["completion"]]) for row in answered)
 
-    pool = CandidatePool.objects.get(campaign=demo)
+    pool = CandidatePool.objects.get(campaign=demo, name__contains="AIME")
     candidates = Candidate.objects.filter(pool_problem__pool=pool)
     assert pool.problems.count() == 30 and candidates.count() == 30 * 64
     assert 0 < candidates.filter(is_correct=True).count() < candidates.count()

@@ -384,3 +384,47 @@ def test_numbers_past_the_database_integers_are_a_400_naming_the_field(world: Wo
     response = admin.post(reverse("jobs:generation_start", kwargs={"slug": world.a.slug}),
                           {"strategy": "random", "batch_size": "9" * 30, "config": ""})
     assert response.status_code == 400 and "batch_size" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_pools_and_evaluations_stay_in_their_campaign(world: World) -> None:
+    """A researcher of B, on B's own URLs, naming A's pool, models and scoring: refused like a missing object
+    (400 naming the field); a pool named like one of A's is B's own, and A's pool lists do not show it."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from rewards.jobs.models import CandidatePool, JobStatus, ScoringJob
+    from tests.factories import MembershipFactory, UserFactory
+
+    b = Campaign.objects.get(slug="b")
+    researcher_b = UserFactory(username="researcher_b")
+    MembershipFactory(campaign=b, user=researcher_b, role=Role.RESEARCHER)
+    ScoringJob.objects.filter(pk=world.scoring_job.pk).update(status=JobStatus.SUCCEEDED)
+    a_pool, a_model = world.scoring_job.pool, world.scoring_job.reward_model
+    client = Client()
+    client.force_login(researcher_b)
+    line = b'{"problem": "What is 1+1?", "solution": "It is 2.", "answer": "2", "ground_truth": "2"}\n'
+    cases: list[tuple[str, str, dict[str, Any], str, Any]] = [
+        ("post", f"/api/campaigns/{b.pk}/evaluations/", {"prm_scoring": world.scoring_job.pk}, "json", 400),
+        ("post", f"/api/campaigns/{b.pk}/evaluations/", {"orm_scoring": world.scoring_job.pk}, "json", 400),
+        ("post", f"/api/campaigns/{b.pk}/scoring/", {"pool": a_pool.pk, "reward_models": [a_model.pk]}, "json", 400),
+        ("post", f"/models/dashboard/{b.slug}/evaluate/", {"prm_scoring": world.scoring_job.pk}, "form", 400),
+        ("post", f"/models/dashboard/{b.slug}/score/", {"pool": a_pool.pk, "models": [a_model.pk]}, "form", 400),
+        ("get", f"/api/campaigns/{world.a.pk}/pools/", {}, "form", 404),
+        ("post", f"/api/campaigns/{world.a.pk}/evaluations/", {"prm_scoring": world.scoring_job.pk}, "json", 404),
+        ("post", f"/api/campaigns/{b.pk}/pools/",
+         {"name": a_pool.name, "file": SimpleUploadedFile("p.jsonl", line)}, "form", 201),
+    ]
+    wrong = []
+    for method, url, data, kind, expected in cases:
+        if kind == "json":
+            response = getattr(client, method)(url, data, content_type="application/json")
+        else:
+            response = getattr(client, method)(url, data)
+        if response.status_code != expected:
+            wrong.append(f"{method.upper()} {url} {data}: expected {expected}, got {response.status_code}")
+        elif url.startswith("/models/") and "no scoring job" not in response.content.decode() and \
+                "no candidate pool" not in response.content.decode():
+            wrong.append(f"{method.upper()} {url} {data}: the page does not say the object is missing")
+    assert not wrong, "\n".join(wrong)
+    assert not world.a.evaluation_runs.exists() and not ScoringJob.objects.filter(pool__campaign=b).exists()
+    assert CandidatePool.objects.filter(name=a_pool.name).values_list("campaign__slug", flat=True).count() == 2

@@ -205,9 +205,10 @@ def test_a_killed_node_process_is_failed_by_the_reaper_with_the_queue_reason(slu
                                                                             settings) -> None:
     """The watcher is gone (its worker died) and so is the job's process on the node: the reaper asks Slurm,
     which still knows how the job ended, instead of only saying that the heartbeats stopped."""
+    from rewards.jobs.kinds import registry
     from rewards.jobs.models import JobStatus, TrainingJob
     from rewards.jobs.services import runner
-    from rewards.jobs.services.training import TrainingRequest, reap_training_jobs, start_training_job, training_hooks
+    from rewards.jobs.services.training import TrainingRequest, start_training_job, training_hooks
 
     with transaction.atomic():  # recorded as sent: no watcher task, this test plays the watcher
         job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, backend="slurm",
@@ -225,7 +226,7 @@ def test_a_killed_node_process_is_failed_by_the_reaper_with_the_queue_reason(slu
 
     stale = timezone.now() - timedelta(seconds=settings.STEPLAB_JOB_HEARTBEAT_TIMEOUT_S + 60)
     TrainingJob.objects.filter(pk=job.pk).update(heartbeat_at=stale)
-    assert reap_training_jobs() == [job.pk]
+    assert registry.get("training").reap() == [job.pk]
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
     assert job.error.startswith(f"Slurm job {external_id} FAILED (") and "signal 9" in job.error

@@ -43,15 +43,15 @@ def training_worker(killable_worker, settings, tmp_path: Path):  # type: ignore[
 def kill_mid_training(dataset_version: Any, worker: tuple[Any, str, Path], wait_for: Any) -> tuple[Any, int, int]:
     """Start a long PRM job on the worker, SIGKILL its pool process once the trainer reports a step, and wait
     for the trainer's whole process group to be gone. Returns (job, process group, trainer pid)."""
+    from rewards.jobs.kinds import registry
     from rewards.jobs.models import JobStatus, TrainingJob
     from rewards.jobs.services.training import TrainingRequest, start_training_job
-    from rewards.jobs.tasks import run_training_job
 
     process, queue, log = worker
     with transaction.atomic():  # recorded as sent: its task goes to our own worker, not to the gpu queue
         job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=LONG_HYPER))
         TrainingJob.objects.filter(pk=job.pk).update(dispatched_at=timezone.now())
-    run_training_job.apply_async(args=[job.pk], queue=queue)
+    registry.get("training").task.apply_async(args=[job.pk], queue=queue)
     wait_for(lambda: job.refresh_from_db() or (job.status == JobStatus.RUNNING and job.step >= 1), timeout=120,
              every=0.2, what=f"training to report a step: {log.read_text()[-3000:]}")
     group = int(job.external_id)

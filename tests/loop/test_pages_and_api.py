@@ -143,12 +143,18 @@ def test_evaluate_form_fills_the_best_of_n_table(client, campaign_admin, loop_ca
     table = table[:table.index("</table>")]
     assert re.findall(r'<tr data-n="(\d+)">', table) == ["1", "2", "4"]
     for method in ("prm", "orm", "majority", "pass"):
-        values = re.findall(rf'<td data-method="{method}">([^<]*)</td>', table)
-        assert len(values) == 3 and all(0 <= float(v) <= 100 for v in values), (method, values)
+        cells = re.findall(rf'<td data-ci-low="([^"]*)" data-ci-high="([^"]*)" data-method="{method}">([^<]*)</td>',
+                           table)
+        assert len(cells) == 3, (method, cells)
+        for low, high, value in cells:  # percent, inside its bootstrap interval over problems
+            assert 0 <= float(low) <= float(value) <= float(high) <= 100, (method, low, value, high)
     # every problem has a right one
-    assert float(re.findall(r'<td data-method="pass">([^<]*)</td>', table)[-1]) == 100.0
+    assert float(re.findall(r'data-method="pass">([^<]*)</td>', table)[-1]) == 100.0
     assert "hand PRM" in page and f"pool “{run.pool.name}”" in page  # named under the chart
-    assert 'data-metric="step_auroc">0.813<' in page and 'data-metric="first_error_f1">0.667<' in page
+    # one unit on the page: the step-level figures in percent too (no interval stored with these hand figures)
+    assert 'data-metric="step_auroc">81.2<' in page and 'data-metric="first_error_f1">66.7<' in page
+    verdicts = re.findall(r"<div class=\"verdict\" data-verdict>(.*?)</div>", page, re.S)
+    assert len(verdicts) == 1 and "PRM" in verdicts[0] and "majority vote" in verdicts[0]
 
 
 def test_evaluate_errors_and_api(client, campaign_admin, loop_campaign, hand_scored) -> None:  # type: ignore[no-untyped-def]

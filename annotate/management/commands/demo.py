@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from annotate.demo import DEMO_SLUG, load_demo
+from annotate.demo import DEMO_SLUG, MMLU_SLUG, load_demo
 from annotate.models import AutoTrain, Campaign
 from annotate.selectors import graded_solutions
 from annotate.services.campaigns import update_campaign
@@ -23,7 +23,8 @@ from steplab.celery import WORKER_QUEUES, worker_command
 
 
 class Command(BaseCommand):
-    help = "Load the demo campaign (slug 'demo') and its accounts, then serve Steplab with an embedded worker."
+    help = ("Load the demo campaigns ('demo': math; 'demo-mmlu': six other domains) and their accounts, then serve "
+            "Steplab with an embedded worker.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--no-serve", action="store_true", help="stop after loading")
@@ -44,6 +45,9 @@ class Command(BaseCommand):
             update_campaign(campaign=campaign, auto_train=AutoTrain.OFF)
         else:
             self.stdout.write(f"campaign '{DEMO_SLUG}' already loaded; left unchanged")
+        if report.mmlu_counts:
+            counts = ", ".join(f"{k}={v}" for k, v in report.mmlu_counts.items())
+            self.stdout.write(f"loaded campaign '{MMLU_SLUG}': {counts}")
         graded = graded_solutions(campaign)
         self.stdout.write(f"graded solutions: {graded['correct']} correct, {graded['wrong']} wrong, "
                           f"{graded['ungraded']} without a verdict")

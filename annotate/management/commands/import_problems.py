@@ -8,7 +8,8 @@ from ._common import ImportCommand, get_campaign, run_import
 
 
 class Command(ImportCommand):
-    help = ("Import MATH / MATH-500 rows (problem, solution, answer, subject, level, unique_id) into a campaign's "
+    help = ("Import MATH / MATH-500 rows (problem, solution, answer, subject, level, unique_id) or generic rows "
+            "(question, question_id, options, answer, category) into a campaign's "
             "problems (--campaign), or without --campaign into the staff-only problem bank, whose problems are "
             "copied into a campaign the first time one of its imports references them.")
 

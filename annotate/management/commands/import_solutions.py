@@ -3,18 +3,21 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from annotate.services.problems import import_solutions
-from annotate.steps import SPLIT_RULES
+from annotate.steps import check_step_rule
 
 from ._common import ImportCommand, get_campaign, run_import
 
 
 class Command(ImportCommand):
     help = ("Import generator samples (problem_id or problem, solution text or steps, optional answer, "
-            "verifier_score); split into steps and graded against the ground truth.")
+            "verifier_score), or generic rows (question_id, response or steps, model; pred kept as provenance); "
+            "split by the campaign's step rule and graded by its grader.")
 
     def add_options(self, parser: CommandParser) -> None:
         parser.add_argument("--campaign", required=True)
-        parser.add_argument("--split", choices=SPLIT_RULES, default="auto", help="step splitting rule")
+        parser.add_argument("--split", type=check_step_rule, default=None,
+                            help="step rule (auto, newline, paragraph, sentence, regex:PATTERN); "
+                                 "default: the campaign's")
         parser.add_argument("--generation", type=int, default=None, help="generation for rows that name none")
 
     def handle(self, *args: Any, **options: Any) -> None:

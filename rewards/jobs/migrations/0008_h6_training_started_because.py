@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0007_machine_labeling_job'),
+        ('jobs', '0008_h1_pool_names_per_campaign'),
     ]
 
     operations = [

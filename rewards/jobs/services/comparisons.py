@@ -39,16 +39,19 @@ from ..models import (
     TrainingJob,
 )
 from .evaluation import evaluate_pool
+from .pools import free_pool_name
 from .scoring import start_scoring_job
 from .training import EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
 log = logging.getLogger(__name__)
 J = TypeVar("J", TrainingJob, ScoringJob)
 
-#: optimizer steps per model when the form is left as it is: 8-10 CPU-seconds a step with the MiniLM default at
-#: max length 512. With 30 the demo's comparison took 927.5 s from the click on 2 idle cores (README, "The loop in
-#: the browser"), past its 15-minute budget; 24 leaves that budget a margin
-DEFAULT_MAX_STEPS = 24
+#: the budget per model when the form is left as it is. Both models train with method "auto": on a CPU the head
+#: over cached backbone features learns from every label of the version, and this is its optimizer's iterations
+#: (L-BFGS settles well before); on a GPU node it is fine-tuning's optimizer steps
+DEFAULT_MAX_STEPS = 300
+#: how both models train: the head on a CPU, fine-tuning where CUDA is present (``rewards.training.head``)
+METHOD = "auto"
 MAX_MAX_STEPS = 100_000
 #: candidates scored per problem by default: scoring is most of a CPU run's time (a PRM reads every token of
 #: every candidate), and N = 16 already shows where PRM, ORM and majority part
@@ -65,12 +68,25 @@ class _Lost(Exception):
     """Another caller moved the run first (or it was cancelled): roll back what this call started."""
 
 
-def comparison_pool(campaign: Campaign) -> CandidatePool | None:
-    """The pool a comparison scores: the campaign's newest evaluation pool, else its newest labeling pool (never
-    a subset an earlier comparison made)."""
+def comparison_pools(campaign: Campaign) -> list[CandidatePool]:
+    """The pools a comparison may score, the default first: the pool marked ``comparison_default``, else the
+    largest (most candidates; evaluation pools before labeling pools, then the newest). A subset an earlier
+    comparison made is never offered."""
     pools = (CandidatePool.objects.filter(campaign=campaign, candidate_count__gt=0)
-             .exclude(source__startswith=SUBSET_SOURCE).order_by("-created_at", "-id"))
-    return pools.filter(purpose=PoolPurpose.EVALUATION).first() or pools.first()
+             .exclude(source__startswith=SUBSET_SOURCE))
+    return sorted(pools, key=lambda p: (not p.comparison_default, p.purpose != PoolPurpose.EVALUATION,
+                                        -p.candidate_count, -p.created_at.timestamp(), -p.pk))
+
+
+def comparison_pool(campaign: Campaign, pool_id: int | None = None) -> CandidatePool | None:
+    """The pool a comparison scores: the one chosen (by id, among ``comparison_pools``) or the default."""
+    pools = comparison_pools(campaign)
+    if pool_id is None:
+        return pools[0] if pools else None
+    chosen = next((p for p in pools if p.pk == pool_id), None)
+    if chosen is None:
+        raise JobInputError("pool", f"campaign {campaign.slug} has no candidate pool {pool_id} to compare on")
+    return chosen
 
 
 def first_per_problem(pool: CandidatePool, k: int) -> CandidatePool:
@@ -78,12 +94,13 @@ def first_per_problem(pool: CandidatePool, k: int) -> CandidatePool:
     of each problem (copied once, graded as they were; reused by later comparisons)."""
     if k == 0 or pool.pool_size <= k:
         return pool
-    name = f"{pool.name} · first {k} per problem"
-    existing = CandidatePool.objects.filter(name=name).first()
+    # found by what it was copied from, in the pool's campaign: a name can be chosen by anyone who uploads a pool
+    source = f"{SUBSET_SOURCE} {pool.pk}: the first {k} candidates per problem"
+    existing = CandidatePool.objects.filter(campaign=pool.campaign, source=source).first()
     if existing is not None:
         return existing
-    subset = CandidatePool.objects.create(name=name, purpose=PoolPurpose.EVALUATION, campaign=pool.campaign,
-                                          source=f"{SUBSET_SOURCE} {pool.pk}: the first {k} candidates per problem",
+    subset = CandidatePool.objects.create(name=free_pool_name(pool.campaign, f"{pool.name} · first {k} per problem"),
+                                          purpose=PoolPurpose.EVALUATION, campaign=pool.campaign, source=source,
                                           split_rule=pool.split_rule, created_by=pool.created_by)
     count = 0
     for problem in pool.problems.order_by("index"):
@@ -100,7 +117,8 @@ def first_per_problem(pool: CandidatePool, k: int) -> CandidatePool:
 
 
 def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, base_model: str = "default",
-                     per_problem: int = DEFAULT_PER_PROBLEM, user: Any = None) -> ComparisonRun:
+                     per_problem: int = DEFAULT_PER_PROBLEM, pool: int | None = None,
+                     user: Any = None) -> ComparisonRun:
     """Validate and record a run (queued); its first stage starts on a worker after commit."""
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 1 <= max_steps <= MAX_MAX_STEPS:
         raise JobInputError("max_steps", f"must be an integer between 1 and {MAX_MAX_STEPS}, got {max_steps!r}")
@@ -108,8 +126,8 @@ def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, 
         raise JobInputError("per_problem", f"must be an integer >= 0 (0 = every candidate), got {per_problem!r}")
     if base_model not in backbones():
         raise JobInputError("base_model", f"must be one of {', '.join(backbones())}, got {base_model!r}")
-    pool = comparison_pool(campaign)
-    if pool is None:
+    chosen = comparison_pool(campaign, pool)
+    if chosen is None:
         raise JobInputError("pool", f"campaign {campaign.slug} has no candidate pool to pick best-of-N from: "
                                     "upload a pool or sample candidates first")
     active = ComparisonRun.objects.filter(campaign=campaign, status__in=ACTIVE_STATUSES).first()
@@ -119,7 +137,7 @@ def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, 
     try:
         with transaction.atomic():
             run = ComparisonRun.objects.create(campaign=campaign, max_steps=max_steps, base_model=base_model,
-                                               per_problem=per_problem, source_pool=pool, pool=pool,
+                                               per_problem=per_problem, source_pool=chosen, pool=chosen,
                                                started_by=user)
     except IntegrityError:
         raise JobInputError("campaign", f"a comparison of {campaign.slug} is already running") from None
@@ -185,7 +203,8 @@ def _snapshot(run: ComparisonRun) -> None:
     if run.source_pool is None:
         _fail(run, "snapshot: the candidate pool of this comparison was deleted")
         return
-    hyper = {"max_steps": run.max_steps, "max_eval_rows": VALIDATION_ROWS}
+    # the same backbone (run.base_model), method and budget for both models: the comparison is fair
+    hyper = {"max_steps": run.max_steps, "max_eval_rows": VALIDATION_ROWS, "method": METHOD}
     try:
         with transaction.atomic():
             pool = first_per_problem(run.source_pool, run.per_problem)
@@ -275,12 +294,12 @@ def advance(run_id: int) -> str | None:
     return run.status
 
 
-def job_finished(job: TrainingJob | ScoringJob) -> None:
+def job_finished(model: type[TrainingJob | ScoringJob], job_id: int) -> None:
     """A training or scoring job ended: advance the run it belongs to, if any."""
-    if isinstance(job, TrainingJob):
-        mine = Q(prm_job=job.pk) | Q(orm_job=job.pk)
+    if model is TrainingJob:
+        mine = Q(prm_job=job_id) | Q(orm_job=job_id)
     else:
-        mine = Q(prm_scoring=job.pk) | Q(orm_scoring=job.pk)
+        mine = Q(prm_scoring=job_id) | Q(orm_scoring=job_id)
     for run_id in ComparisonRun.objects.filter(mine, status=JobStatus.RUNNING).values_list("pk", flat=True):
         advance(run_id)
 

@@ -64,6 +64,13 @@ def _check_scoring(job: ScoringJob | None, kind: str, pool: CandidatePool) -> No
         raise JobInputError(field, f"scoring job {job.pk} scored pool {job.pool}, not {pool}")
 
 
+def in_campaign(campaign: Campaign, pool: CandidatePool, *jobs: ScoringJob | None) -> bool:
+    """An evaluation of a campaign reads only that campaign's things: its pool, and scorings of that pool by
+    the campaign's own reward models (another campaign's scoring of a pool it was pointed at stays its own)."""
+    return pool.campaign_id == campaign.pk and all(
+        job.pool_id == pool.pk and job.reward_model.campaign_id == campaign.pk for job in jobs if job is not None)
+
+
 def data_efficiency(campaign: Campaign | None, pool: CandidatePool) -> dict[str, list[dict[str, Any]]]:
     """Best-of-N (closed form, N = pool size) per model against its training-set size, for every model of
     the campaign that scored this pool: several jobs on nested subsets (``limit``) give the curve."""
@@ -99,6 +106,8 @@ def evaluate_pool(pool: CandidatePool, *, prm_scoring: ScoringJob | None = None,
         raise JobInputError("prm_scoring", "give a PRM or an ORM scoring job (or both)")
     _check_scoring(prm_scoring, Kind.PRM, pool)
     _check_scoring(orm_scoring, Kind.ORM, pool)
+    if campaign is not None and not in_campaign(campaign, pool, prm_scoring, orm_scoring):
+        raise JobInputError("pool", f"the pool and its scorings must all be of campaign {campaign.slug}")
     campaign = campaign or pool.campaign or next(
         (j.reward_model.campaign for j in (prm_scoring, orm_scoring) if j and j.reward_model.campaign), None)
     pools = pools_for(pool, prm_scoring, orm_scoring, aggregation)
@@ -122,9 +131,9 @@ def evaluate_scorings(campaign: Campaign, *, prm_scoring: int | None, orm_scorin
     for kind, pk in (("prm", prm_scoring), ("orm", orm_scoring)):
         if pk is None:
             continue
-        job = ScoringJob.objects.select_related("reward_model", "pool").filter(pk=pk, pool__campaign=campaign).first()
-        if job is None:
-            raise JobInputError(f"{kind}_scoring", f"no scoring job {pk} of a pool of campaign {campaign.slug}")
+        job = ScoringJob.objects.select_related("reward_model", "pool").filter(pk=pk).first()
+        if job is None or not in_campaign(campaign, job.pool, job):  # another campaign's job: as if there were none
+            raise JobInputError(f"{kind}_scoring", f"no scoring job {pk} in campaign {campaign.slug}")
         jobs[kind] = job
     if not jobs:
         raise JobInputError("prm_scoring", "choose a PRM or an ORM scoring (or both)")

@@ -30,6 +30,8 @@ from annotate.permissions import can_start_labeling_round
 from annotate.prm800k import content_digest
 from annotate.services.importing import bulk_insert
 from rewards.active import ScoredCandidate, SelectionError, StrategyConfigError, make_strategy
+from webhooks.models import Event
+from webhooks.services import emit_on_commit
 
 from ..models import (
     FINAL_STATUSES,
@@ -190,6 +192,9 @@ def complete_labeling_round(labeling_round: LabelingRound) -> LabelingRound:
         LabelingRound.objects.filter(pk=labeling_round.pk).update(
             status=LabelingRound.Status.COMPLETED, selected_count=len(solutions), finished_at=timezone.now())
         labeling_round.refresh_from_db()
+        emit_on_commit(campaign_id=labeling_round.campaign_id, event=Event.LABELING_ROUND_COMPLETED,
+                       data={"labeling_round": labeling_round.pk, "number": labeling_round.number,
+                             "selected": len(solutions)})
     return labeling_round
 
 

@@ -19,6 +19,7 @@ from django.db.models import Count, Q
 
 from annotate.models import Campaign, Completion, LabelSourceKind, Solution
 from annotate.services.machine_labels import StepValue, record_machine_labels
+from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD, centre_on_threshold
 from rewards.sampling.config import SMOLLM2, parse_rollout_config
 from steplab import jobs
 
@@ -167,7 +168,10 @@ def record_labels(job: MachineLabelingJob) -> None:
                 labels[solution_id] = mc_values(row, step_counts.get(solution_id, 0))
             else:
                 solution_id = int(row["id"])
-                labels[solution_id] = [StepValue(i, min(max(float(v), 0.0), 1.0))
+                # the PRM's calibrated first-error threshold (the scorer writes it) becomes the 0.5 at which a
+                # machine label says "correct"
+                threshold = float(row.get("threshold", DEFAULT_THRESHOLD))
+                labels[solution_id] = [StepValue(i, centre_on_threshold(v, threshold))
                                        for i, v in enumerate(row.get("step_scores") or [])]
     if job.method == LabelingMethod.MC:
         kind, source = LabelSourceKind.MC, str(job.config.get("model", SMOLLM2))
@@ -177,7 +181,9 @@ def record_labels(job: MachineLabelingJob) -> None:
     else:
         assert job.reward_model is not None
         kind, source = LabelSourceKind.PRM, job.reward_model.name
-        provenance = {"job": job.pk, "reward_model": job.reward_model.pk, "location": job.reward_model.location}
+        provenance = {"job": job.pk, "reward_model": job.reward_model.pk, "location": job.reward_model.location,
+                      "threshold": (job.reward_model.metrics.get("validation") or {}).get("threshold"),
+                      "values": "PRM P(correct) centred on its calibrated threshold (threshold → 0.5)"}
     recorded = record_machine_labels(labels=labels, kind=kind, source=source, provenance=provenance)
     summary = {**job.summary, **summary, "solutions_done": len(labels), "solutions_total": job.solution_count,
                "source": f"{kind}:{source}"}
@@ -203,7 +209,3 @@ def machine_labeling_hooks(job: MachineLabelingJob) -> runner.JobHooks:
 def run_machine_labeling_job(job_id: int) -> str | None:
     job = runner.claim(MachineLabelingJob, job_id, related=("campaign", "reward_model", "started_by"))
     return None if job is None else runner.watch(job, machine_labeling_hooks(job))
-
-
-def reap_machine_labeling_jobs() -> list[int]:
-    return runner.reap(MachineLabelingJob, machine_labeling_hooks)

@@ -26,11 +26,12 @@ from typing import Any
 
 from django.db import transaction
 
-from annotate.grading import answers_match
+from annotate.graders import Grader
 from annotate.models import Campaign, Problem, problem_key
 from annotate.services.campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
 from annotate.services.importing import ImportFailed, ImportReport, RowError, iter_json_lines
-from annotate.steps import SPLIT_RULES, answer_from_steps, split_solution
+from annotate.services.problems import campaign_grader
+from annotate.steps import check_step_rule, split_solution
 
 from ..models import Candidate, CandidatePool, PoolProblem, PoolPurpose
 from .training import jobs_root
@@ -84,18 +85,20 @@ def _string_list(obj: dict[str, Any], key: str) -> list[str]:
     return value
 
 
-def _candidate(text: str, steps: list[str] | None, answer: str | None, split_rule: str) -> ParsedCandidate:
+def _candidate(text: str, steps: list[str] | None, answer: str | None, split_rule: str,
+               grader: Grader) -> ParsedCandidate:
     if steps is None:
         split = split_solution(text, split_rule)
-        steps, found = split.steps, split.final_answer
+        steps, found = split.steps, grader.answer_of(text, split)
     else:
-        found = answer_from_steps(steps)
+        found = grader.extract(text, steps)
     answer = answer.strip() if answer and answer.strip() else None
     return ParsedCandidate(text=text, steps=steps, answer=answer if answer is not None else found)
 
 
-def parse_line(obj: Any, split_rule: str = "auto") -> ParsedProblem:
+def parse_line(obj: Any, split_rule: str = "auto", grader: Grader | None = None) -> ParsedProblem:
     """One JSONL object → a problem with its candidates (one, in the per-candidate layout)."""
+    grader = grader or campaign_grader(None)
     if not isinstance(obj, dict):
         raise RowError("", f"expected a JSON object, got {type(obj).__name__}")
     if "generated_responses" in obj:
@@ -111,7 +114,7 @@ def parse_line(obj: Any, split_rule: str = "auto") -> ParsedProblem:
                 raise RowError("generated_answers", f"has {len(answers)} entries, generated_responses has "
                                                     f"{len(responses)}")
         parsed = ParsedProblem(text=problem, source_id=_text(obj, "id", required=False) or "", gold=gold)
-        parsed.candidates = [_candidate(text, None, answer, split_rule)
+        parsed.candidates = [_candidate(text, None, answer, split_rule, grader)
                              for text, answer in zip(responses, answers, strict=True)]
         return parsed
     problem = _text(obj, "problem", required=False)
@@ -132,7 +135,7 @@ def parse_line(obj: Any, split_rule: str = "auto") -> ParsedProblem:
     provenance = obj.get("provenance") or {}
     if not isinstance(provenance, dict):
         raise RowError("provenance", f"must be an object, got {type(provenance).__name__}")
-    parsed.candidates = [_candidate(text or "", steps, answer, split_rule)]
+    parsed.candidates = [_candidate(text or "", steps, answer, split_rule, grader)]
     parsed.candidates[0].provenance = provenance
     return parsed
 
@@ -153,9 +156,12 @@ def _resolve_problem(parsed: ParsedProblem, campaign: Campaign | None) -> Proble
     return problem
 
 
-def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None, split_rule: str = "auto",
-                user: Any = None, purpose: str = PoolPurpose.EVALUATION) -> tuple[CandidatePool, ImportReport]:
-    """Import a pool file; raises ImportFailed (nothing saved) when any line is bad.
+def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None, split_rule: str | None = None,
+                user: Any = None, purpose: str = PoolPurpose.EVALUATION,
+                grader: Grader | None = None) -> tuple[CandidatePool, ImportReport]:
+    """Import a pool file; raises ImportFailed (nothing saved) when any line is bad. Candidates are split by
+    ``split_rule`` (default: the campaign's step rule) and graded by ``grader`` (default: the campaign's, math
+    without one: a math campaign may hold a multiple-choice pool, graded by letter).
 
     ``purpose`` labeling makes it the campaign's candidate pool that active-learning generations choose from.
     """
@@ -164,10 +170,14 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
         raise ValueError(f"purpose: must be one of {', '.join(PoolPurpose.values)}, got {purpose!r}")
     if purpose == PoolPurpose.LABELING and campaign is None:
         raise ValueError("campaign: a labeling pool belongs to a campaign (give --campaign)")
-    if split_rule not in SPLIT_RULES:
-        raise ValueError(f"split_rule must be one of {', '.join(SPLIT_RULES)}, got {split_rule!r}")
-    if CandidatePool.objects.filter(name=name).exists():
-        raise ValueError(f"name: a candidate pool named {name!r} already exists")
+    split_rule = split_rule or (campaign.step_rule if campaign is not None else "auto")
+    try:
+        check_step_rule(split_rule)
+    except ValueError as error:
+        raise ValueError(f"split_rule: {error}") from None
+    grader = grader or campaign_grader(campaign)
+    if CandidatePool.objects.filter(name=name, campaign=campaign).exists():
+        raise ValueError(f"name: this campaign already has a candidate pool named {name!r}")
     report = ImportReport(file=str(path))
     problems: dict[str, ParsedProblem] = {}
     order: list[str] = []
@@ -177,7 +187,7 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
             report.reject(number, value)
             continue
         try:
-            parsed = parse_line(value, split_rule)
+            parsed = parse_line(value, split_rule, grader)
         except RowError as error:
             report.reject(number, error)
             continue
@@ -208,7 +218,7 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
             pool_problem = PoolProblem.objects.create(pool=pool, problem=problem, index=index,
                                                       source_id=parsed.source_id)
             for number, candidate in enumerate(parsed.candidates):
-                verdict = bool(answers_match(gold, candidate.answer))
+                verdict = bool(grader.grade(gold, candidate.answer))
                 correct += verdict
                 candidates.append(Candidate(pool_problem=pool_problem, index=number, text=candidate.text,
                                             steps=candidate.steps, answer=candidate.answer, is_correct=verdict,
@@ -225,6 +235,28 @@ def import_pool(path: Path | str, name: str, *, campaign: Campaign | None = None
         pool.save(update_fields=["problem_count", "candidate_count", "pool_size"])
     report.created = {"problems": len(order), "candidates": report.imported, "correct": correct}
     return pool, report
+
+
+def free_pool_name(campaign: Campaign | None, name: str) -> str:
+    """``name``, or ``name (2)``, ``name (3)``… when the campaign has that name already: the names the product
+    gives its own pools (a sampling job's, a comparison's subset) are never refused because a member chose one."""
+    taken = set(CandidatePool.objects.filter(campaign=campaign, name__startswith=name).values_list("name", flat=True))
+    return next(candidate for candidate in (name, *(f"{name} ({n})" for n in range(2, len(taken) + 3)))
+                if candidate not in taken)
+
+
+def pool_named(name: str, campaign_slug: str | None = None) -> CandidatePool:
+    """The pool a staff command names: names are unique per campaign, so a name several campaigns use needs
+    the campaign too. ValueError says which is missing."""
+    pools = CandidatePool.objects.filter(name=name)
+    if campaign_slug is not None:
+        pools = pools.filter(campaign__slug=campaign_slug)
+    found = list(pools.select_related("campaign")[:2])
+    if not found:
+        raise ValueError(f"--pool: no pool named {name!r}" + (f" in campaign {campaign_slug}" if campaign_slug else ""))
+    if len(found) > 1:
+        raise ValueError(f"--pool: several campaigns have a pool named {name!r}: give --campaign")
+    return found[0]
 
 
 def import_uploaded_pool(uploaded: Any, *, campaign: Campaign, name: str = "", purpose: str = PoolPurpose.EVALUATION,

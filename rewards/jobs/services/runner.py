@@ -1,5 +1,5 @@
-"""The watch loop of launched jobs (training, scoring, sampling): claim, submit, poll with heartbeats, finish
-once, and the reaper of jobs whose watcher stopped sending heartbeats.
+"""The watch loop of launched jobs (the kinds of ``rewards.jobs.kinds`` that declare ``hooks``): claim, submit,
+poll with heartbeats, finish once, and the reaper of jobs whose watcher stopped sending heartbeats.
 
 Every status change goes through ``steplab.jobs`` (conditional UPDATEs on the current status), so a watcher,
 the reaper and a cancel can race without a job ending twice: whoever moves it out of ``running`` first wins,
@@ -22,13 +22,12 @@ from django.utils import timezone
 from steplab import jobs
 
 from ..backends import STDERR_FILE, STDOUT_FILE, BackendError, Launch, Launcher, PollResult, get_backend, tail
-from ..models import JobStatus, LaunchedJob, MachineLabelingJob, SamplingJob, ScoringJob, TrainingJob
+from ..kinds.registry import kinds
+from ..models import JobStatus, LaunchedJob
 
 log = logging.getLogger(__name__)
 J = TypeVar("J", bound=LaunchedJob)
 ERROR_TAIL_BYTES = 6000
-#: every kind of launched job, for the periodic dispatcher
-LAUNCHED_JOBS: tuple[type[LaunchedJob], ...] = (TrainingJob, ScoringJob, SamplingJob, MachineLabelingJob)
 LOG_TAIL_BYTES = 8000
 
 
@@ -65,8 +64,9 @@ def finish(job: LaunchedJob, status: str, *, error: str = "", **fields: Any) -> 
 
 def dispatch_undispatched(*, older_than: timedelta = timedelta(seconds=30)) -> dict[str, list[int]]:
     """Queued launched jobs whose task never reached the broker (it was down when they were started): send them
-    now. Ids sent, by model name."""
-    sent = {model.__name__: jobs.dispatch_pending(model, older_than=older_than) for model in LAUNCHED_JOBS}
+    now (every launched kind of the registry). Ids sent, by model name."""
+    sent = {kind.model.__name__: jobs.dispatch_pending(kind.model, older_than=older_than)
+            for kind in kinds() if kind.launched}
     return {name: ids for name, ids in sent.items() if ids}
 
 

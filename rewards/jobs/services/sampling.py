@@ -24,7 +24,7 @@ from steplab import jobs
 from ..backends import Launch, count_lines, python_command, summary_line
 from ..models import BackendKind, PoolProblem, PoolPurpose, SamplingJob
 from . import runner
-from .pools import import_pool
+from .pools import free_pool_name, import_pool
 from .training import JobInputError, chosen_settings, new_work_dir
 
 PROBLEMS = "problems.jsonl"
@@ -114,7 +114,8 @@ def register_pool(job: SamplingJob) -> None:
     if not samples.is_file() or samples.stat().st_size == 0:
         raise ValueError(f"the sampler wrote no usable sample (summary: {summary})")
     try:
-        pool, _ = import_pool(samples, f"{job.campaign.slug}: sampling job {job.pk}", campaign=job.campaign,
+        pool, _ = import_pool(samples, free_pool_name(job.campaign, f"{job.campaign.slug}: sampling job {job.pk}"),
+                              campaign=job.campaign,
                               split_rule="lines", user=job.started_by, purpose=PoolPurpose.LABELING)
     except ImportFailed as failed:
         first = failed.report.rejected[0] if failed.report.rejected else None
@@ -133,7 +134,3 @@ def sampling_hooks(job: SamplingJob) -> runner.JobHooks:
 def run_sampling_job(job_id: int) -> str | None:
     job = runner.claim(SamplingJob, job_id, related=("campaign", "started_by"))
     return None if job is None else runner.watch(job, sampling_hooks(job))
-
-
-def reap_sampling_jobs() -> list[int]:
-    return runner.reap(SamplingJob, sampling_hooks)

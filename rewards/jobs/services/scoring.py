@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
+from rewards.evaluation.intervals import step_level_intervals
+from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD
 from rewards.training.data import TrainingDataError, iter_records
 from steplab import jobs
 
@@ -83,7 +85,9 @@ def _write_heldout(job: ScoringJob) -> int:
                                 "ratings": record["ratings"]})
     except (FileNotFoundError, TrainingDataError):
         return 0
-    if len(records) > HELDOUT_SAMPLE:
+    # a head model reads the held-out steps from the features cache its training filled: all of them, cheaply
+    head = job.reward_model.metrics.get("method") == "head"
+    if len(records) > HELDOUT_SAMPLE and not head:
         kept = sorted(random.Random(0).sample(range(len(records)), HELDOUT_SAMPLE))
         records = [records[index] for index in kept]
     with (Path(job.work_dir) / HELDOUT).open("w", encoding="utf-8") as handle:
@@ -104,11 +108,14 @@ def scoring_launch(job: ScoringJob, *, heldout: bool) -> Launch:
                   gpus=1 if job.backend != BackendKind.LOCAL else 0)
 
 
-def held_out_step_metrics(path: Path, neutral: str) -> dict[str, Any]:
-    """Step AUROC against the human ratings and ProcessBench first-error figures (threshold 0.5)."""
+def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = None) -> dict[str, Any]:
+    """Step AUROC against the human ratings and ProcessBench first-error figures, at 0.5 and at the PRM's
+    calibrated ``threshold`` (None: the model has none, 0.5 is used), each with a bootstrap interval over the
+    held-out solutions (``intervals``)."""
     scores: list[float] = []
     ratings: list[int] = []
     per_solution: list[list[float]] = []
+    per_ratings: list[list[int]] = []
     first_errors: list[int] = []
     with path.open(encoding="utf-8") as handle:
         for line in handle:
@@ -117,15 +124,21 @@ def held_out_step_metrics(path: Path, neutral: str) -> dict[str, Any]:
             scores += steps
             ratings += rated
             per_solution.append(steps)
+            per_ratings.append(rated)
             first_errors.append(next((i for i, r in enumerate(rated) if r == -1), -1))
-    figures: dict[str, Any] = {"solutions": len(per_solution), "steps": len(scores), "neutral": neutral}
+    figures: dict[str, Any] = {"solutions": len(per_solution), "steps": len(scores), "neutral": neutral,
+                               "threshold": DEFAULT_THRESHOLD if threshold is None else threshold,
+                               "calibrated": threshold is not None}
     try:
         figures["step_auroc"] = step_auroc(scores, ratings, neutral=neutral)
     except ValueError as exc:
         figures["step_auroc"] = None
         figures["step_auroc_note"] = str(exc)
-    bench = processbench_metrics(first_errors, step_scores=per_solution)
-    figures["processbench"] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in bench.items()}
+    for key, point in (("processbench", DEFAULT_THRESHOLD), ("processbench_calibrated", figures["threshold"])):
+        bench = processbench_metrics(first_errors, step_scores=per_solution, threshold=point)
+        figures[key] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in bench.items()}
+    figures["intervals"] = step_level_intervals(per_solution, per_ratings, neutral=neutral,
+                                                threshold=figures["threshold"])
     figures["lowest_step_on_last"] = lowest_step_on_last_rate(per_solution) if per_solution else None
     return figures
 
@@ -141,7 +154,8 @@ def store_scores(job: ScoringJob) -> int:
     CandidateScore.objects.bulk_create(objects, batch_size=2000)
     if (work / HELDOUT_SCORED).is_file():
         neutral = job.reward_model.job.config.get("neutral", "positive")
-        job.step_metrics = held_out_step_metrics(work / HELDOUT_SCORED, neutral)
+        threshold = (job.reward_model.metrics.get("validation") or {}).get("threshold")
+        job.step_metrics = held_out_step_metrics(work / HELDOUT_SCORED, neutral, threshold)
         ScoringJob.objects.filter(pk=job.pk).update(step_metrics=job.step_metrics)
     return len(objects)
 
@@ -165,7 +179,3 @@ def run_scoring_job(job_id: int) -> str | None:
         return job.status
     heldout = job.reward_model.kind == Kind.PRM and _write_heldout(job) > 0
     return runner.watch(job, scoring_hooks(job, heldout=heldout))
-
-
-def reap_scoring_jobs() -> list[int]:
-    return runner.reap(ScoringJob, scoring_hooks)

@@ -20,6 +20,8 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from annotate.models import AutoTrain, Campaign
+from annotate.scales import PM1, campaign_scale
+from rewards.formats import registry as formats
 from rewards.models import DatasetVersion
 from rewards.services.datasets import local_file
 from rewards.training.config import TrainingConfigError, parse_config
@@ -32,8 +34,7 @@ from . import runner
 #: keys a user may set; kind, dataset, base_model and output_dir come from the request itself
 USER_KEYS = ("max_steps", "epochs", "learning_rate", "batch_size", "gradient_accumulation_steps", "max_length",
              "seed", "lora", "neutral", "bf16", "gradient_checkpointing", "eval_fraction", "score_aggregation",
-             "limit", "max_eval_rows", "logging_steps")
-DATASET_FORMATS = {Kind.PRM: ("trl-stepwise", "trl-stepwise-parquet"), Kind.ORM: ("outcome", "outcome-parquet")}
+             "limit", "max_eval_rows", "logging_steps", "method", "head_features")
 CURVE_POINTS = 2000
 # What an empty export means, in the words a campaign admin can act on.
 EMPTY_DATASET = {
@@ -82,17 +83,23 @@ def backbones() -> dict[str, str]:
     return {"default": "default", **settings.STEPLAB_BACKBONES}
 
 
+def training_files(kind: str) -> tuple[str, ...]:
+    """The version files a PRM or an ORM trains on, in order of preference: those of the formats that declare
+    they train it (``rewards.formats``)."""
+    return tuple(file.key for fmt in formats.formats() if fmt.trains == kind for file in fmt.files)
+
+
 def dataset_file(version: DatasetVersion, kind: str) -> Path:
     """The version's file a PRM (TRL stepwise) or ORM (outcome) trains on, as a local path (a storage without
     paths, S3, is downloaded once into the jobs folder, which job nodes share)."""
     if version.status != DatasetVersion.Status.READY:
         raise JobInputError("dataset_version", f"{version} is {version.status}, not ready")
-    for fmt in DATASET_FORMATS[Kind(kind)]:
+    for fmt in training_files(kind):
         if fmt in version.files:
             if version.files[fmt].get("rows") == 0:
                 raise JobInputError("dataset_version", EMPTY_DATASET[Kind(kind)].format(version=version))
             return local_file(version, fmt, jobs_root() / "datasets")
-    raise JobInputError("dataset_version", f"{version} has no {' or '.join(DATASET_FORMATS[Kind(kind)])} file "
+    raise JobInputError("dataset_version", f"{version} has no {' or '.join(training_files(kind))} file "
                                            f"(has: {', '.join(sorted(version.files)) or 'none'})")
 
 
@@ -124,6 +131,9 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
             else Path(request.dataset_path).resolve())  # type: ignore[arg-type]
     config = {"kind": request.kind, "dataset": str(path), "base_model": backbones()[request.base_model],
               "output_dir": "output", **{k: v for k, v in hyper.items() if v is not None}}
+    scale = campaign_scale(request.dataset_version.campaign) if request.dataset_version is not None else PM1
+    if not scale.is_pm1:  # the node reads the campaign's scale as plain data (JSON keys are strings)
+        config["label_map"] = {str(value): positive for value, positive in scale.training_map().items()}
     try:
         parse_config(config, base_dir=jobs_root())
     except TrainingConfigError as exc:
@@ -238,20 +248,16 @@ def request_cancel(job: Any) -> str:
     return job.status
 
 
-def reap_training_jobs() -> list[int]:
-    return runner.reap(TrainingJob, training_hooks)
-
-
 # --- new data → automatic PRM + ORM jobs -----------------------------------------------------------
 
 def labeled_solutions(version: DatasetVersion) -> int:
     """Labeled solutions in a version: the rows of its TRL stepwise file (one per labeled solution)."""
-    for fmt in ("trl-stepwise", "trl-stepwise-parquet"):
+    for fmt in training_files(Kind.PRM):
         info = version.files.get(fmt)
         if info and isinstance(info.get("rows"), int):
             return int(info["rows"])
     try:
-        with default_storage.open(version.file_name("trl-stepwise"), "rb") as handle:  # S3 has no path()
+        with default_storage.open(version.file_name(training_files(Kind.PRM)[0]), "rb") as handle:  # S3 has no path()
             return sum(1 for line in handle if line.strip())
     except (KeyError, FileNotFoundError):
         return 0

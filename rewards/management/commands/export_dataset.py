@@ -4,8 +4,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign
-from rewards.consensus import iter_consensus_rows
-from rewards.exports import FORMATS, export_campaign, write_rows
+from rewards.exports import write_rows
+from rewards.formats import registry as formats
 from rewards.management.export_options import add_export_arguments, export_options
 
 
@@ -14,8 +14,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--campaign", required=True)
-        parser.add_argument("--format", required=True, choices=(*FORMATS, "consensus"),
-                            help="consensus: the steps on which the chosen label sources agree (JSONL)")
+        parser.add_argument("--format", required=True, choices=[fmt.name for fmt in formats.formats()],
+                            help="; ".join(f"{fmt.name}: {fmt.help}" for fmt in formats.formats()))
         parser.add_argument("--out", required=True, type=Path)
         parser.add_argument("--sources", default="",
                             help="consensus: comma-separated label sources, e.g. human,mc:smollm2 (default: all)")
@@ -28,14 +28,12 @@ class Command(BaseCommand):
         if campaign is None:
             raise CommandError(f"campaign {options['campaign']!r} does not exist")
         try:
-            if options["format"] == "consensus":
-                if options["out"].suffix == ".parquet":
-                    raise ValueError("consensus rows are nested JSON (label_sources): write them to a .jsonl file")
-                sources = [key.strip() for key in options["sources"].split(",") if key.strip()] or None
-                written = write_rows(iter_consensus_rows(campaign, export_options(options), sources),
-                                     options["out"], "consensus")
-            else:
-                written = export_campaign(campaign, options["format"], options["out"], export_options(options))
+            fmt = formats.get(options["format"])
+            if options["out"].suffix == ".parquet":
+                fmt.schema()  # a format without a Parquet form says so before any row is read
+            extra = {"sources": [key.strip() for key in options["sources"].split(",") if key.strip()] or None}
+            rows = fmt.rows(campaign, export_options(options), **{key: extra[key] for key in fmt.options})
+            written = write_rows(rows, options["out"], fmt.name)
         except ValueError as error:
             raise CommandError(str(error)) from None
         self.stdout.write(f"wrote {written.rows} row(s) to {written.path} sha256={written.sha256}")

@@ -1,4 +1,4 @@
-"""manage.py evaluate_pool --pool NAME [--prm-scoring ID] [--orm-scoring ID] [--trials 400] [--seed 0]
+"""manage.py evaluate_pool --pool NAME [--campaign SLUG] [--prm-scoring ID] [--orm-scoring ID] [--trials 400] [--seed 0]
 [--aggregation product|min]"""
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ...models import CandidatePool, ScoringJob
+from ...models import ScoringJob
 from ...services.evaluation import evaluate_pool
+from ...services.pools import pool_named
 from ...services.training import JobInputError
 
 
@@ -16,6 +17,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--pool", required=True)
+        parser.add_argument("--campaign", help="campaign slug (pool names are unique per campaign)")
         parser.add_argument("--prm-scoring", type=int)
         parser.add_argument("--orm-scoring", type=int)
         parser.add_argument("--trials", type=int, default=400)
@@ -23,9 +25,10 @@ class Command(BaseCommand):
         parser.add_argument("--aggregation", default="product")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        pool = CandidatePool.objects.filter(name=options["pool"]).first()
-        if pool is None:
-            raise CommandError(f"--pool: no pool named {options['pool']!r}")
+        try:
+            pool = pool_named(options["pool"], options["campaign"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         jobs: dict[str, ScoringJob | None] = {}
         for key in ("prm_scoring", "orm_scoring"):
             if options[key] is not None:

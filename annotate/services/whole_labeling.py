@@ -1,0 +1,177 @@
+"""A whole solution's labels in one request: for programs (an LLM judge, a migration script, an external tool).
+
+The pass ends through ``labeling.finish_assignment`` / ``submit_assignment``, and the ratings go in under the
+page's rules (steps in order, nothing after the first −1, the lease, membership, reasons), all in one
+transaction, so a refused step leaves the pass as it was. A client key makes a retry safe: the same key answers
+the labeling the first request made and applies nothing again.
+
+The common case for a program (an untouched stepwise pass, steps 0, 1, … in order, every one rated, nothing
+after the first −1, no reasons or categories) is written at once: one lock, one read, one insert of the ratings.
+Anything else (a pass the labeler began on the page, a gap, a rating after a −1, a reason) goes step by step
+through ``labeling.record_rating``, which applies it or refuses it with the page's own words.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ..models import Assignment, Campaign, Completion, LabelingKey, Rating, StepDecision
+from . import labeling
+from .suggestions import seen_when_rating, step_suggestions
+
+
+@dataclass(frozen=True)
+class StepLabel:
+    """One step's label as the caller sends it (completion 0: the step text)."""
+
+    step_index: int
+    rating: int | None
+    rationale: str | None = None
+    flagged: bool | None = None
+    time_ms: int | None = None
+    error_category: str | None = None
+
+
+@dataclass(frozen=True)
+class LabelingInput:
+    """One whole labeling: the steps' labels, how the pass ends (None: as its ratings say), and its client key."""
+
+    assignment_id: int
+    client_key: str
+    ratings: Sequence[StepLabel]
+    finish_reason: str | None = None
+    finish_text: str = ""
+    total_time_ms: int | None = None
+
+
+class LabelingRefused(labeling.LabelingError):
+    """A refusal that names the input at fault (``field``: ``ratings[2].rating``, ``finish_reason``, ...)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class LabelingOutcome:
+    assignment: Assignment
+    replayed: bool  # the client key was seen before: nothing was applied this time
+
+
+def _check_error_category(campaign: Campaign, position: int, label: StepLabel) -> None:
+    """A category must be one the campaign defines, when it defines any (free text otherwise)."""
+    categories = getattr(campaign, "error_categories", None) or []
+    if label.error_category is not None and categories and label.error_category not in categories:
+        raise LabelingRefused(f"ratings[{position}].error_category",
+                              f"Step {label.step_index + 1}: unknown error category {label.error_category!r}; this "
+                              f"campaign's categories are {', '.join(map(str, categories))}.")
+
+
+def _claim_key(labeling_input: LabelingInput, user: labeling.User) -> LabelingKey | None:
+    """Record the client key, or return the row of the request that already used it. A concurrent request with
+    the same key waits on the unique index until the first one commits, then finds its row."""
+    owner = user.pk
+    if owner is None:
+        raise labeling.NotAllowed("Log in to label.")
+    try:
+        with transaction.atomic():
+            LabelingKey.objects.create(user_id=owner, client_key=labeling_input.client_key,
+                                       assignment_id=labeling_input.assignment_id)
+    except IntegrityError:
+        return LabelingKey.objects.get(user_id=owner, client_key=labeling_input.client_key)
+    return None
+
+
+def _rate_untouched_pass(labeling_input: LabelingInput, user: labeling.User, now: datetime) -> bool:
+    """Write every rating at once when the pass is untouched and the ratings keep the rules as a whole (steps
+    0, 1, … each rated −1, 0 or +1, nothing after the first −1, no reasons or categories to check); False: the
+    caller goes step by step. The lock and its refusals (not yours, lease gone, finished) are the rating
+    service's own."""
+    labels = labeling_input.ratings
+    values = [label.rating for label in labels]
+    if (not labels or [label.step_index for label in labels] != list(range(len(labels)))
+            or any(value not in (-1, 0, 1) for value in values)
+            or any(label.rationale or label.error_category for label in labels)
+            or labeling.check_stop_at_first_error(values) is not None):
+        return False
+    assignment = labeling._locked_open_assignment(labeling_input.assignment_id, user, now, count_steps=True)
+    campaign = assignment.solution.campaign
+    # Set by annotate() in the query, which django-stubs does not follow.
+    if (not campaign.is_stepwise or len(labels) > assignment.step_total  # type: ignore[attr-defined]
+            or Rating.objects.filter(assignment=assignment).exists()):
+        return False
+    completions = list(Completion.objects.filter(step__solution_id=assignment.solution_id, index=0,
+                                                 step__index__lt=len(labels)).order_by("step__index"))
+    suggestions = step_suggestions(campaign, assignment.solution, range(len(labels)))
+    Rating.objects.bulk_create([
+        Rating(assignment=assignment, completion=completion, rating=label.rating, flagged=bool(label.flagged),
+               time_ms=label.time_ms,
+               suggestions_seen=seen_when_rating(campaign, has_labels=bool(suggestions.get(index)),
+                                                 rated_before=False))
+        for index, (completion, label) in enumerate(zip(completions, labels, strict=True))])
+    StepDecision.objects.bulk_create([StepDecision(assignment=assignment, step_id=c.step_id, chosen_completion=0)
+                                      for c in completions], ignore_conflicts=True)
+    return True
+
+
+def _rate_step_by_step(labeling_input: LabelingInput, user: labeling.User, now: datetime) -> None:
+    """Each rating through the page's rating service, in the order given; a refusal names the rating."""
+    campaign: Campaign | None = None
+    for position, label in enumerate(labeling_input.ratings):
+        try:
+            result = labeling.record_rating(
+                labeling_input.assignment_id, user, step_index=label.step_index, rating=label.rating,
+                flagged=label.flagged, time_ms=label.time_ms, rationale=label.rationale, now=now)
+        except (labeling.NotAllowed, labeling.LeaseExpired):
+            raise
+        except labeling.LabelingError as error:
+            raise LabelingRefused(f"ratings[{position}]", f"Step {label.step_index + 1}: {error}") from None
+        campaign = campaign or result.workspace.assignment.solution.campaign
+        _check_error_category(campaign, position, label)
+
+
+def apply_labeling(labeling_input: LabelingInput, user: labeling.User, *,
+                   now: datetime | None = None) -> LabelingOutcome:
+    """Rate the steps in the order given, then finish the pass, all or nothing. Refusals raise
+    ``labeling.NotAllowed`` (not yours), ``labeling.LeaseExpired`` (gone back to the pool) or ``LabelingRefused``
+    naming the step or field."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        earlier = _claim_key(labeling_input, user)
+        if earlier is not None:
+            if earlier.assignment_id != labeling_input.assignment_id:
+                raise LabelingRefused("client_key", f"This client key was already used for assignment "
+                                      f"{earlier.assignment_id}; use a new key for each labeling.")
+            return LabelingOutcome(Assignment.objects.get(pk=earlier.assignment_id), replayed=True)
+        if not _rate_untouched_pass(labeling_input, user, now):
+            _rate_step_by_step(labeling_input, user, now)
+        try:
+            if labeling_input.finish_reason is None:
+                assignment = labeling.submit_assignment(labeling_input.assignment_id, user,
+                                                        total_time_ms=labeling_input.total_time_ms, now=now)
+            else:
+                assignment = labeling.finish_assignment(
+                    labeling_input.assignment_id, user, reason=labeling_input.finish_reason,
+                    text=labeling_input.finish_text, total_time_ms=labeling_input.total_time_ms, now=now)
+        except (labeling.NotAllowed, labeling.LeaseExpired):
+            raise
+        except labeling.LabelingError as error:
+            raise LabelingRefused("finish_reason", str(error)) from None
+    return LabelingOutcome(assignment, replayed=False)
+
+
+def apply_labelings(inputs: Sequence[LabelingInput], user: labeling.User, *,
+                    now: datetime | None = None) -> list[LabelingOutcome | labeling.LabelingError]:
+    """Several labelings, each all or nothing on its own: a refused one holds back none of the others, and its
+    refusal takes its place in the answer."""
+    outcomes: list[LabelingOutcome | labeling.LabelingError] = []
+    for labeling_input in inputs:
+        try:
+            outcomes.append(apply_labeling(labeling_input, user, now=now))
+        except labeling.LabelingError as error:
+            outcomes.append(error)
+    return outcomes

@@ -1,0 +1,196 @@
+"""Confidence intervals and a verdict a reader can act on (plain NumPy, no Django).
+
+A best-of-N figure over 30 problems moves by several points between draws of the problems; a step-level figure
+over 200 held-out solutions by a few hundredths. So every figure carries a percentile bootstrap interval:
+
+* best-of-N: over **problems** (each problem's expected accuracy at N, per method, resampled with replacement);
+* PRM − ORM and PRM − majority: a **paired** bootstrap, the same problem draws for both methods, so the
+  problems' difficulty cancels out of the difference;
+* step-level figures: over **held-out solutions** (a solution's steps stay together).
+
+Every bootstrap is seeded: the same data and seed give the same interval, another seed or other data another.
+``verdict`` turns the paired intervals into sentences; ``no_flag_advice`` says what to do when the PRM flags no
+step at all.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .step_metrics import DEFAULT_THRESHOLD, calibrate_threshold, processbench_metrics, step_labels_from_ratings
+
+__all__ = ["DRAWS", "LEVEL", "best_of_n_intervals", "no_flag_advice", "step_level_intervals", "verdict"]
+
+DRAWS = 1000
+LEVEL = 0.95
+#: bootstrap draws of the threshold's calibration (each one searches every candidate threshold)
+THRESHOLD_DRAWS = 200
+PAIRS = (("prm", "orm"), ("prm", "majority"))
+NAMES = {"prm": "PRM", "orm": "ORM", "majority": "majority vote", "pass": "pass@N"}
+
+
+def _draws(units: int, draws: int, seed: int) -> np.ndarray:
+    """(draws, units) indices of units drawn with replacement."""
+    return np.random.default_rng(seed).integers(0, units, size=(draws, units))
+
+
+def _bounds(samples: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    tail = (1 - level) / 2
+    return np.quantile(samples, tail, axis=0), np.quantile(samples, 1 - tail, axis=0)
+
+
+def best_of_n_intervals(per_problem: Mapping[str, np.ndarray], ns: Sequence[int], *, draws: int = DRAWS,
+                        seed: int = 0, level: float = LEVEL) -> dict[str, Any]:
+    """Intervals of every method's best-of-N accuracy and the paired PRM − ORM / PRM − majority differences.
+
+    ``per_problem[method]`` is a (problems, len(ns)) array of each problem's expected accuracy at each N.
+    Returns ``{"methods": {m: {"N": {"low", "high"}}}, "paired": {"prm-orm": {"N": {"diff", "low", "high"}}},
+    "draws", "seed", "level", "unit": "problems", "problems"}`` (fractions, like the means).
+    """
+    problems = next(iter(per_problem.values())).shape[0] if per_problem else 0
+    doc: dict[str, Any] = {"methods": {}, "paired": {}, "draws": draws, "seed": seed, "level": level,
+                           "unit": "problems", "problems": problems}
+    if problems == 0:
+        return doc
+    index = _draws(problems, draws, seed)  # one set of draws for every method: the pairs share it
+    for method, values in per_problem.items():
+        low, high = _bounds(values[index].mean(axis=1), level)
+        doc["methods"][method] = {str(n): {"low": float(low[j]), "high": float(high[j])} for j, n in enumerate(ns)}
+    for first, second in PAIRS:
+        if first not in per_problem or second not in per_problem:
+            continue
+        difference = per_problem[first] - per_problem[second]
+        low, high = _bounds(difference[index].mean(axis=1), level)
+        doc["paired"][f"{first}-{second}"] = {
+            str(n): {"diff": float(difference[:, j].mean()), "low": float(low[j]), "high": float(high[j])}
+            for j, n in enumerate(ns)}
+    return doc
+
+
+def _points(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def verdict(paired: Mapping[str, Mapping[str, Mapping[str, float]]], *, level: float = LEVEL) -> list[str]:
+    """One sentence per pair: who is ahead at the largest N where the interval excludes 0, or that no
+    difference shows at any N of the table."""
+    sentences = []
+    percent = f"{100 * level:g} %"
+    for key, by_n in paired.items():
+        first, second = key.split("-", 1)
+        if not by_n:
+            continue
+        ns = sorted(by_n, key=int)
+        clear = [n for n in ns if by_n[n]["low"] > 0 or by_n[n]["high"] < 0]
+        if not clear:
+            last = by_n[ns[-1]]
+            sentences.append(f"{NAMES[first]} vs {NAMES[second]}: no difference this data can show at N ≤ {ns[-1]} "
+                             f"(at N = {ns[-1]}: {float(last['diff']) * 100:+.1f} points, {percent} CI "
+                             f"{_points(last['low'])} to {_points(last['high'])})")
+            continue
+        n = clear[-1]
+        figures = by_n[n]
+        if figures["low"] > 0:
+            ahead, behind, diff, low, high = first, second, figures["diff"], figures["low"], figures["high"]
+        else:
+            ahead, behind, diff, low, high = second, first, -figures["diff"], -figures["high"], -figures["low"]
+        sentences.append(f"{NAMES[ahead]} ahead of {NAMES[behind]} at N = {n} by {_points(diff)} points "
+                         f"({percent} CI {_points(low)}–{_points(high)})")
+    return sentences
+
+
+def _auroc(scores: np.ndarray, labels: np.ndarray) -> float:
+    positives = int(labels.sum())
+    negatives = labels.size - positives
+    if positives == 0 or negatives == 0:
+        return float("nan")
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(scores.size)
+    sorted_scores = scores[order]
+    # average ranks of ties (Mann-Whitney)
+    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
+    average = first + (counts + 1) / 2.0
+    ranks[order] = np.repeat(average, counts)
+    return float((ranks[labels].sum() - positives * (positives + 1) / 2.0) / (positives * negatives))
+
+
+def _first_error_hits(labels: np.ndarray, rows: list[np.ndarray], threshold: float) -> np.ndarray:
+    """Per solution: is the predicted first error (at ``threshold``) the true one?"""
+    predicted = np.array([int(np.flatnonzero(r < threshold)[0]) if (r < threshold).any() else -1 for r in rows])
+    return predicted == labels
+
+
+def _f1(error_acc: np.ndarray, correct_acc: np.ndarray) -> np.ndarray:
+    total = error_acc + correct_acc
+    return np.divide(2 * error_acc * correct_acc, total, out=np.zeros_like(total), where=total > 0)
+
+
+def step_level_intervals(step_scores: Sequence[Sequence[float]], ratings: Sequence[Sequence[int]], *,
+                         neutral: str = "positive", threshold: float | None = None, draws: int = DRAWS,
+                         seed: int = 0, level: float = LEVEL) -> dict[str, Any]:
+    """Step AUROC, first-error accuracies and F1 (at 0.5 and at ``threshold``), each with an interval over
+    solutions; ``threshold`` None: calibrated here (with its own interval). Values are fractions; a figure the
+    data cannot give (no negative step, no erroneous solution) is None."""
+    rows = [np.asarray(s, dtype=float) for s in step_scores]
+    first_errors = np.array([next((i for i, r in enumerate(rated) if r == -1), -1) for rated in ratings])
+    calibration = calibrate_threshold(first_errors, rows) if threshold is None else None
+    chosen = threshold if threshold is not None else (calibration or {}).get("threshold")
+    labels_mask = [step_labels_from_ratings(rated, neutral) for rated in ratings]
+    index = _draws(len(rows), draws, seed)
+    error = first_errors != -1
+    figures: dict[str, Any] = {"unit": "solutions", "solutions": len(rows), "draws": draws, "seed": seed,
+                               "level": level, "threshold": chosen, "threshold_source": "model"
+                               if threshold is not None else "held-out"}
+
+    def interval(name: str, value: float, samples: np.ndarray) -> None:
+        finite = samples[np.isfinite(samples)]
+        if np.isnan(value) or finite.size == 0:
+            figures[name] = {"value": None, "low": None, "high": None}
+            return
+        low, high = _bounds(finite, level)
+        figures[name] = {"value": float(value), "low": float(low), "high": float(high)}
+
+    # step AUROC: each draw keeps the drawn solutions' labeled steps
+    scores_kept = [r[mask] for r, (_, mask) in zip(rows, labels_mask, strict=True)]
+    truth_kept = [y[mask] for y, mask in labels_mask]
+    all_scores = np.concatenate(scores_kept) if rows else np.zeros(0)
+    all_truth = np.concatenate(truth_kept).astype(bool) if rows else np.zeros(0, dtype=bool)
+    aurocs = np.array([_auroc(np.concatenate([scores_kept[i] for i in draw]),
+                              np.concatenate([truth_kept[i] for i in draw]).astype(bool)) for draw in index])
+    interval("step_auroc", _auroc(all_scores, all_truth), aurocs)
+    for suffix, point in (("", DEFAULT_THRESHOLD), ("_calibrated", chosen)):
+        if point is None:
+            for name in ("first_error_acc", "no_error_acc", "first_error_f1"):
+                figures[name + suffix] = {"value": None, "low": None, "high": None}
+            continue
+        hits = _first_error_hits(first_errors, rows, float(point)).astype(float)
+        drawn_hits, drawn_error = hits[index], error[index]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            error_acc = (drawn_hits * drawn_error).sum(1) / drawn_error.sum(1)
+            correct_acc = (drawn_hits * ~drawn_error).sum(1) / (~drawn_error).sum(1)
+        whole = processbench_metrics(first_errors, step_scores=rows, threshold=float(point)) if rows else None
+        interval("first_error_acc" + suffix, whole["error_acc"] if whole else float("nan"), error_acc)
+        interval("no_error_acc" + suffix, whole["correct_acc"] if whole else float("nan"), correct_acc)
+        interval("first_error_f1" + suffix, whole["f1"] if whole else float("nan"), _f1(error_acc, correct_acc))
+    if calibration is not None and chosen is not None:
+        few = index[:THRESHOLD_DRAWS]
+        samples = np.array([calibrate_threshold(first_errors[d], [rows[i] for i in d])["threshold"] or np.nan
+                            for d in few], dtype=float)
+        interval("threshold_interval", chosen, samples)
+    figures["flags_no_step"] = bool(rows) and not any((r < DEFAULT_THRESHOLD).any() for r in rows)
+    return figures
+
+
+def no_flag_advice(figures: Mapping[str, Any]) -> str | None:
+    """What to say when the PRM flags no step at 0.5 (first-error F1 0): None when it does flag steps."""
+    if not figures.get("flags_no_step"):
+        return None
+    threshold = figures.get("threshold")
+    calibrated = (figures.get("first_error_f1_calibrated") or {}).get("value")
+    using = (f"the calibrated threshold ({threshold:.3f}) gives first-error F1 {calibrated:.3f}"
+             if threshold is not None and calibrated is not None else
+             "a threshold calibrated on held-out labels (it needs erroneous and correct solutions there)")
+    return (f"At the fixed threshold 0.5 this PRM flags no step on the held-out solutions, so its first-error F1 "
+            f"at 0.5 is 0. What would help: {using}; more labels, −1 steps especially; a larger training budget.")

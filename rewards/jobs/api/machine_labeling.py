@@ -1,0 +1,55 @@
+"""Machine labeling jobs (Monte-Carlo rollouts, PRM step scores): a campaign's, start one."""
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from annotate.models import Campaign
+
+from .. import models
+from ..services.machine_labeling import DEFAULT_SOLUTIONS, MAX_SOLUTIONS, MC_KEYS, start_machine_labeling_job
+from ..services.training import JobInputError
+from .base import (
+    CampaignJobsView,
+    CampaignRowOut,
+    settings_field,
+)
+
+
+class StartMachineLabelingInput(serializers.Serializer):
+    method = serializers.ChoiceField(choices=models.LabelingMethod.choices)
+    solutions = serializers.IntegerField(min_value=1, max_value=MAX_SOLUTIONS, default=DEFAULT_SOLUTIONS,
+                                         help_text="How many regular solutions to label (unlabeled ones first).")
+    solution_ids = serializers.ListField(child=serializers.IntegerField(), required=False, allow_null=True,
+                                         default=None, help_text="Label these solutions instead.")
+    reward_model = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                            help_text="method prm: the registered PRM's id.")
+    backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
+    config = settings_field("method mc: rollout settings", MC_KEYS)
+
+
+class MachineLabelingJobOut(CampaignRowOut):
+    class Meta:
+        model = models.MachineLabelingJob
+        fields = ("id", "campaign", "method", "reward_model", "backend", "status", "progress", "config",
+                  "solution_count", "summary", "labels_recorded", "error", "created_at", "started_at", "finished_at")
+
+
+class MachineLabelingJobsView(CampaignJobsView):
+    job_output = MachineLabelingJobOut
+    start_input = StartMachineLabelingInput
+    about = "The campaign's machine labeling jobs (Monte-Carlo rollouts, PRM step scores), newest first."
+    about_start = ("Label steps of chosen solutions by machine: recorded as the source ``mc:<model>`` or "
+                   "``prm:<name>``.")
+
+    def start_job(self, campaign: Campaign, values: dict[str, Any]) -> models.LaunchedJob:
+        reward_model = None
+        if values["reward_model"] is not None:
+            reward_model = models.RewardModel.objects.filter(pk=values["reward_model"]).first()
+            if reward_model is None:
+                raise JobInputError("reward_model", f"no reward model {values['reward_model']}")
+        return start_machine_labeling_job(
+            campaign=campaign, method=values["method"], limit=values["solutions"],
+            solution_ids=values["solution_ids"], reward_model=reward_model, config=values["config"],
+            backend=values["backend"], user=self.request.user)
