@@ -348,8 +348,8 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
             prm = write_rows_multi(iter_format_rows(campaign, "prm800k", options), prm_outs, "prm800k")
         outcome = write_rows_multi(tally.outcome(iter_format_rows(campaign, "outcome", options)), outcome_outs,
                                    "outcome")
-        for fmt, files in (("prm800k", prm), ("trl-stepwise", stepwise), ("outcome", outcome)):
-            written.update(zip((file.key for file in formats.get(fmt).files), files, strict=True))
+        for fmt, fmt_files in (("prm800k", prm), ("trl-stepwise", stepwise), ("outcome", outcome)):
+            written.update(zip((file.key for file in formats.get(fmt).files), fmt_files, strict=True))
         for other in formats.formats():
             if other.name in SHARED_PASS or not other.files or not other.in_version(campaign):
                 continue
