@@ -8,6 +8,7 @@ from rest_framework import serializers
 from annotate.models import FinishReason
 from annotate.services.whole_labeling import LabelingInput, StepLabel
 
+from ..scales import RATING_MAX, RATING_MIN
 from .serializers import SMALL_INT, AssignmentSerializer
 
 MAX_BULK = 100  # labelings per bulk request: one request stays well under a proxy's timeout
@@ -15,7 +16,9 @@ MAX_BULK = 100  # labelings per bulk request: one request stays well under a pro
 
 class StepLabelInputSerializer(serializers.Serializer):
     step_index = serializers.IntegerField(**SMALL_INT)
-    rating = serializers.IntegerField(allow_null=True, min_value=-1, max_value=1)
+    # Any value a scale may hold: which ones this campaign takes is the rating service's rule (its scale).
+    rating = serializers.IntegerField(allow_null=True, min_value=RATING_MIN, max_value=RATING_MAX,
+                                      help_text="a value of the campaign's label scale (PRM800K: -1, 0, 1)")
     # Not trimmed here: the service strips it and refuses line breaks with its own message.
     rationale = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, max_length=1_000,
                                       help_text="one-line reason for a −1 (campaigns with step_rationale on)")

@@ -7,6 +7,7 @@ labeler, claimed with ``SELECT … FOR UPDATE SKIP LOCKED`` so concurrent reques
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -469,22 +470,64 @@ def _check_in_order(rated: dict[int, int], step_index: int, rating: int | None,
                             f"step, so that no rated step follows an unrated one.")
 
 
-def check_stop_at_first_error(values: list[int | None]) -> tuple[int, str] | None:
+def check_stop_at_first_error(values: Sequence[int | None], scale: Scale = PM1) -> tuple[int, str] | None:
     """A finished stepwise pass, as its steps' ratings in order (None: not rated): the first step that
-    breaks stop-at-first-error and why, or None. Imports of finished passes use it; the workspace keeps
-    the same rule one rating at a time in ``record_rating``."""
+    breaks stop-at-first-error (an error value of ``scale``, PRM800K's −1 by default) and why, or None. Imports
+    of finished passes and whole-solution labelings use it; the workspace keeps the same rule one rating at a
+    time in ``record_rating``."""
     error: int | None = None
     gap: int | None = None
     for index, value in enumerate(values):
         if value is None:
             gap = index if gap is None else gap
         elif error is not None:
-            return index, f"is rated after step {error + 1}'s −1: nothing after the first error can be rated"
+            word = "−1" if scale.is_pm1 else scale.word(values[error])
+            return index, f"is rated after step {error + 1}'s {word}: nothing after the first error can be rated"
         elif gap is not None:
             return index, f"is rated while step {gap + 1} is not: steps are rated in order"
-        elif value == -1:
+        elif scale.is_error(value):
             error = index
     return None
+
+
+@dataclass(frozen=True)
+class PlainRating:
+    """One step's rating in a whole pass sent at once (completion 0, no reason, no error category)."""
+
+    rating: int
+    flagged: bool = False
+    time_ms: int | None = None
+
+
+def record_untouched_pass(assignment_id: int, user: User, *, ratings: Sequence[PlainRating],
+                          now: datetime | None = None) -> bool:
+    """Write a whole stepwise pass in one insert: ``ratings`` are steps 0, 1, … in order. Done only when the
+    pass is untouched and the ratings keep the page's rules as a whole (every value on the campaign's scale,
+    nothing after its first error value, no more ratings than steps); False otherwise, and nothing is written:
+    the caller goes step by step through ``record_rating``, which applies or refuses in the page's words. The
+    lock and its refusals (not yours, lease gone, finished) are ``record_rating``'s own."""
+    now = now or timezone.now()
+    assignment = _locked_open_assignment(assignment_id, user, now, count_steps=True)
+    campaign = assignment.solution.campaign
+    scale = campaign_scale(campaign)
+    values = [rated.rating for rated in ratings]
+    # step_total: set by annotate() in the query, which django-stubs does not follow.
+    if (not ratings or not campaign.is_stepwise or len(ratings) > assignment.step_total  # type: ignore[attr-defined]
+            or any(value not in scale.allowed for value in values)
+            or check_stop_at_first_error(values, scale) is not None
+            or Rating.objects.filter(assignment=assignment).exists()):
+        return False
+    completions = list(Completion.objects.filter(step__solution_id=assignment.solution_id, index=0,
+                                                 step__index__lt=len(ratings)).order_by("step__index"))
+    shown = step_suggestions(campaign, assignment.solution, range(len(ratings)))
+    Rating.objects.bulk_create([
+        Rating(assignment=assignment, completion=completion, rating=rated.rating, flagged=rated.flagged,
+               time_ms=rated.time_ms,
+               suggestions_seen=seen_when_rating(campaign, has_labels=bool(shown.get(index)), rated_before=False))
+        for index, (completion, rated) in enumerate(zip(completions, ratings, strict=True))])
+    StepDecision.objects.bulk_create([StepDecision(assignment=assignment, step_id=c.step_id, chosen_completion=0)
+                                      for c in completions], ignore_conflicts=True)
+    return True
 
 
 def _check_decided_before(decisions: dict[int, StepDecision], step_index: int) -> None:

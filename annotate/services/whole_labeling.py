@@ -6,7 +6,8 @@ transaction, so a refused step leaves the pass as it was. A client key makes a r
 the labeling the first request made and applies nothing again.
 
 The common case for a program (an untouched stepwise pass, steps 0, 1, … in order, every one rated, nothing
-after the first −1, no reasons or categories) is written at once: one lock, one read, one insert of the ratings.
+after the first error, no reasons or categories) is written at once by ``labeling.record_untouched_pass``: one
+lock, one read, one insert of the ratings.
 Anything else (a pass the labeler began on the page, a gap, a rating after a −1, a reason) goes step by step
 through ``labeling.record_rating``, which applies it or refuses it with the page's own words.
 """
@@ -19,9 +20,8 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..models import Assignment, Campaign, Completion, LabelingKey, Rating, StepDecision
+from ..models import Assignment, LabelingKey
 from . import labeling
-from .suggestions import seen_when_rating, step_suggestions
 
 
 @dataclass(frozen=True)
@@ -62,15 +62,6 @@ class LabelingOutcome:
     replayed: bool  # the client key was seen before: nothing was applied this time
 
 
-def _check_error_category(campaign: Campaign, position: int, label: StepLabel) -> None:
-    """A category must be one the campaign defines, when it defines any (free text otherwise)."""
-    categories = getattr(campaign, "error_categories", None) or []
-    if label.error_category is not None and categories and label.error_category not in categories:
-        raise LabelingRefused(f"ratings[{position}].error_category",
-                              f"Step {label.step_index + 1}: unknown error category {label.error_category!r}; this "
-                              f"campaign's categories are {', '.join(map(str, categories))}.")
-
-
 def _claim_key(labeling_input: LabelingInput, user: labeling.User) -> LabelingKey | None:
     """Record the client key, or return the row of the request that already used it. A concurrent request with
     the same key waits on the unique index until the first one commits, then finds its row."""
@@ -87,51 +78,30 @@ def _claim_key(labeling_input: LabelingInput, user: labeling.User) -> LabelingKe
 
 
 def _rate_untouched_pass(labeling_input: LabelingInput, user: labeling.User, now: datetime) -> bool:
-    """Write every rating at once when the pass is untouched and the ratings keep the rules as a whole (steps
-    0, 1, … each rated −1, 0 or +1, nothing after the first −1, no reasons or categories to check); False: the
-    caller goes step by step. The lock and its refusals (not yours, lease gone, finished) are the rating
-    service's own."""
+    """The common case in one insert (``labeling.record_untouched_pass``); False: the caller goes step by step.
+    Reasons and categories always go step by step: ``record_rating`` checks them."""
     labels = labeling_input.ratings
-    values = [label.rating for label in labels]
     if (not labels or [label.step_index for label in labels] != list(range(len(labels)))
-            or any(value not in (-1, 0, 1) for value in values)
-            or any(label.rationale or label.error_category for label in labels)
-            or labeling.check_stop_at_first_error(values) is not None):
+            or any(label.rating is None or label.rationale or label.error_category for label in labels)):
         return False
-    assignment = labeling._locked_open_assignment(labeling_input.assignment_id, user, now, count_steps=True)
-    campaign = assignment.solution.campaign
-    # Set by annotate() in the query, which django-stubs does not follow.
-    if (not campaign.is_stepwise or len(labels) > assignment.step_total  # type: ignore[attr-defined]
-            or Rating.objects.filter(assignment=assignment).exists()):
-        return False
-    completions = list(Completion.objects.filter(step__solution_id=assignment.solution_id, index=0,
-                                                 step__index__lt=len(labels)).order_by("step__index"))
-    suggestions = step_suggestions(campaign, assignment.solution, range(len(labels)))
-    Rating.objects.bulk_create([
-        Rating(assignment=assignment, completion=completion, rating=label.rating, flagged=bool(label.flagged),
-               time_ms=label.time_ms,
-               suggestions_seen=seen_when_rating(campaign, has_labels=bool(suggestions.get(index)),
-                                                 rated_before=False))
-        for index, (completion, label) in enumerate(zip(completions, labels, strict=True))])
-    StepDecision.objects.bulk_create([StepDecision(assignment=assignment, step_id=c.step_id, chosen_completion=0)
-                                      for c in completions], ignore_conflicts=True)
-    return True
+    return labeling.record_untouched_pass(
+        labeling_input.assignment_id, user, now=now,
+        ratings=[labeling.PlainRating(rating=label.rating, flagged=bool(label.flagged), time_ms=label.time_ms)
+                 for label in labels if label.rating is not None])
 
 
 def _rate_step_by_step(labeling_input: LabelingInput, user: labeling.User, now: datetime) -> None:
     """Each rating through the page's rating service, in the order given; a refusal names the rating."""
-    campaign: Campaign | None = None
     for position, label in enumerate(labeling_input.ratings):
         try:
-            result = labeling.record_rating(
+            labeling.record_rating(
                 labeling_input.assignment_id, user, step_index=label.step_index, rating=label.rating,
-                flagged=label.flagged, time_ms=label.time_ms, rationale=label.rationale, now=now)
+                flagged=label.flagged, time_ms=label.time_ms, rationale=label.rationale,
+                error_category=label.error_category, now=now)
         except (labeling.NotAllowed, labeling.LeaseExpired):
             raise
         except labeling.LabelingError as error:
             raise LabelingRefused(f"ratings[{position}]", f"Step {label.step_index + 1}: {error}") from None
-        campaign = campaign or result.workspace.assignment.solution.campaign
-        _check_error_category(campaign, position, label)
 
 
 def apply_labeling(labeling_input: LabelingInput, user: labeling.User, *,

@@ -98,7 +98,9 @@ def test_each_refusal_names_its_step_or_field(campaign_factory, make_user) -> No
         "field": "ratings[0]", "detail": "Step 1: The reason must be one line: remove the line breaks."}
     out_of_range = client.post(url, {"ratings": [{"step_index": 0, "rating": 2}], "client_key": "x"}, format="json")
     assert out_of_range.status_code == 400, out_of_range.json()
-    assert "rating" in out_of_range.json()["ratings"]["0"]
+    assert out_of_range.json()["field"] == "ratings[0]"  # not on PRM800K's scale: the rating service says so
+    off_any_scale = client.post(url, {"ratings": [{"step_index": 0, "rating": 10}], "client_key": "y"}, format="json")
+    assert off_any_scale.status_code == 400 and "rating" in off_any_scale.json()["ratings"]["0"]
     no_key = client.post(url, {"ratings": []}, format="json")
     assert no_key.status_code == 400 and "client_key" in no_key.json()
     give_up = client.post(url, _body([], finish_reason="give_up"), format="json")
@@ -249,13 +251,52 @@ def test_one_request_stores_what_the_step_by_step_path_stores(campaign_factory, 
 
 
 @pytest.mark.django_db
-def test_an_error_category_is_free_text_while_the_campaign_defines_none(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
-    client, assignment_id, _ = _leased(campaign_factory, make_user)
-    answer = client.post(f"/api/assignments/{assignment_id}/labeling/", {
+def test_an_error_category_is_one_of_the_campaigns_and_is_stored(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+    """The rating service's rule, as on the page: a category must be one the campaign defines, on an error step."""
+    url = "/api/assignments/{}/labeling/"
+    client, plain_id, _ = _leased(campaign_factory, make_user)
+    none_defined = client.post(url.format(plain_id), {
         "ratings": [{"step_index": 0, "rating": -1, "error_category": "arithmetic"}], "client_key": "c"},
         format="json")
-    assert answer.status_code == 200 and answer.json()["finish_reason"] == "found_error"
-    too_long = client.post(f"/api/assignments/{assignment_id}/labeling/", {
-        "ratings": [{"step_index": 0, "rating": -1, "error_category": "x" * 101}], "client_key": "d"},
+    assert none_defined.status_code == 400 and none_defined.json()["field"] == "ratings[0]"
+    assert "not an error category of this campaign" in none_defined.json()["detail"]
+    client, assignment_id, _ = _leased(campaign_factory, make_user, slug="categories", username="judge2",
+                                       error_categories=["calculation", "misread the question"])
+    on_a_good_step = client.post(url.format(assignment_id), {
+        "ratings": [{"step_index": 0, "rating": 1, "error_category": "calculation"}], "client_key": "d"},
+        format="json")
+    assert on_a_good_step.status_code == 400 and on_a_good_step.json()["field"] == "ratings[0]"
+    done = client.post(url.format(assignment_id), {
+        "ratings": [{"step_index": 0, "rating": 1}, {"step_index": 1, "rating": -1, "error_category": "calculation"}],
+        "client_key": "e"}, format="json")
+    assert done.status_code == 200 and done.json()["finish_reason"] == "found_error"
+    assert list(Rating.objects.filter(assignment_id=assignment_id).order_by("completion__step__index")
+                .values_list("rating", "error_category")) == [(1, ""), (-1, "calculation")]
+    too_long = client.post(url.format(assignment_id), {
+        "ratings": [{"step_index": 0, "rating": -1, "error_category": "x" * 101}], "client_key": "f"},
         format="json")
     assert too_long.status_code == 400 and "error_category" in too_long.json()["ratings"]["0"]
+
+
+FOUR_VALUES = {"name": "four", "values": [
+    {"value": -2, "label": "Wrong", "key": "1", "colour": "#c62828", "is_error": True, "positive": False},
+    {"value": 1, "label": "Doubtful", "key": "2", "colour": "#9e9e9e", "is_error": False, "positive": None},
+    {"value": 2, "label": "Fine", "key": "3", "colour": "#8bc34a", "is_error": False, "positive": True},
+    {"value": 3, "label": "Insightful", "key": "4", "colour": "#2e7d32", "is_error": False, "positive": True},
+]}
+
+
+@pytest.mark.django_db
+def test_a_whole_solution_keeps_the_campaigns_own_scale(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+    """The one-insert path reads the campaign's scale: its error value stops the pass, a value off the scale
+    (PRM800K's −1 here) is refused in the page's words, and its own values are stored as sent."""
+    client, assignment_id, _ = _leased(campaign_factory, make_user, slug="four-scale", step_scale=FOUR_VALUES)
+    url = f"/api/assignments/{assignment_id}/labeling/"
+    off_scale = client.post(url, _body([2, -1]), format="json")
+    assert off_scale.status_code == 400 and off_scale.json()["field"] == "ratings[1]", off_scale.json()
+    after_error = client.post(url, _body([3, -2, 2], key="k-2"), format="json")
+    assert after_error.status_code == 400 and after_error.json()["field"] == "ratings[2]"
+    assert _stored(assignment_id) == []
+    done = client.post(url, _body([3, 1, -2], key="k-3"), format="json")
+    assert done.status_code == 200 and done.json()["finish_reason"] == "found_error"
+    assert _stored(assignment_id) == [(0, 3), (1, 1), (2, -2)]
