@@ -26,7 +26,7 @@ from django.db import transaction
 from .graders import get_grader
 from .grading import answers_match
 from .models import Campaign, CampaignMode, Membership, Role, Solution
-from .prm800k import import_prm800k
+from .services.prm800k_import import import_prm800k
 from .services.problems import import_problems, import_solutions
 from .steps import answer_from_steps
 

@@ -5,6 +5,9 @@ A *solution* is an ordered list of *steps*; each step position holds one or more
 *assignment*; each (assignment, completion) has at most one current *rating*, whose earlier values
 are kept in ``RatingRevision``. Per step, a ``StepDecision`` records which completion the labeler
 continued with (``chosen_completion``) or the step they wrote themselves (``human_completion``).
+
+Why one module of ~600 lines: Django finds an app's models in ``models.py``, and these form one schema whose
+foreign keys point every which way; a package of model modules would only move the imports around.
 """
 from __future__ import annotations
 

@@ -8,10 +8,15 @@ service asks. Nobody else decides access.
   - researchers and campaign admins read labels, datasets and metrics and run reward-model work (``can_research``);
   - campaign admins manage the campaign, import solutions and start labeling rounds and sampling (``can_manage``).
 
-The DRF classes at the end are the same predicates as object permissions, for the API's viewsets.
+Where they are checked: **a service that acts for a user checks** — it takes ``user`` (None is the system: a
+command, a periodic task) and calls ``require(predicate, user, campaign, message)`` before it writes, so every
+caller (page, API, command, task) goes through the same rule. Pages and the API ask the same predicate only to
+answer early (403 before reading a body) or to hide what the user may not see (404); they turn ``NotAllowed``
+into a 403. The DRF classes at the end are the same predicates as object permissions, for the API's viewsets.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -91,8 +96,40 @@ def can_resplit(user: Any, campaign: Campaign) -> bool:
 
 
 def can_start_labeling_round(user: Any, campaign: Campaign) -> bool:
-    """A labeling round (and the sampling that feeds it) puts new work in front of labelers: managers only."""
+    """A labeling round puts new work in front of labelers: managers only."""
     return can_manage(user, campaign)
+
+
+def can_start_sampling(user: Any, campaign: Campaign) -> bool:
+    """Sampling spends the campaign's compute on the candidates a labeling round draws from: managers only."""
+    return can_manage(user, campaign)
+
+
+def can_start_machine_labeling(user: Any, campaign: Campaign) -> bool:
+    """Machine labels sit beside the human ones in the workspace and the datasets: managers only."""
+    return can_manage(user, campaign)
+
+
+def can_run_models(user: Any, campaign: Campaign | None) -> bool:
+    """Reward-model work on the campaign's data (training, scoring, pools, evaluations, comparisons, snapshots):
+    whoever may research it."""
+    return can_research(user, campaign)
+
+
+# --- checking a predicate in a service ---------------------------------------------------------------------------
+
+class NotAllowed(PermissionError):
+    """The user may not do this; the message says who may."""
+
+
+Predicate = Callable[[Any, Campaign], bool]
+
+
+def require(predicate: Predicate, user: Any, campaign: Campaign | None, message: str) -> None:
+    """What a service acting for ``user`` calls first: ``NotAllowed`` unless ``predicate`` lets them.
+    ``user=None`` is the system (a command, a periodic task), which runs with the operator's authority."""
+    if user is not None and not predicate(user, campaign):  # type: ignore[arg-type]  # can_run_models takes None
+        raise NotAllowed(message)
 
 
 # --- campaign sets -----------------------------------------------------------------------------------------------
@@ -161,3 +198,18 @@ class CanManage(permissions.BasePermission):
 
     def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
         return can_manage(request.user, _campaign_of(obj))
+
+
+class CanImportSolutions(CanManage):
+    message = "Only the campaign's admins can import solutions."
+
+    def has_object_permission(self, request: Request, view: Any, obj: Any) -> bool:
+        return can_import(request.user, _campaign_of(obj))
+
+
+class CanReadMetrics(CanResearch):
+    message = "Campaign metrics are for the campaign's admins and researchers."
+
+
+class CanReadDatasets(CanResearch):
+    message = "Labelers cannot read or download datasets; ask a campaign admin."

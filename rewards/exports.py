@@ -39,7 +39,7 @@ import orjson
 from django.db.models import QuerySet
 
 from annotate import models
-from annotate.prm800k import ChunkData, LabelerNames, iter_prm800k_chunks, prm800k_rows
+from annotate.prm800k_export import ChunkData, LabelerNames, iter_prm800k_chunks, prm800k_rows
 from annotate.scales import PM1, Scale, campaign_scale
 from annotate.services.adjudication import resolved_step_ratings
 from annotate.services.importing import select_by_ids

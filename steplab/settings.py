@@ -294,8 +294,10 @@ STEPLAB_AUTO_TRAIN_HYPER: dict[str, object] = {}
 # Sampling jobs started on the web may only name model folders in here (docker-compose mounts them at /models).
 STEPLAB_MODELS_DIR = env.path("STEPLAB_MODELS_DIR", VAR_DIR / "models")
 STEPLAB_BACKBONES: dict[str, str] = {}  # name -> local model folder, offered next to "default"
-# Active learning: the next generation starts once this share of the current one has a submitted labeling.
-STEPLAB_GENERATION_AUTO_LABELED_SHARE = env.float("STEPLAB_GENERATION_AUTO_LABELED_SHARE", 0.9)
+# Active learning: the next labeling round starts once this share of the current one has a submitted labeling.
+# Its old name, STEPLAB_GENERATION_AUTO_LABELED_SHARE, is still read when the new one is not set (deprecated).
+STEPLAB_LABELING_ROUND_AUTO_LABELED_SHARE = env.float("STEPLAB_LABELING_ROUND_AUTO_LABELED_SHARE",
+                                                      env.float("STEPLAB_GENERATION_AUTO_LABELED_SHARE", 0.9))
 # Slurm backend (README "Training on Slurm"): sbatch options, lines run before the job, where states are read.
 STEPLAB_SLURM: dict[str, object] = {
     "partition": env.str("STEPLAB_SLURM_PARTITION", ""),

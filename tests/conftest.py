@@ -132,7 +132,7 @@ def graded_campaign(campaign_factory, shared_data: Path):  # type: ignore[no-unt
     import uuid
 
     from annotate.models import Assignment, Solution
-    from annotate.prm800k import import_prm800k
+    from annotate.services.prm800k_import import import_prm800k
 
     campaign = campaign_factory(f"graded-{uuid.uuid4().hex[:6]}")
     import_prm800k(shared_data / "prm800k/phase1_test_reconstructed.jsonl", campaign,

@@ -1,7 +1,7 @@
 """Real PRM800K data converted to the exporter's formats, and one PRM trained on it once per session; no Django.
 
 A pytest plugin of tests/conftest.py, so that every folder shares the one trained PRM (``trained_prm``): the
-training tests assert on its run, the tests that only need a trained PRM (tests/generations) reuse its folder.
+training tests assert on its run, the tests that only need a trained PRM (tests/labeling_rounds) reuse its folder.
 
 Conversion (PRM800K phase-1 test, 101 problems, real human ratings):
 * trajectory: for each labeled step, the human-written step if any (counts as +1, the exporter's

@@ -24,7 +24,7 @@ from rest_framework.settings import api_settings
 
 from annotate import selectors
 from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Problem, Solution
-from annotate.permissions import CanManage, CanResearch, member_campaigns, research_campaigns
+from annotate.permissions import CanImportSolutions, CanReadMetrics, member_campaigns, research_campaigns
 from annotate.services import labeling
 from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport
@@ -36,14 +36,6 @@ from .labeling_views import label_one
 
 FILTERS = [s.ListFilterSerializer]
 DEFAULT_PERMISSIONS = api_settings.DEFAULT_PERMISSION_CLASSES  # an action's own classes replace, not extend, these
-
-
-class CanImportSolutions(CanManage):
-    message = "Only the campaign's admins can import solutions."
-
-
-class CanReadMetrics(CanResearch):
-    message = "Campaign metrics are for the campaign's admins and researchers."
 
 
 def _filters(request: Request) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from steplab import jobs
 from steplab.jobs import JobStatus
 
+from .. import permissions
 from ..graders import DEFAULT_GRADER, GraderConfigError, get_grader
 from ..models import (
     ERROR_CATEGORY_MAX_CHARS,
@@ -309,7 +310,10 @@ def count_lines(path: Path) -> int:
 def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, user: User,
                       skip_invalid: bool = False, split_rule: str = "auto",
                       generation: int | None = None, label_source: str = "") -> ImportJob:
-    """Store the upload and queue the import (the task is sent once the job row is committed)."""
+    """Store the upload and queue the import (the task is sent once the job row is committed); ``NotAllowed``
+    unless ``user`` may import into the campaign."""
+    permissions.require(permissions.can_import, user, campaign,
+                        f"only staff and admins of campaign {campaign.slug} import")
     if kind not in ImportKind.values:
         raise CampaignAdminError("kind", f"must be one of {', '.join(ImportKind.values)}, got {kind!r}")
     if split_rule and split_rule not in SPLIT_RULES:  # empty: the campaign's own step rule
@@ -416,9 +420,9 @@ def sweep_import_files(*, older_than: timedelta = timedelta(hours=6)) -> int:
 
 
 def _run_claimed_job(job: ImportJob) -> None:
-    from ..prm800k import import_prm800k
     from .importing import ImportFailed, ImportReport
     from .machine_labels import import_machine_labels
+    from .prm800k_import import import_prm800k
     from .problems import import_problems, import_solutions
 
     path = Path(job.file.path)

@@ -19,15 +19,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from annotate.permissions import CanResearch, member_campaigns, research_campaigns
+from annotate.permissions import CanReadDatasets, member_campaigns, research_campaigns
 from rewards.models import DatasetVersion
 from rewards.services.downloads import RangeNotSatisfiable, open_download
 
 from . import serializers as s
-
-
-class CanReadDatasets(CanResearch):
-    message = "Labelers cannot read or download datasets; ask a campaign admin."
 
 
 @extend_schema(parameters=[OpenApiParameter("campaign", int, description="campaign id")])

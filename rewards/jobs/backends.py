@@ -10,6 +10,9 @@ What runs for real in the tests: ``LocalBackend`` (Celery worker → subprocess)
 single-node Slurm started by ``scripts/slurm-local``). No Kubernetes API server can run here, so
 ``KubernetesBackend`` is tested on its manifest (validated against the Kubernetes JSON schema) and its
 kubectl command lines (its ``runner`` is replaced by a recorder in tests).
+
+Why one module of ~570 lines: the three backends share the script, its exit-status protocol and the process-group
+handling line for line; a module per backend would scatter that protocol across three files.
 """
 from __future__ import annotations
 

@@ -20,7 +20,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.models import Campaign
-from annotate.permissions import can_research, can_research_any, can_start_labeling_round, is_staff, research_campaigns
+from annotate.permissions import (
+    Predicate,
+    can_research,
+    can_research_any,
+    can_start_labeling_round,
+    can_start_machine_labeling,
+    can_start_sampling,
+    is_staff,
+    research_campaigns,
+)
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
 from steplab import jsonlimits
@@ -328,11 +337,11 @@ def work_cancel(request: AppRequest, kind: str, pk: int) -> HttpResponse:
     return redirect(f"jobs:{kind}_job", pk=pk)
 
 
-def _startable_campaign(request: HttpRequest, slug: str, what: str) -> Campaign:
-    """The dashboard's campaign, for a user who may start ``what`` in it (staff and the campaign's admins)."""
+def _startable_campaign(request: HttpRequest, slug: str, what: str, may: Predicate) -> Campaign:
+    """The dashboard's campaign, for a user who ``may`` start ``what`` in it (the predicate its service asks)."""
     _, campaign = _dashboard_scope(request, slug)
     assert campaign is not None
-    if not can_start_labeling_round(request.user, campaign):
+    if not may(request.user, campaign):
         raise PermissionDenied(f"only staff and the campaign's admins start {what}")
     return campaign
 
@@ -351,7 +360,7 @@ def _json_config(text: str) -> Any:
 @require_POST
 def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "start next generation" button (staff and campaign admins)."""
-    campaign = _startable_campaign(request, slug, "generations")
+    campaign = _startable_campaign(request, slug, "generations", can_start_labeling_round)
     form = {key: request.POST.get(key, "").strip() for key in ("strategy", "batch_size", "config")}
     try:
         try:
@@ -385,7 +394,7 @@ def _form_config(form: dict[str, str], fields: tuple[tuple[str, type[int] | type
 @require_POST
 def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "sample candidates" form: N solutions per campaign problem from a local LM."""
-    campaign = _startable_campaign(request, slug, "sampling jobs")
+    campaign = _startable_campaign(request, slug, "sampling jobs", can_start_sampling)
     form = {key: request.POST.get(key, "").strip() for key in ("n", "temperature", "max_new_tokens", "config")}
     try:
         config = _form_config(form, (("n", int), ("temperature", float), ("max_new_tokens", int)))
@@ -399,7 +408,7 @@ def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def machine_labels_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "machine step labels" form: Monte-Carlo rollouts or a PRM's scores for chosen solutions."""
-    campaign = _startable_campaign(request, slug, "machine labeling jobs")
+    campaign = _startable_campaign(request, slug, "machine labeling jobs", can_start_machine_labeling)
     form = {key: request.POST.get(key, "").strip()
             for key in ("method", "solutions", "reward_model", "rollouts", "strategy", "max_new_tokens", "config")}
     try:

@@ -348,13 +348,13 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
             prm = write_rows_multi(iter_format_rows(campaign, "prm800k", options), prm_outs, "prm800k")
         outcome = write_rows_multi(tally.outcome(iter_format_rows(campaign, "outcome", options)), outcome_outs,
                                    "outcome")
-        for fmt, fmt_files in (("prm800k", prm), ("trl-stepwise", stepwise), ("outcome", outcome)):
-            written.update(zip((file.key for file in formats.get(fmt).files), fmt_files, strict=True))
+        for fmt, shared in (("prm800k", prm), ("trl-stepwise", stepwise), ("outcome", outcome)):
+            written.update(zip((file.key for file in formats.get(fmt).files), shared, strict=True))
         for other in formats.formats():
             if other.name in SHARED_PASS or not other.files or not other.in_version(campaign):
                 continue
-            other_files = write_rows_multi(other.rows(campaign, options, figures), outs(other.name), other.name)
-            written.update(zip((file.key for file in other.files), other_files, strict=True))
+            others = write_rows_multi(other.rows(campaign, options, figures), outs(other.name), other.name)
+            written.update(zip((file.key for file in other.files), others, strict=True))
         content = content_hash(spec, written)
         latest = _latest(campaign)
         if latest is not None and latest.content_sha256 == content:

@@ -23,6 +23,7 @@ def test_root_lists_every_api(make_user) -> None:  # type: ignore[no-untyped-def
     # the jobs API, by the names its URLs have; a path with an id is a URI template
     assert listed["jobs"] == f"{BASE}jobs/"
     assert listed["job-cancel"] == f"{BASE}jobs/{{pk}}/cancel/"
-    assert listed["generations"] == f"{BASE}campaigns/{{campaign}}/generations/"
+    assert listed["generations"] == f"{BASE}campaigns/{{campaign}}/generations/"  # the deprecated alias
+    assert listed["labeling-rounds"] == f"{BASE}campaigns/{{campaign}}/labeling-rounds/"
     assert {"sampling", "snapshot", "pools", "scoring", "evaluations", "comparisons", "scoring-job",
             "scoring-job-cancel", "comparison", "comparison-cancel", "job"} <= set(listed)

@@ -85,7 +85,7 @@ def math500_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory, me
 @pytest.fixture
 def prm800k_campaign(db, shared_data: Path, campaign_factory):  # type: ignore[no-untyped-def]
     """The genuine PRM800K rows (phase 1 and 2) imported losslessly."""
-    from annotate.prm800k import import_prm800k
+    from annotate.services.prm800k_import import import_prm800k
 
     campaign = campaign_factory("prm", name="PRM800K sample", mode="conversational")
     import_prm800k(shared_data / "prm800k" / "genuine_rows.jsonl", campaign)

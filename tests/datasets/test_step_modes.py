@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from annotate.prm800k import import_prm800k
+from annotate.services.prm800k_import import import_prm800k
 from rewards.exports import ExportOptions, export_campaign
 from rewards.services.datasets import create_dataset_version
 

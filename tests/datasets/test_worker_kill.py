@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.prm800k import import_prm800k
+from annotate.services.prm800k_import import import_prm800k
 from rewards.exports import export_campaign
 from rewards.models import DatasetVersion
 from tests.conftest import kill_pool_process

@@ -38,7 +38,7 @@ def canonical_dump() -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
     from annotate import models
-    from annotate.prm800k import iter_prm800k_rows
+    from annotate.prm800k_export import iter_prm800k_rows
 
     campaign = models.Campaign.objects.get(slug=CAMPAIGN)
     scopes = {
@@ -77,7 +77,7 @@ def canonical_dump() -> dict[str, Any]:
 
 def _import(files: list[str]) -> None:
     from annotate.models import Campaign
-    from annotate.prm800k import import_prm800k
+    from annotate.services.prm800k_import import import_prm800k
 
     campaign = Campaign.objects.create(slug=CAMPAIGN, name=CAMPAIGN)
     for file in files:
@@ -214,8 +214,8 @@ def test_a_bad_line_after_batches_formatted_ahead_imports_nothing(tmp_path: Path
     """The read-ahead thread takes the next batches' ids on its own connection and formats their rows; the rows
     still go in only through the import's one transaction, so a bad last line leaves nothing behind."""
     from annotate.models import Assignment, Campaign, Completion, Rating, Solution, Step, StepDecision
-    from annotate.prm800k import import_prm800k
     from annotate.services.importing import ImportFailed
+    from annotate.services.prm800k_import import import_prm800k
 
     settings.STEPLAB_IMPORT_BATCH = 5
     path = tmp_path / "late-error.jsonl"

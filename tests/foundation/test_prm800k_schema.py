@@ -27,9 +27,9 @@ from annotate.prm800k import (
     ROW_SCHEMA,
     STEP_SCHEMA,
     Field,
-    import_prm800k,
-    iter_prm800k_rows,
 )
+from annotate.prm800k_export import iter_prm800k_rows
+from annotate.services.prm800k_import import import_prm800k
 from rewards.exports import ExportOptions, iter_format_rows, labeled_assignments
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)

@@ -19,7 +19,18 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from annotate.models import Assignment, Campaign, Completion, ImportJob, Problem, Role, Solution, Step
+from annotate.services import campaigns
 from rewards.jobs.models import TrainingJob
+from rewards.jobs.services import (
+    comparisons,
+    evaluation,
+    labeling_rounds,
+    machine_labeling,
+    pools,
+    sampling,
+    scoring,
+    training,
+)
 from rewards.models import DatasetVersion
 from rewards.services.tokens import create_token
 from tests.factories import PASSWORD
@@ -152,6 +163,7 @@ RULES: dict[str, Rule] = {
     "api:dataset-download": Rule(RESEARCH, kwargs=lambda w: {"pk": w.version.pk, "fmt": "prm800k"}),
     # the reward-model API under /api/ (campaigns by id); the same views answer at /models/api/ (jobs:api_*)
     "api:generations": Rule(RESEARCH, kwargs=campaign_id),
+    "api:labeling-rounds": Rule(RESEARCH, kwargs=campaign_id),
     "api:sampling": Rule(RESEARCH, kwargs=campaign_id),
     "api:machine-labeling": Rule(RESEARCH, kwargs=campaign_id),
     "api:jobs": Rule(RESEARCH),
@@ -184,6 +196,7 @@ RULES: dict[str, Rule] = {
     "jobs:sampling_start": Rule(MANAGERS, method="post", kwargs=slug),
     "jobs:machine_labels_start": Rule(MANAGERS, method="post", kwargs=slug),
     "jobs:api_generations": Rule(RESEARCH, kwargs=slug),
+    "jobs:api_labeling_rounds": Rule(RESEARCH, kwargs=slug),
     "jobs:api_sampling": Rule(RESEARCH, kwargs=slug),
     "jobs:api_machine_labeling": Rule(RESEARCH, kwargs=slug),
     "jobs:api_jobs": Rule(RESEARCH),
@@ -430,3 +443,58 @@ def test_pools_and_evaluations_stay_in_their_campaign(world: World) -> None:
     assert not wrong, "\n".join(wrong)
     assert not world.a.evaluation_runs.exists() and not ScoringJob.objects.filter(pool__campaign=b).exists()
     assert CandidatePool.objects.filter(name=a_pool.name).values_list("campaign__slug", flat=True).count() == 2
+
+
+# --- the same rules for services called outside views (commands, tasks, other services) ---------------------------
+# Each guarded service checks its predicate itself (annotate.permissions.require), so a command or a task that acts
+# for a user is held to the page's rule; ``user=None`` is the system and may do anything. The inputs are wrong on
+# purpose after the check: an allowed caller gets the input error, not a job.
+
+def _upload(name: str = "x.jsonl") -> Any:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, b"not json\n")
+
+
+SERVICES: dict[str, tuple[str, Callable[[World, Any], object]]] = {  # name: (who may, as in ROLES[1:], call)
+    "start_labeling_round": ("---++", lambda w, user: labeling_rounds.start_labeling_round(
+        w.a, strategy="random", batch_size=0, user=user)),
+    "start_sampling_job": ("---++", lambda w, user: sampling.start_sampling_job(w.a, {"bogus": 1}, user=user)),
+    "start_machine_labeling_job": ("---++", lambda w, user: machine_labeling.start_machine_labeling_job(
+        campaign=w.a, method="bogus", user=user)),
+    "start_training_job": ("--+++", lambda w, user: training.start_training_job(
+        training.TrainingRequest(kind="bogus", dataset_version=w.version), user=user)),
+    "start_scoring_job": ("--+++", lambda w, user: scoring.start_scoring_job(
+        w.scoring_job.reward_model, w.scoring_job.pool, backend="bogus", user=user)),
+    "evaluate_scorings": ("--+++", lambda w, user: evaluation.evaluate_scorings(
+        w.a, prm_scoring=None, orm_scoring=None, user=user)),
+    "start_comparison": ("--+++", lambda w, user: comparisons.start_comparison(w.a, max_steps=0, user=user)),
+    "import_uploaded_pool": ("--+++", lambda w, user: pools.import_uploaded_pool(
+        _upload(), campaign=w.a, split_rule="bogus", user=user)),
+    "create_import_job": ("---++", lambda w, user: campaigns.create_import_job(
+        w.a, kind="bogus", upload=_upload(), user=user)),
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_services_hold_callers_outside_views_to_the_same_rule(world: World, name: str) -> None:
+    from annotate.permissions import NotAllowed
+
+    access, call = SERVICES[name]
+    wrong = []
+    for role, expected in zip(ROLES[1:], access, strict=True):
+        try:
+            call(world, world.users[role])
+        except NotAllowed:
+            got = "-"
+        except Exception:  # noqa: BLE001 - past the check: the deliberately wrong input is refused
+            got = "+"
+        else:
+            got = "+"
+        if got != expected:
+            wrong.append(f"{role}: expected {'allowed' if expected == '+' else 'refused'}")
+    with pytest.raises(Exception) as system:  # the system (a command, a task) passes the check
+        call(world, None)
+    assert not isinstance(system.value, NotAllowed)
+    assert not wrong, f"{name}: " + "; ".join(wrong)

@@ -336,7 +336,7 @@ def test_values_the_database_cannot_hold_are_named_row_errors(mutate, message: s
 def test_nul_and_lone_surrogate_lines_are_rejected_by_line(tmp_path: Path) -> None:
     """JSON escapes can spell text PostgreSQL cannot store; the line is named, the valid lines still import."""
     from annotate.models import Campaign
-    from annotate.prm800k import import_prm800k
+    from annotate.services.prm800k_import import import_prm800k
 
     good = json.dumps(_row_with_steps(1, "emoji \U0001F600 is fine"))  # an escaped surrogate *pair*
     path = tmp_path / "escapes.jsonl"

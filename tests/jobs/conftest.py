@@ -1,7 +1,7 @@
 """Fixtures for reward-model jobs: a researcher of the graded PRM800K campaign, and a pool with stored scores.
 
 The campaign and its exported dataset version (``graded_campaign``, ``dataset_version``) and the small AIME
-pool (``aime_pool_file``) live in tests/conftest.py, shared with tests/generations.
+pool (``aime_pool_file``) live in tests/conftest.py, shared with tests/labeling_rounds.
 """
 from __future__ import annotations
 

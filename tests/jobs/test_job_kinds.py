@@ -24,6 +24,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from annotate.models import Campaign
+from annotate.permissions import can_manage
 from rewards.jobs.api.base import CampaignJobsView, CampaignRowOut
 from rewards.jobs.backends import Launch
 from rewards.jobs.kinds import registry
@@ -85,6 +86,9 @@ def echo_kind(settings: Any, tmp_path: Path) -> Iterator[Echo]:
         start_input = StartEcho
         about = "Echo jobs."
         about_start = "Start one."
+
+        def may_start(self, user: Any, campaign: Campaign) -> bool:
+            return can_manage(user, campaign)
 
         def start_job(self, campaign: Campaign, values: dict[str, Any]) -> LaunchedJob:
             return start_echo(campaign=campaign, text=values["text"], user=self.request.user)

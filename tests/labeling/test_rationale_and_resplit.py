@@ -20,10 +20,11 @@ from annotate.models import (
     SplitReport,
     StepRationale,
 )
-from annotate.prm800k import import_prm800k, iter_prm800k_rows
+from annotate.prm800k_export import iter_prm800k_rows
 from annotate.selectors import solutions_with_split_reports
 from annotate.services import labeling
 from annotate.services.labeling import LabelingError
+from annotate.services.prm800k_import import import_prm800k
 from annotate.services.resplit import ResplitError, resplit_solution, steps_from_text
 from rewards.exports import ExportOptions, iter_stepwise_rows
 from tests.api.conftest import token_client

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from annotate.models import Rating
-from annotate.prm800k import import_prm800k
 from annotate.services.importing import ImportFailed
 from annotate.services.labeling import check_stop_at_first_error
+from annotate.services.prm800k_import import import_prm800k
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from annotate.models import Campaign, CampaignMode
-from annotate.prm800k import import_prm800k
+from annotate.services.prm800k_import import import_prm800k
 
 from ._common import ImportCommand, run_import
 

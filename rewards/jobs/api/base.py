@@ -18,7 +18,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from annotate.models import Campaign
-from annotate.permissions import can_research, can_research_any, can_start_labeling_round
+from annotate.permissions import NotAllowed, Predicate, can_research, can_research_any, can_start_labeling_round
 
 from .. import models
 from ..services.training import JobInputError
@@ -74,14 +74,19 @@ class JobsApiView(APIView):
     # The schema documents GET lists with it too; the settings hold the class itself (DRF imports the path).
     pagination_class = cast(type[BasePagination], api_settings.DEFAULT_PAGINATION_CLASS)
 
-    def campaign(self, key: dict[str, Any], *, start: str = "") -> Campaign:
+    def handle_exception(self, exc: Exception) -> Response:
+        """A service's ``NotAllowed`` (the rule it checks for every caller) is a 403 with its message."""
+        return super().handle_exception(PermissionDenied(str(exc)) if isinstance(exc, NotAllowed) else exc)
+
+    def campaign(self, key: dict[str, Any], *, start: str = "", may: Predicate = can_start_labeling_round) -> Campaign:
         """The campaign named in the path, if the user may work on it (404 otherwise: existence is not revealed);
-        to ``start`` a generation or a sampling job they must also be staff or its admin (403 naming ``start``)."""
+        to ``start`` work they must also pass ``may`` (403 naming ``start`` before the body is read; the service
+        asks the same predicate)."""
         lookup = {"slug": key["slug"]} if self.legacy else {"pk": key["campaign_id"]}
         campaign = Campaign.objects.filter(**lookup).first()
         if campaign is None or not can_research(self.request.user, campaign):
             raise NotFound("no such campaign")
-        if start and not can_start_labeling_round(self.request.user, campaign):
+        if start and not may(self.request.user, campaign):
             raise PermissionDenied(f"only staff and the campaign's admins start {start}")
         return campaign
 
@@ -187,13 +192,18 @@ class CampaignJobsView(JobsApiView):
         return self.listing(jobs, self.job_output, cut=100)
 
     def post(self, request: Request, **key: Any) -> Response:
-        campaign = self.campaign(key, start=str(self.model._meta.verbose_name_plural))
+        campaign = self.campaign(key, start=str(self.model._meta.verbose_name_plural), may=self.may_start)
         values = self.valid(self.start_input)
         try:
             job = self.start_job(campaign, values)
         except JobInputError as exc:
             return input_error(exc)
         return Response(self.out(self.job_output, job), status=status.HTTP_201_CREATED)
+
+    def may_start(self, user: Any, campaign: Campaign) -> bool:
+        """Who may start one: the predicate of ``annotate.permissions`` its service asks, asked here before the
+        body is read."""
+        raise NotImplementedError
 
     def start_job(self, campaign: Campaign, values: dict[str, Any]) -> models.LaunchedJob:
         raise NotImplementedError

@@ -6,6 +6,7 @@ from typing import Any
 from rest_framework import serializers
 
 from annotate.models import Campaign
+from annotate.permissions import can_start_machine_labeling
 from steplab.jsonlimits import MAX_ID
 
 from .. import models
@@ -50,6 +51,9 @@ class MachineLabelingJobsView(CampaignJobsView):
     about = "The campaign's machine labeling jobs (Monte-Carlo rollouts, PRM step scores), newest first."
     about_start = ("Label steps of chosen solutions by machine: recorded as the source ``mc:<model>`` or "
                    "``prm:<name>``.")
+
+    def may_start(self, user: Any, campaign: Campaign) -> bool:
+        return can_start_machine_labeling(user, campaign)
 
     def start_job(self, campaign: Campaign, values: dict[str, Any]) -> models.LaunchedJob:
         reward_model = None

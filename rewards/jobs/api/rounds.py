@@ -1,9 +1,10 @@
-"""Labeling rounds (the API's ``generations``): list a campaign's, start the next one."""
+"""Labeling rounds: list a campaign's, start the next one (``labeling-rounds/``; ``generations/`` is its
+deprecated alias)."""
 from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
@@ -40,10 +41,11 @@ class GenerationOut(CampaignRowOut):
                   "finished_at")
 
 
-class GenerationsView(JobsApiView):
+class LabelingRoundsView(JobsApiView):
     @extend_schema(responses={200: GenerationOut(many=True)})
     def get(self, request: Request, **key: Any) -> Response:
-        """The campaign's generations with their figures (selected, labeled, found-error share, retrained PRM)."""
+        """The campaign's labeling rounds with their figures (selected, labeled, found-error share, retrained
+        PRM)."""
         campaign = self.campaign(key)
         figures = {row["id"]: row for row in selectors.labeling_round_rows(campaign)}
         return self.listing(
@@ -52,7 +54,7 @@ class GenerationsView(JobsApiView):
 
     @extend_schema(request=StartGenerationInput, responses={201: GenerationOut})
     def post(self, request: Request, **key: Any) -> Response:
-        """Start the next generation (admins and staff): score the pool with the PRM, then select a batch."""
+        """Start the next labeling round (admins and staff): score the pool with the PRM, then select a batch."""
         campaign = self.campaign(key, start="generations")
         values = self.valid(StartGenerationInput)
         pool = model = None
@@ -76,3 +78,13 @@ class GenerationsView(JobsApiView):
             return input_error(exc, status.HTTP_409_CONFLICT if exc.field == "campaign" else
                                 status.HTTP_400_BAD_REQUEST)
         return Response(self.out(GenerationOut, generation), status=status.HTTP_201_CREATED)
+
+
+DEPRECATED = ("Deprecated: the old name of ``campaigns/{campaign}/labeling-rounds/`` (same answers), kept for existing "
+              "scripts.")
+
+
+@extend_schema_view(get=extend_schema(deprecated=True, description=DEPRECATED),
+                    post=extend_schema(deprecated=True, description=DEPRECATED))
+class GenerationsView(LabelingRoundsView):
+    """``generations/``: the labeling rounds' first route."""

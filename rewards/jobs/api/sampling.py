@@ -6,6 +6,7 @@ from typing import Any
 from rest_framework import serializers
 
 from annotate.models import Campaign
+from annotate.permissions import can_start_sampling
 
 from .. import models
 from ..services.sampling import USER_KEYS as SAMPLING_KEYS
@@ -34,6 +35,9 @@ class SamplingJobsView(CampaignJobsView):
     start_input = StartSamplingInput
     about = "The campaign's sampling jobs, newest first."
     about_start = "Sample N solutions per campaign problem with a local LM; they become the campaign's candidate pool."
+
+    def may_start(self, user: Any, campaign: Campaign) -> bool:
+        return can_start_sampling(user, campaign)
 
     def start_job(self, campaign: Campaign, values: dict[str, Any]) -> models.LaunchedJob:
         return start_sampling_job(campaign, values["config"], backend=values["backend"], user=self.request.user)

@@ -22,6 +22,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from annotate.models import Campaign
+from annotate.permissions import NotAllowed, can_run_models, require
 from rewards.models import DatasetVersion
 from rewards.services.datasets import create_dataset_version
 from steplab import jobs
@@ -41,7 +42,15 @@ from ..models import (
 from .evaluation import evaluate_pool
 from .pools import free_pool_name
 from .scoring import start_scoring_job
-from .training import EMPTY_DATASET, JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
+from .training import (
+    EMPTY_DATASET,
+    MODELS_ONLY,
+    JobInputError,
+    TrainingRequest,
+    backbones,
+    request_cancel,
+    start_training_job,
+)
 
 log = logging.getLogger(__name__)
 J = TypeVar("J", TrainingJob, ScoringJob)
@@ -122,6 +131,7 @@ def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, 
                      per_problem: int = DEFAULT_PER_PROBLEM, pool: int | None = None,
                      user: Any = None) -> ComparisonRun:
     """Validate and record a run (queued); its first stage starts on a worker after commit."""
+    require(can_run_models, user, campaign, MODELS_ONLY)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 1 <= max_steps <= MAX_MAX_STEPS:
         raise JobInputError("max_steps", f"must be an integer between 1 and {MAX_MAX_STEPS}, got {max_steps!r}")
     if isinstance(per_problem, bool) or not isinstance(per_problem, int) or not 0 <= per_problem <= MAX_PER_PROBLEM:
@@ -181,6 +191,7 @@ def _job_failure(what: str, job: Any) -> str | None:
 
 def snapshot_labels(campaign: Campaign, *, user: Any = None) -> tuple[DatasetVersion, bool]:
     """A new dataset version when the labels changed since the latest one, else the latest: (version, new)."""
+    require(can_run_models, user, campaign, MODELS_ONLY)
     version = create_dataset_version(campaign, user=user)
     if version is not None:
         return version, True
@@ -216,7 +227,7 @@ def _snapshot(run: ComparisonRun) -> None:
                                                   user=run.started_by) for kind in (Kind.PRM, Kind.ORM)}
             _move(run, ComparisonRun.Stage.SNAPSHOT, stage=ComparisonRun.Stage.TRAIN, dataset_version=version,
                   new_version=new, pool=pool, prm_job=trainings[Kind.PRM], orm_job=trainings[Kind.ORM])
-    except JobInputError as exc:
+    except (JobInputError, NotAllowed) as exc:  # NotAllowed: its starter may no longer run models here
         _fail(run, f"training could not start: {exc}")
 
 
@@ -251,7 +262,7 @@ def _train(run: ComparisonRun) -> None:
                         for kind, job in ((Kind.PRM, prm), (Kind.ORM, orm))}
             _move(run, ComparisonRun.Stage.TRAIN, stage=ComparisonRun.Stage.SCORE, prm_scoring=scorings[Kind.PRM],
                   orm_scoring=scorings[Kind.ORM])
-    except JobInputError as exc:
+    except (JobInputError, NotAllowed) as exc:
         _fail(run, f"scoring could not start: {exc}")
 
 

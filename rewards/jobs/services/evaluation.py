@@ -15,10 +15,11 @@ import numpy as np
 
 from annotate.grading import normalize_answer
 from annotate.models import Campaign
+from annotate.permissions import can_run_models, require
 from rewards.evaluation import Pool, best_of_n, encode_pools, exact_best_of_n
 
 from ..models import Candidate, CandidatePool, EvaluationRun, JobStatus, Kind, ScoringJob
-from .training import JobInputError
+from .training import MODELS_ONLY, JobInputError
 
 AGGREGATIONS = ("product", "min")
 
@@ -127,6 +128,7 @@ def evaluate_pool(pool: CandidatePool, *, prm_scoring: ScoringJob | None = None,
 def evaluate_scorings(campaign: Campaign, *, prm_scoring: int | None, orm_scoring: int | None,
                       aggregation: str = "product", trials: int = 400, user: Any = None) -> EvaluationRun:
     """Evaluate the pool of a PRM and/or an ORM scoring of this campaign's pools, given by id (page and API)."""
+    require(can_run_models, user, campaign, MODELS_ONLY)
     jobs: dict[str, ScoringJob] = {}
     for kind, pk in (("prm", prm_scoring), ("orm", orm_scoring)):
         if pk is None:

@@ -26,7 +26,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from annotate.models import AssignmentStatus, Campaign, Completion, Solution, Step
-from annotate.permissions import can_start_labeling_round
+from annotate.permissions import NotAllowed, can_start_labeling_round, require
 from annotate.prm800k import content_digest
 from annotate.services.importing import bulk_insert
 from rewards.active import ScoredCandidate, SelectionError, StrategyConfigError, make_strategy
@@ -51,7 +51,7 @@ from .training import JobInputError
 DIGEST_CHUNK = 2000
 
 
-class LabelingRoundNotAllowed(PermissionError):
+class LabelingRoundNotAllowed(NotAllowed):
     """Only staff and the campaign's active admins start labeling rounds."""
 
 
@@ -106,8 +106,11 @@ def start_labeling_round(campaign: Campaign, *, strategy: str, batch_size: Any,
     ``batch_size``, ``pool``, ``reward_model``; ``LabelingRoundNotAllowed`` when ``user`` may not start one
     (``user=None`` is the system: the periodic task and commands).
     """
-    if user is not None and not can_start_labeling_round(user, campaign):
-        raise LabelingRoundNotAllowed(f"only staff and admins of campaign {campaign.slug} start generations")
+    try:
+        require(can_start_labeling_round, user, campaign,
+                f"only staff and admins of campaign {campaign.slug} start generations")
+    except NotAllowed as exc:
+        raise LabelingRoundNotAllowed(str(exc)) from None
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise JobInputError("batch_size", f"must be an integer >= 1, got {batch_size!r}")
     if batch_size > MAX_BATCH_SIZE:
@@ -277,9 +280,9 @@ def labeled_share(labeling_round: LabelingRound) -> float:
 
 def auto_start_labeling_rounds(threshold: float | None = None) -> list[LabelingRound]:
     """Start labeling round g+1 (same strategy, options and batch size) for every active campaign whose last
-    labeling round completed and is mostly labeled (share >= ``STEPLAB_GENERATION_AUTO_LABELED_SHARE``).
+    labeling round completed and is mostly labeled (share >= ``STEPLAB_LABELING_ROUND_AUTO_LABELED_SHARE``).
     The first labeling round of a campaign is always started by an admin, who chooses the strategy."""
-    share = settings.STEPLAB_GENERATION_AUTO_LABELED_SHARE if threshold is None else threshold
+    share = settings.STEPLAB_LABELING_ROUND_AUTO_LABELED_SHARE if threshold is None else threshold
     reconcile()
     started = []
     last_ids = (LabelingRound.objects.filter(campaign__is_active=True).values("campaign")

@@ -18,6 +18,7 @@ from typing import Any
 from django.db.models import Count, Q
 
 from annotate.models import Campaign, Completion, LabelSourceKind, Solution
+from annotate.permissions import can_start_machine_labeling, require
 from annotate.services.machine_labels import StepValue, record_machine_labels
 from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD, centre_on_threshold
 from rewards.sampling.config import SMOLLM2, parse_rollout_config
@@ -89,6 +90,8 @@ def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = 
                                user: Any = None) -> MachineLabelingJob:
     """Validate, write the job's input and job file, queue it. Errors name the input at fault
     (``JobInputError.field``); nothing is queued then."""
+    require(can_start_machine_labeling, user, campaign,
+            f"only staff and admins of campaign {campaign.slug} start machine labeling jobs")
     if method not in LabelingMethod.values:
         raise JobInputError("method", f"must be one of {', '.join(LabelingMethod.values)}, got {method!r}")
     if backend not in BackendKind.values:

@@ -27,6 +27,7 @@ from django.db import transaction
 
 from annotate.graders import Grader
 from annotate.models import Campaign, Problem, problem_key
+from annotate.permissions import can_run_models, require
 from annotate.services.campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
 from annotate.services.importing import ImportFailed, ImportReport, RowError, iter_json_lines
 from annotate.services.problems import campaign_grader
@@ -34,7 +35,7 @@ from annotate.steps import check_step_rule, split_solution
 from steplab import jsonlimits
 
 from ..models import Candidate, CandidatePool, PoolProblem, PoolPurpose
-from .training import jobs_root
+from .training import MODELS_ONLY, jobs_root
 
 BATCH = 2000
 
@@ -272,7 +273,9 @@ def pool_named(name: str, campaign_slug: str | None = None) -> CandidatePool:
 def import_uploaded_pool(uploaded: Any, *, campaign: Campaign, name: str = "", purpose: str = PoolPurpose.EVALUATION,
                          split_rule: str = "auto", user: Any = None) -> tuple[CandidatePool, ImportReport]:
     """A pool file sent from the browser or the API: kept under its own name (errors name it), then imported
-    with ``import_pool``. Raises ImportFailed (every bad line listed) or ValueError (a bad option)."""
+    with ``import_pool``. Raises ImportFailed (every bad line listed) or ValueError (a bad option); NotAllowed
+    unless ``user`` may run reward-model work on the campaign."""
+    require(can_run_models, user, campaign, MODELS_ONLY)
     filename = Path(getattr(uploaded, "name", "") or "pool.jsonl").name
     name = name.strip() or f"{campaign.slug}-{Path(filename).stem}"
     folder = jobs_root() / "uploads"

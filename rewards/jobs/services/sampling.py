@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from annotate.models import Campaign, Problem, Solution
+from annotate.permissions import can_start_sampling, require
 from annotate.services.importing import ImportFailed
 from rewards.sampling.config import SMOLLM2, SamplingConfigError, parse_config
 from steplab import jobs
@@ -68,8 +69,11 @@ def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = No
                        backend: str = BackendKind.LOCAL, user: Any = None) -> SamplingJob:
     """Validate the sampling keys against the sampler's own config rules, write the job's files, queue it.
 
-    Errors name the input at fault (``JobInputError.field``); nothing is queued then.
+    Errors name the input at fault (``JobInputError.field``); nothing is queued then. ``NotAllowed`` unless
+    ``user`` may start sampling (None: the system).
     """
+    require(can_start_sampling, user, campaign,
+            f"only staff and admins of campaign {campaign.slug} start sampling jobs")
     if backend not in BackendKind.values:
         raise JobInputError("backend", f"must be one of {', '.join(BackendKind.values)}, got {backend!r}")
     keys = chosen_settings(config, USER_KEYS, "sampling")

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from annotate.permissions import can_run_models, require
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
 from rewards.evaluation.intervals import step_level_intervals
 from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD
@@ -22,7 +23,7 @@ from steplab import jobs
 from ..backends import Launch, count_lines, python_command
 from ..models import BackendKind, Candidate, CandidatePool, CandidateScore, Kind, RewardModel, ScoringJob
 from . import runner
-from .training import JobInputError, jobs_root
+from .training import MODELS_ONLY, JobInputError, jobs_root
 
 INPUT = "input.jsonl"
 SCORED = "scored.jsonl"
@@ -36,6 +37,7 @@ HELDOUT_SAMPLE = 200
 
 def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend: str = BackendKind.LOCAL,
                       user: Any = None) -> ScoringJob:
+    require(can_run_models, user, reward_model.campaign, MODELS_ONLY)
     if backend not in BackendKind.values:
         raise JobInputError("backend", f"must be one of {', '.join(BackendKind.values)}, got {backend!r}")
     if pool.candidate_count == 0:

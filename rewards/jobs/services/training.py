@@ -20,6 +20,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from annotate.models import AutoTrain, Campaign
+from annotate.permissions import can_run_models, require
 from annotate.scales import PM1, campaign_scale
 from rewards.formats import registry as formats
 from rewards.models import DatasetVersion
@@ -37,6 +38,7 @@ USER_KEYS = ("max_steps", "epochs", "learning_rate", "batch_size", "gradient_acc
              "limit", "max_eval_rows", "logging_steps", "method", "head_features")
 CURVE_POINTS = 2000
 # What an empty export means, in the words a campaign admin can act on.
+MODELS_ONLY = "only the campaign's admins and researchers (and staff) run reward-model work on it"
 EMPTY_DATASET = {
     Kind.PRM: "the stepwise dataset of {version} has no rows: none of its solutions has finished step labels",
     Kind.ORM: "the outcome dataset of {version} has no rows: none of its solutions has a graded final answer",
@@ -144,9 +146,11 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
 def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False,
                        because: str = "") -> TrainingJob:
     """Validate, record and queue a job (the Celery task is sent after commit); ``because`` says why an
-    automatic one started."""
-    path, config = _validate(request)
+    automatic one started; ``NotAllowed`` unless ``user`` may run reward-model work on the version's campaign (a
+    dataset given by path: staff)."""
     version = request.dataset_version
+    require(can_run_models, user, version.campaign if version else None, MODELS_ONLY)
+    path, config = _validate(request)
     job = TrainingJob.objects.create(
         kind=request.kind, dataset_version=version, campaign=version.campaign if version else None,
         dataset_path=str(path), config=config, backend=request.backend, started_by=user, auto_started=auto,

@@ -135,7 +135,7 @@ def test_one_scoring_generation_at_a_time_and_bad_input_names_the_field(hand_poo
 def test_best_prm_is_newest_version_then_most_accurate(hand_pool) -> None:  # type: ignore[no-untyped-def]
     from rewards.jobs.services.labeling_rounds import best_prm
     from rewards.models import DatasetVersion
-    from tests.generations.conftest import make_prm
+    from tests.labeling_rounds.conftest import make_prm
 
     v1, v2 = (DatasetVersion.objects.create(campaign=hand_pool.campaign, number=n, status="ready",
                                             content_sha256=f"{n}" * 8, folder=f"f{n}") for n in (1, 2))
@@ -152,8 +152,8 @@ def test_best_prm_is_newest_version_then_most_accurate(hand_pool) -> None:  # ty
 def test_provenance_and_verifier_score_round_trip_through_prm800k_export(hand_pool, make_user,
                                                                          tmp_path: Path, campaign_factory) -> None:  # type: ignore[no-untyped-def]
     from annotate.models import Membership, Role, Solution
-    from annotate.prm800k import import_prm800k
     from annotate.services import labeling
+    from annotate.services.prm800k_import import import_prm800k
 
     generation = hand_pool.run("convincing_wrong", 2)
     labeler = make_user("lab-export")

@@ -93,7 +93,7 @@ def _label(campaign, labeler, *, errors: int, accepts: int) -> None:  # type: ig
 def test_dashboard_shows_each_generation_with_flat_queries(client, users, hand_pool, make_user) -> None:  # type: ignore[no-untyped-def]
     from annotate.models import Membership, Role
     from rewards.models import DatasetVersion
-    from tests.generations.conftest import make_prm
+    from tests.labeling_rounds.conftest import make_prm
 
     campaign = hand_pool.campaign
     labeler = make_user("dash-labeler")
@@ -132,7 +132,7 @@ def test_periodic_task_starts_the_next_generation_once_mostly_labeled(hand_pool,
     from rewards.jobs.models import LabelingRound
     from rewards.jobs.services.labeling_rounds import auto_start_labeling_rounds
 
-    settings.STEPLAB_GENERATION_AUTO_LABELED_SHARE = 0.6
+    settings.STEPLAB_LABELING_ROUND_AUTO_LABELED_SHARE = 0.6
     campaign = hand_pool.campaign
     assert auto_start_labeling_rounds() == []  # no first generation: an admin starts it
     first = hand_pool.run("convincing_wrong", 3, {"max_per_problem": 1})

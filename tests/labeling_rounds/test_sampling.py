@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.generations.conftest import HandPool
+from tests.labeling_rounds.conftest import HandPool
 
 pytestmark = pytest.mark.django_db
 
