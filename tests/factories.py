@@ -22,6 +22,8 @@ from annotate.models import (
     Campaign,
     Completion,
     FinishReason,
+    ImportJob,
+    ImportKind,
     Membership,
     Problem,
     Rating,
@@ -29,6 +31,17 @@ from annotate.models import (
     Solution,
     Step,
     StepDecision,
+)
+from rewards.jobs.models import (
+    Candidate,
+    CandidatePool,
+    CandidateScore,
+    Kind,
+    PoolProblem,
+    RewardModel,
+    SamplingJob,
+    ScoringJob,
+    TrainingJob,
 )
 from rewards.models import DatasetVersion
 
@@ -155,17 +168,99 @@ class DatasetVersionFactory(DjangoModelFactory):
     folder = factory.LazyAttribute(lambda version: f"datasets/{version.campaign.slug}/v{version.number}")
 
 
-class CandidatePoolFactory(DjangoModelFactory):
-    """A pool row with its counts as given (no problems or candidates: for tests of which pool is offered)."""
+class ImportJobFactory(DjangoModelFactory):
+    """An upload row as the manage pages list it; no worker runs it unless the test dispatches it."""
 
     class Meta:
-        model = "jobs.CandidatePool"
+        model = ImportJob
+
+    campaign = factory.SubFactory(CampaignFactory)
+    kind = ImportKind.PROBLEMS
+    original_name = "x.jsonl"
+    file = factory.LazyAttribute(lambda job: f"imports/{job.original_name}")
+
+
+class TrainingJobFactory(DjangoModelFactory):
+    """A queued PRM training row; campaign and dataset version stay empty unless the test names them, as a
+    job started from a file has none."""
+
+    class Meta:
+        model = TrainingJob
+
+    kind = Kind.PRM
+    dataset_path = "/x.jsonl"
+
+
+class RewardModelFactory(DjangoModelFactory):
+    """A registered model; its training job is made to match (same kind, campaign and dataset version)."""
+
+    class Meta:
+        model = RewardModel
+
+    kind = Kind.PRM
+    campaign = None
+    dataset_version = None
+    job = factory.SubFactory(TrainingJobFactory, kind=factory.SelfAttribute("..kind"),
+                             campaign=factory.SelfAttribute("..campaign"),
+                             dataset_version=factory.SelfAttribute("..dataset_version"))
+    name = factory.Sequence(lambda n: f"model-{n}")
+    location = "/nonexistent"
+    base_model = "tiny"
+
+
+class CandidatePoolFactory(DjangoModelFactory):
+    """A pool row with its counts as given (no problems or candidates unless the test adds them)."""
+
+    class Meta:
+        model = CandidatePool
 
     name = factory.Sequence(lambda n: f"pool-{n}-{uuid.uuid4().hex[:6]}")
     campaign = factory.SubFactory(CampaignFactory)
     problem_count = 1
     candidate_count = 4
     pool_size = 4
+
+
+class PoolProblemFactory(DjangoModelFactory):
+    class Meta:
+        model = PoolProblem
+
+    pool = factory.SubFactory(CandidatePoolFactory)
+    problem = factory.SubFactory(ProblemFactory)
+    index = 0
+
+
+class CandidateFactory(DjangoModelFactory):
+    class Meta:
+        model = Candidate
+
+    pool_problem = factory.SubFactory(PoolProblemFactory)
+    index = 0
+    text = factory.Sequence(lambda n: f"Candidate {n}. The answer is 4.")
+
+
+class ScoringJobFactory(DjangoModelFactory):
+    class Meta:
+        model = ScoringJob
+
+    reward_model = factory.SubFactory(RewardModelFactory)
+    pool = factory.SubFactory(CandidatePoolFactory)
+
+
+class CandidateScoreFactory(DjangoModelFactory):
+    class Meta:
+        model = CandidateScore
+
+    scoring_job = factory.SubFactory(ScoringJobFactory)
+    candidate = factory.SubFactory(CandidateFactory)
+    score = 0.5
+
+
+class SamplingJobFactory(DjangoModelFactory):
+    class Meta:
+        model = SamplingJob
+
+    campaign = factory.SubFactory(CampaignFactory)
 
 
 # --- builders ------------------------------------------------------------------------------------------------

@@ -194,7 +194,7 @@ def test_dashboard_counts_results_per_domain_and_error_categories(make_user, mem
 
 
 def test_error_categories_travel_in_the_prm800k_export_and_back(campaign_factory, member, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from annotate.prm800k import import_prm800k
+    from annotate.services.prm800k_import import import_prm800k
 
     campaign = campaign_factory("cats", error_categories=["calculation", "factual error"])
     solution_with_steps(campaign, STEPS, answer="B")

@@ -76,10 +76,10 @@ def canonical_dump() -> dict[str, Any]:
 
 
 def _import(files: list[str]) -> None:
-    from annotate.models import Campaign
     from annotate.services.prm800k_import import import_prm800k
+    from tests.factories import CampaignFactory
 
-    campaign = Campaign.objects.create(slug=CAMPAIGN, name=CAMPAIGN)
+    campaign = CampaignFactory(slug=CAMPAIGN, name=CAMPAIGN)
     for file in files:
         import_prm800k(file, campaign, skip_invalid=True)
 
@@ -123,11 +123,11 @@ def test_copy_and_sqlite_paths_store_identical_rows(shared_data: Path, tmp_path:
 def test_bulk_checked_foreign_key_names_the_missing_key(campaign_factory) -> None:  # type: ignore[no-untyped-def]
     from django.db import IntegrityError, transaction
 
-    from annotate.models import Problem, Solution, Step
+    from annotate.models import Step
     from annotate.services.importing import insert_rows
+    from tests.factories import SolutionFactory
 
-    problem = Problem.objects.create(text="1+1?")
-    solution = Solution.objects.create(campaign=campaign_factory(), problem=problem)
+    solution = SolutionFactory(campaign=campaign_factory(), problem__text="1+1?")
     with pytest.raises(IntegrityError, match=rf'"solution_id": key \(solution_id\)=\({solution.pk + 1000}\) is not '
                                              r'present in table "annotate_solution"'), transaction.atomic():
         insert_rows(Step, ["solution_id", "index"], [(solution.pk, 0), (solution.pk + 1000, 0)])
@@ -139,13 +139,13 @@ def test_bulk_checked_foreign_key_names_the_missing_key(campaign_factory) -> Non
 @pytest.mark.django_db
 def test_copy_text_keeps_every_character(campaign_factory) -> None:  # type: ignore[no-untyped-def]
     """The COPY rows are written in PostgreSQL's text format here: escapes, NULLs, JSON and timestamps."""
-    from annotate.models import Assignment, Completion, Problem, Solution, Step, StepDecision
+    from annotate.models import Completion, Step, StepDecision
     from annotate.services.importing import insert_rows
+    from tests.factories import AssignmentFactory, SolutionFactory
 
     text = "a\\b \\N \t tab \n newline \r\n crlf \\\\frac{1}{2} ünï €"
-    problem = Problem.objects.create(text="4+4?")
-    solution = Solution.objects.create(campaign=campaign_factory(), problem=problem)
-    assignment = Assignment.objects.create(solution=solution)
+    solution = SolutionFactory(campaign=campaign_factory(), problem__text="4+4?")
+    assignment = AssignmentFactory(solution=solution)
     [step] = insert_rows(Step, ["solution_id", "index"], [(solution.pk, 0)])
     insert_rows(Completion, ["step_id", "index", "text"], [(step, 0, text), (step, 1, "")])
     human = {"text": text, "rating": None, "source": "human", "flagged": None}
@@ -162,11 +162,11 @@ def test_without_the_privilege_the_row_triggers_check_the_keys(campaign_factory)
     """A role that may not set session_replication_role keeps PostgreSQL's own per-row checks."""
     from django.db import IntegrityError, connection, transaction
 
-    from annotate.models import Problem, Solution, Step
+    from annotate.models import Step
     from annotate.services.importing import insert_rows
+    from tests.factories import SolutionFactory
 
-    problem = Problem.objects.create(text="2+2?")
-    solution = Solution.objects.create(campaign=campaign_factory(), problem=problem)
+    solution = SolutionFactory(campaign=campaign_factory(), problem__text="2+2?")
     with connection.cursor() as cursor:
         cursor.execute("CREATE ROLE steplab_test_importer NOSUPERUSER")
         cursor.execute("GRANT ALL ON ALL TABLES IN SCHEMA public TO steplab_test_importer")
@@ -189,10 +189,11 @@ def test_bulk_check_locks_the_referenced_rows_until_commit(campaign_factory) -> 
     from django.conf import settings as django_settings
     from django.db import transaction
 
-    from annotate.models import Problem, Solution
+    from annotate.models import Solution
     from annotate.services.importing import insert_rows
+    from tests.factories import ProblemFactory
 
-    problem = Problem.objects.create(text="3+3?")
+    problem = ProblemFactory(text="3+3?")
     campaign = campaign_factory()
     db = django_settings.DATABASES["default"]
     other = psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"],
@@ -213,9 +214,10 @@ def test_bulk_check_locks_the_referenced_rows_until_commit(campaign_factory) -> 
 def test_a_bad_line_after_batches_formatted_ahead_imports_nothing(tmp_path: Path, settings) -> None:  # type: ignore[no-untyped-def]
     """The read-ahead thread takes the next batches' ids on its own connection and formats their rows; the rows
     still go in only through the import's one transaction, so a bad last line leaves nothing behind."""
-    from annotate.models import Assignment, Campaign, Completion, Rating, Solution, Step, StepDecision
+    from annotate.models import Assignment, Completion, Rating, Solution, Step, StepDecision
     from annotate.services.importing import ImportFailed
     from annotate.services.prm800k_import import import_prm800k
+    from tests.factories import CampaignFactory
 
     settings.STEPLAB_IMPORT_BATCH = 5
     path = tmp_path / "late-error.jsonl"
@@ -227,7 +229,7 @@ def test_a_bad_line_after_batches_formatted_ahead_imports_nothing(tmp_path: Path
     generate(path, 40, 4)  # 8 batches
     with path.open("a") as out:
         out.write('{"label": {"steps": "not a list"}}\n')
-    campaign = Campaign.objects.create(slug="late-error", name="late error")
+    campaign = CampaignFactory(slug="late-error", name="late error")
     with pytest.raises(ImportFailed) as failed:
         import_prm800k(path, campaign)
     assert [rejected.line for rejected in failed.value.report.rejected] == [41]

@@ -12,14 +12,11 @@ from annotate.models import (
     Assignment,
     AssignmentStatus,
     Campaign,
-    Completion,
-    Membership,
     Problem,
     Rating,
     RatingRevision,
     Role,
     Solution,
-    Step,
 )
 from annotate.services.labeling import (
     LabelingError,
@@ -28,23 +25,20 @@ from annotate.services.labeling import (
     record_rating,
     submit_assignment,
 )
+from tests.factories import AssignmentFactory, MembershipFactory, ProblemFactory, RatingFactory, SolutionFactory
 
 
 def _solution(campaign: Campaign, steps: int = 3, text: str = "p") -> Solution:
-    problem = Problem.objects.create(text=f"{text}-{Problem.objects.count()}", answer="1")
-    solution = Solution.objects.create(campaign=campaign, problem=problem)
-    for index in range(steps):
-        step = Step.objects.create(solution=solution, index=index)
-        Completion.objects.create(step=step, index=0, text=f"step {index}")
-    return solution
+    problem = ProblemFactory(text=f"{text}-{Problem.objects.count()}", answer="1")
+    return SolutionFactory(campaign=campaign, problem=problem, steps=[f"step {index}" for index in range(steps)])
 
 
 @pytest.mark.django_db
 def test_rating_must_be_in_range(campaign_factory, make_user) -> None:
     campaign = campaign_factory()
     solution = _solution(campaign)
-    assignment = Assignment.objects.create(solution=solution, labeler=make_user("a"))
-    with pytest.raises(IntegrityError), transaction.atomic():
+    assignment = AssignmentFactory(solution=solution, labeler=make_user("a"))
+    with pytest.raises(IntegrityError), transaction.atomic():  # the check constraint itself: a raw create
         Rating.objects.create(assignment=assignment, completion=solution.steps.first().completions.first(), rating=2)
 
 
@@ -52,10 +46,10 @@ def test_rating_must_be_in_range(campaign_factory, make_user) -> None:
 def test_one_rating_per_assignment_and_completion(campaign_factory, make_user) -> None:
     campaign = campaign_factory()
     solution = _solution(campaign)
-    assignment = Assignment.objects.create(solution=solution, labeler=make_user("a"))
+    assignment = AssignmentFactory(solution=solution, labeler=make_user("a"))
     completion = solution.steps.first().completions.first()
-    Rating.objects.create(assignment=assignment, completion=completion, rating=1)
-    with pytest.raises(IntegrityError), transaction.atomic():
+    RatingFactory(assignment=assignment, completion=completion, rating=1)
+    with pytest.raises(IntegrityError), transaction.atomic():  # the unique constraint itself: a raw create
         Rating.objects.create(assignment=assignment, completion=completion, rating=0)
 
 
@@ -64,6 +58,7 @@ def test_one_open_assignment_per_labeler_and_solution(campaign_factory, make_use
     campaign = campaign_factory()
     solution = _solution(campaign)
     user = make_user("a")
+    # the partial unique constraint itself is under test: raw creates of open (leased) rows
     Assignment.objects.create(solution=solution, labeler=user, status=AssignmentStatus.LEASED)
     with pytest.raises(IntegrityError), transaction.atomic():
         Assignment.objects.create(solution=solution, labeler=user, status=AssignmentStatus.LEASED)
@@ -85,7 +80,7 @@ def test_changed_rating_keeps_its_history(campaign_factory, make_user) -> None:
     campaign = campaign_factory()
     _solution(campaign)
     user = make_user("lab")
-    Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+    MembershipFactory(campaign=campaign, user=user, role=Role.LABELER)
     assignment = lease_next_solution(campaign, user).assignment
     assert assignment is not None
     record_rating(assignment.pk, user, step_index=0, rating=1)
@@ -101,7 +96,7 @@ def test_stop_at_first_error_is_enforced(campaign_factory, make_user) -> None:
     campaign = campaign_factory()
     _solution(campaign, steps=4)
     user = make_user("lab")
-    Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+    MembershipFactory(campaign=campaign, user=user, role=Role.LABELER)
     assignment = lease_next_solution(campaign, user).assignment
     record_rating(assignment.pk, user, step_index=0, rating=1)
     record_rating(assignment.pk, user, step_index=1, rating=-1)
@@ -127,7 +122,7 @@ def test_expired_leases_are_reaped(campaign_factory, make_user) -> None:
     campaign = campaign_factory()
     _solution(campaign)
     user = make_user("lab")
-    Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+    MembershipFactory(campaign=campaign, user=user, role=Role.LABELER)
     assignment = lease_next_solution(campaign, user).assignment
     assert reap_expired_leases(now=timezone.now() + timedelta(minutes=campaign.lease_minutes + 1)) == 1
     assignment.refresh_from_db()
@@ -145,7 +140,7 @@ def test_concurrent_leases_never_exceed_overlap(campaign_factory, make_user) -> 
         _solution(campaign)
     users = [make_user(f"lab{i}") for i in range(8)]
     for user in users:
-        Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+        MembershipFactory(campaign=campaign, user=user, role=Role.LABELER)
     barrier = threading.Barrier(len(users))
     leased: list[int | None] = []
     errors: list[BaseException] = []

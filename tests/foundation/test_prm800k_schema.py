@@ -31,6 +31,7 @@ from annotate.prm800k import (
 from annotate.prm800k_export import iter_prm800k_rows
 from annotate.services.prm800k_import import import_prm800k
 from rewards.exports import ExportOptions, iter_format_rows, labeled_assignments
+from tests.factories import CampaignFactory
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
 PROBLEMS = st.sampled_from(["What is $1+1$?", "  What is $1+1$?\n", "What  is\t$1+1$?", "Find $x$."]) | TEXT.filter(
@@ -135,7 +136,7 @@ def _export(campaign: Campaign) -> list[dict[str, Any]]:
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(_row(), min_size=1, max_size=4))
 def test_rows_of_every_shape_round_trip_byte_for_byte(rows: list[dict[str, Any]], tmp_path: Path) -> None:
-    campaign = Campaign.objects.create(slug=f"shape-{next(SLUGS)}", name="shapes")
+    campaign = CampaignFactory(slug=f"shape-{next(SLUGS)}", name="shapes")
     report = import_prm800k(_write(tmp_path, rows), campaign)
     assert report.imported == len(rows)
     exported = _export(campaign)
@@ -153,7 +154,7 @@ def test_a_give_up_step_with_null_completions_round_trips(shared_data: Path, tmp
     row = next(r for r in _genuine(shared_data) if r["label"]["finish_reason"] == "give_up")
     row["label"]["steps"].append({"completions": None, "human_completion": None, "chosen_completion": None})
     line = json.dumps(row)
-    campaign = Campaign.objects.create(slug="nulls", name="nulls")
+    campaign = CampaignFactory(slug="nulls", name="nulls")
     import_prm800k(_write(tmp_path, [row]), campaign)
     assert [json.dumps(r) for r in _export(campaign)] == [line]
 
@@ -166,7 +167,7 @@ def test_float_ratings_and_null_finish_reason_keep_their_form(shared_data: Path,
             if completion["rating"] is not None:
                 completion["rating"] = float(completion["rating"])
     row["label"]["finish_reason"] = None
-    campaign = Campaign.objects.create(slug="floats", name="floats")
+    campaign = CampaignFactory(slug="floats", name="floats")
     import_prm800k(_write(tmp_path, [row]), campaign)
     assert json.dumps(_export(campaign)[0]) == json.dumps(row)
     # A pass with no finish reason is no labeled data: the training formats leave it out.
@@ -179,7 +180,7 @@ def test_prm800k_export_writes_qc_and_screening_rows_by_default(shared_data: Pat
     rows[0]["is_quality_control_question"] = True
     rows[1]["is_initial_screening_question"] = True
     rows[1]["generation"] = -1
-    campaign = Campaign.objects.create(slug="release", name="release")
+    campaign = CampaignFactory(slug="release", name="release")
     import_prm800k(_write(tmp_path, rows), campaign)
     out = tmp_path / "out.jsonl"
     call_command("export_dataset", "--campaign", "release", "--format", "prm800k", "--out", str(out))
@@ -199,7 +200,7 @@ def test_an_imported_admin_labeler_is_not_the_admin_account(shared_data: Path, t
     staff = make_user("admin", is_staff=True, is_superuser=True)
     rows = _genuine(shared_data)[2:4]
     rows[0]["labeler"] = "admin"
-    campaign = Campaign.objects.create(slug="names", name="names")
+    campaign = CampaignFactory(slug="names", name="names")
     import_prm800k(_write(tmp_path, rows), campaign)
     first = Assignment.objects.filter(solution__campaign=campaign).order_by("pk").first()
     assert first is not None and first.labeler_id != staff.pk

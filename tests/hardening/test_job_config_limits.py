@@ -92,20 +92,20 @@ def test_every_sampling_number_is_bounded(sample_job: dict[str, Any], tmp_path: 
 
 @pytest.fixture
 def web(settings, tmp_path: Path, models: Path, make_user):  # type: ignore[no-untyped-def]
-    from annotate.models import Campaign, Problem, Solution
     from rewards.models import DatasetVersion
+    from tests.factories import CampaignFactory, DatasetVersionFactory, SolutionFactory
 
     settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
     settings.STEPLAB_MODELS_DIR = models
     settings.MEDIA_ROOT = str(tmp_path / "media")
-    campaign = Campaign.objects.create(slug="limits", name="Limits")
-    Solution.objects.create(campaign=campaign, problem=Problem.objects.create(text="What is $1+1$?", answer="2"))
+    campaign = CampaignFactory(slug="limits", name="Limits")
+    SolutionFactory(campaign=campaign, problem__text="What is $1+1$?", problem__answer="2")
     (tmp_path / "media" / "v1").mkdir(parents=True)
     (tmp_path / "media" / "v1" / "trl.jsonl").write_text("{}\n", encoding="utf-8")
-    version = DatasetVersion.objects.create(campaign=campaign, number=1, status=DatasetVersion.Status.READY,
-                                            content_sha256="0" * 64, folder="v1",
-                                            files={"trl-stepwise": {"name": "v1/trl.jsonl", "sha256": "0" * 64,
-                                                                    "bytes": 3, "rows": 1}})
+    version = DatasetVersionFactory(campaign=campaign, number=1, status=DatasetVersion.Status.READY,
+                                    content_sha256="0" * 64, folder="v1",
+                                    files={"trl-stepwise": {"name": "v1/trl.jsonl", "sha256": "0" * 64,
+                                                            "bytes": 3, "rows": 1}})
     client = Client()
     client.force_login(get_staff(make_user))
     return {"client": client, "campaign": campaign, "version": version, "tmp": tmp_path}

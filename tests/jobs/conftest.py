@@ -17,10 +17,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture
 def researcher(make_user, graded_campaign):  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role
+    from annotate.models import Role
+    from tests.factories import MembershipFactory
 
     user = make_user(f"res-{uuid.uuid4().hex[:6]}")
-    Membership.objects.create(campaign=graded_campaign, user=user, role=Role.RESEARCHER)
+    MembershipFactory(campaign=graded_campaign, user=user, role=Role.RESEARCHER)
     return user
 
 
@@ -30,30 +31,27 @@ def scored_pool(dataset_version, aime_pool_file):  # type: ignore[no-untyped-def
     scores drawn from a seeded generator and made informative (correct candidates score higher)."""
     import random
 
-    from rewards.jobs.models import CandidateScore, JobStatus, RewardModel, ScoringJob, TrainingJob
+    from rewards.jobs.models import JobStatus
     from rewards.jobs.services.pools import import_pool
+    from tests.factories import CandidateScoreFactory, RewardModelFactory, ScoringJobFactory
 
     pool, _ = import_pool(aime_pool_file, f"aime-{uuid.uuid4().hex[:6]}", campaign=dataset_version.campaign)
     rng = random.Random(7)
     scorings = {}
     for kind in ("prm", "orm"):
-        job = TrainingJob.objects.create(kind=kind, campaign=dataset_version.campaign, dataset_version=dataset_version,
-                                         dataset_path="/x.jsonl", status=JobStatus.SUCCEEDED, progress=1.0)
-        model = RewardModel.objects.create(job=job, kind=kind, campaign=dataset_version.campaign,
-                                           dataset_version=dataset_version, name=f"{kind} model", location="/m",
-                                           base_model="default", trained_on=90,
-                                           metrics={"validation": {"step_level": {"auroc": 0.7}}})
-        scoring = ScoringJob.objects.create(reward_model=model, pool=pool, status=JobStatus.SUCCEEDED,
-                                            step_metrics={"solutions": 5, "steps": 40, "step_auroc": 0.75,
-                                                          "processbench": {"error_acc": 0.5, "correct_acc": 0.8,
-                                                                           "f1": 0.615}} if kind == "prm" else {})
-        scores = []
+        model = RewardModelFactory(kind=kind, campaign=dataset_version.campaign, dataset_version=dataset_version,
+                                   name=f"{kind} model", location="/m", base_model="default", trained_on=90,
+                                   metrics={"validation": {"step_level": {"auroc": 0.7}}},
+                                   job__dataset_path="/x.jsonl", job__status=JobStatus.SUCCEEDED, job__progress=1.0)
+        scoring = ScoringJobFactory(reward_model=model, pool=pool, status=JobStatus.SUCCEEDED,
+                                    step_metrics={"solutions": 5, "steps": 40, "step_auroc": 0.75,
+                                                  "processbench": {"error_acc": 0.5, "correct_acc": 0.8,
+                                                                   "f1": 0.615}} if kind == "prm" else {})
         for candidate in pool.problems.first().candidates.model.objects.filter(pool_problem__pool=pool):
             base = rng.random() * 0.6 + (0.35 if candidate.is_correct else 0.0)
             steps = [min(base + rng.random() * 0.05, 1.0) for _ in candidate.steps] if kind == "prm" else None
-            scores.append(CandidateScore(scoring_job=scoring, candidate=candidate, score=base,
-                                         score_min=min(steps) if steps else None, step_scores=steps))
-        CandidateScore.objects.bulk_create(scores)
+            CandidateScoreFactory(scoring_job=scoring, candidate=candidate, score=base,
+                                  score_min=min(steps) if steps else None, step_scores=steps)
         scorings[kind] = scoring
     return pool, scorings
 

@@ -66,14 +66,14 @@ def test_bad_requests_name_the_field(researcher_api, dataset_version, change, fi
 
 def test_other_campaigns_jobs_are_not_found_and_labelers_are_refused(make_user, dataset_version,
                                                                      campaign_factory) -> None:  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role
-    from rewards.jobs.models import TrainingJob
+    from annotate.models import Role
+    from tests.factories import MembershipFactory, TrainingJobFactory
 
-    job = TrainingJob.objects.create(kind="prm", campaign=dataset_version.campaign, dataset_path="/x.jsonl")
+    job = TrainingJobFactory(kind="prm", campaign=dataset_version.campaign, dataset_path="/x.jsonl")
     stranger = make_user("stranger")
-    Membership.objects.create(campaign=campaign_factory("elsewhere"), user=stranger, role=Role.RESEARCHER)
+    MembershipFactory(campaign=campaign_factory("elsewhere"), user=stranger, role=Role.RESEARCHER)
     labeler = make_user("lab")
-    Membership.objects.create(campaign=dataset_version.campaign, user=labeler, role=Role.LABELER)
+    MembershipFactory(campaign=dataset_version.campaign, user=labeler, role=Role.LABELER)
     api = APIClient()
     api.force_authenticate(stranger)
     assert api.get(f"/models/api/jobs/{job.pk}/").status_code == 404

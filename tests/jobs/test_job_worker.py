@@ -130,20 +130,20 @@ def test_crashing_training_process_fails_with_its_stderr(celery_worker_process, 
 def test_reaper_fails_a_job_whose_worker_is_lost(celery_worker_process, dataset_version, tmp_path: Path,
                                                  wait_for, settings) -> None:
     from rewards.jobs.backends import Launch, LocalBackend
-    from rewards.jobs.models import JobStatus, TrainingJob
+    from rewards.jobs.models import JobStatus
     from rewards.jobs.tasks import reap_stale_jobs
+    from tests.factories import TrainingJobFactory
 
     # A job whose watcher died: "running", a process still there, heartbeats stopped 10 minutes ago.
     work = tmp_path / "lost"
     process_id = LocalBackend().submit(Launch(name="lost", work_dir=work, commands=[["sleep", "600"]]))
     stale = timezone.now() - timedelta(minutes=10)
-    job = TrainingJob.objects.create(kind="prm", dataset_version=dataset_version, dataset_path="x.jsonl",
-                                     status=JobStatus.RUNNING, started_at=stale, heartbeat_at=stale,
-                                     work_dir=str(work), output_dir=str(work / "output"), external_id=process_id,
-                                     attempts=1)
-    fresh = TrainingJob.objects.create(kind="orm", dataset_version=dataset_version, dataset_path="x.jsonl",
-                                       status=JobStatus.RUNNING, started_at=timezone.now(),
-                                       heartbeat_at=timezone.now(), work_dir=str(work), attempts=1)
+    job = TrainingJobFactory(kind="prm", dataset_version=dataset_version, dataset_path="x.jsonl",
+                             status=JobStatus.RUNNING, started_at=stale, heartbeat_at=stale, work_dir=str(work),
+                             output_dir=str(work / "output"), external_id=process_id, attempts=1)
+    fresh = TrainingJobFactory(kind="orm", dataset_version=dataset_version, dataset_path="x.jsonl",
+                               status=JobStatus.RUNNING, started_at=timezone.now(), heartbeat_at=timezone.now(),
+                               work_dir=str(work), attempts=1)
     result = reap_stale_jobs.delay().get(timeout=60)
     assert result["training"] == [job.pk]
     job.refresh_from_db()

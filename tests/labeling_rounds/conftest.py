@@ -38,18 +38,20 @@ class HandPool:
     def run(self, strategy: str, batch_size: int, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         """Start a generation through the service, write the scores the scorer would write (open candidates
         with steps only), end the scoring job as the watcher does, and call the completion hook."""
-        from rewards.jobs.models import CandidateScore, JobStatus
+        from rewards.jobs.models import JobStatus
         from rewards.jobs.services import runner
         from rewards.jobs.services.labeling_rounds import scoring_finished, start_labeling_round
+        from tests.factories import CandidateScoreFactory
 
         generation = start_labeling_round(self.campaign, strategy=strategy, batch_size=batch_size, config=config,
                                           **kwargs)
         job = generation.scoring_job
         assert job is not None and job.status == JobStatus.QUEUED
-        CandidateScore.objects.bulk_create(
-            CandidateScore(scoring_job=job, candidate=c, score=HAND_POOL[name][1], score_min=HAND_POOL[name][1],
-                           step_scores=[HAND_POOL[name][1]] * len(c.steps))
-            for name, c in self.candidates.items() if c.steps and not type(c).objects.get(pk=c.pk).solution_id)
+        for name, c in self.candidates.items():
+            if c.steps and not type(c).objects.get(pk=c.pk).solution_id:
+                score = HAND_POOL[name][1]
+                CandidateScoreFactory(scoring_job=job, candidate=c, score=score, score_min=score,
+                                      step_scores=[score] * len(c.steps))
         assert runner.claim(type(job), job.pk) is not None
         assert runner.finish(job, JobStatus.SUCCEEDED)
         return scoring_finished(job.pk)
@@ -57,41 +59,40 @@ class HandPool:
 
 def make_prm(campaign: Any, *, auroc: float | None = 0.7, version: Any = None, name: str = "hand PRM") -> Any:
     """A registered PRM row (no weights: the hand-built tests never run it)."""
-    from rewards.jobs.models import JobStatus, RewardModel, TrainingJob
+    from rewards.jobs.models import JobStatus
+    from tests.factories import RewardModelFactory
 
-    job = TrainingJob.objects.create(kind="prm", campaign=campaign, dataset_version=version, dataset_path="/x.jsonl",
-                                     status=JobStatus.SUCCEEDED, progress=1.0)
-    return RewardModel.objects.create(job=job, kind="prm", campaign=campaign, dataset_version=version, name=name,
-                                      location="/m", base_model="default", trained_on=10,
-                                      metrics={"validation": {"step_level": {"auroc": auroc},
-                                                              "solution_level": {"accuracy": 0.6}}})
+    return RewardModelFactory(kind="prm", campaign=campaign, dataset_version=version, name=name, location="/m",
+                              base_model="default", trained_on=10,
+                              metrics={"validation": {"step_level": {"auroc": auroc},
+                                                      "solution_level": {"accuracy": 0.6}}},
+                              job__dataset_path="/x.jsonl", job__status=JobStatus.SUCCEEDED, job__progress=1.0)
 
 
 @pytest.fixture
 def hand_pool(campaign_factory) -> HandPool:  # type: ignore[no-untyped-def]
-    from annotate.models import Problem
-    from rewards.jobs.models import Candidate, CandidatePool, PoolProblem, PoolPurpose
+    from rewards.jobs.models import PoolPurpose
+    from tests.factories import CandidateFactory, CandidatePoolFactory, PoolProblemFactory
 
     campaign = campaign_factory(f"gen-{uuid.uuid4().hex[:6]}")
-    pool = CandidatePool.objects.create(name=f"hand-{campaign.slug}", campaign=campaign, purpose=PoolPurpose.LABELING,
-                                        problem_count=3, candidate_count=len(HAND_POOL), pool_size=5)
-    problems = {n: PoolProblem.objects.create(
-        pool=pool, index=n, problem=Problem.objects.create(text=f"Problem {n} {campaign.slug}: 2+{n}?",
-                                                           answer=str(2 + n))) for n in (1, 2, 3)}
+    pool = CandidatePoolFactory(name=f"hand-{campaign.slug}", campaign=campaign, purpose=PoolPurpose.LABELING,
+                                problem_count=3, candidate_count=len(HAND_POOL), pool_size=5)
+    problems = {n: PoolProblemFactory(pool=pool, index=n, problem__text=f"Problem {n} {campaign.slug}: 2+{n}?",
+                                      problem__answer=str(2 + n)) for n in (1, 2, 3)}
     candidates = {}
     for index, (name, (problem, _score, correct, has_steps)) in enumerate(HAND_POOL.items()):
         answer = str(2 + problem) if correct else "-1"
         steps = [f"Step one of {name}.", f"Step two of {name}.", f"# Answer\n\n{answer}"] if has_steps else []
-        candidates[name] = Candidate.objects.create(pool_problem=problems[problem], index=index,
-                                                    text="\n\n".join(steps), steps=steps, answer=answer,
-                                                    is_correct=correct)
+        candidates[name] = CandidateFactory(pool_problem=problems[problem], index=index, text="\n\n".join(steps),
+                                            steps=steps, answer=answer, is_correct=correct)
     return HandPool(campaign=campaign, pool=pool, prm=make_prm(campaign), candidates=candidates)
 
 
 @pytest.fixture
 def campaign_admin(make_user, hand_pool):  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role
+    from annotate.models import Role
+    from tests.factories import MembershipFactory
 
     user = make_user(f"adm-{uuid.uuid4().hex[:6]}")
-    Membership.objects.create(campaign=hand_pool.campaign, user=user, role=Role.ADMIN)
+    MembershipFactory(campaign=hand_pool.campaign, user=user, role=Role.ADMIN)
     return user

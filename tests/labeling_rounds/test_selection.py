@@ -134,11 +134,11 @@ def test_one_scoring_generation_at_a_time_and_bad_input_names_the_field(hand_poo
 
 def test_best_prm_is_newest_version_then_most_accurate(hand_pool) -> None:  # type: ignore[no-untyped-def]
     from rewards.jobs.services.labeling_rounds import best_prm
-    from rewards.models import DatasetVersion
+    from tests.factories import DatasetVersionFactory
     from tests.labeling_rounds.conftest import make_prm
 
-    v1, v2 = (DatasetVersion.objects.create(campaign=hand_pool.campaign, number=n, status="ready",
-                                            content_sha256=f"{n}" * 8, folder=f"f{n}") for n in (1, 2))
+    v1, v2 = (DatasetVersionFactory(campaign=hand_pool.campaign, number=n, status="ready",
+                                    content_sha256=f"{n}" * 8, folder=f"f{n}") for n in (1, 2))
     make_prm(hand_pool.campaign, auroc=0.99, version=v1, name="old but accurate")
     weak = make_prm(hand_pool.campaign, auroc=0.61, version=v2, name="v2 weak")
     strong = make_prm(hand_pool.campaign, auroc=0.64, version=v2, name="v2 strong")
@@ -151,13 +151,14 @@ def test_best_prm_is_newest_version_then_most_accurate(hand_pool) -> None:  # ty
 
 def test_provenance_and_verifier_score_round_trip_through_prm800k_export(hand_pool, make_user,
                                                                          tmp_path: Path, campaign_factory) -> None:  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role, Solution
+    from annotate.models import Role, Solution
     from annotate.services import labeling
     from annotate.services.prm800k_import import import_prm800k
+    from tests.factories import MembershipFactory
 
     generation = hand_pool.run("convincing_wrong", 2)
     labeler = make_user("lab-export")
-    Membership.objects.create(campaign=hand_pool.campaign, user=labeler, role=Role.LABELER)
+    MembershipFactory(campaign=hand_pool.campaign, user=labeler, role=Role.LABELER)
     for value in (-1, 1):  # one labeling finds an error at step 0, the other accepts every step
         assignment = labeling.lease_next_solution(hand_pool.campaign, labeler).assignment
         for index in range(3):

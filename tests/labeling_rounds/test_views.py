@@ -91,19 +91,19 @@ def _label(campaign, labeler, *, errors: int, accepts: int) -> None:  # type: ig
 
 
 def test_dashboard_shows_each_generation_with_flat_queries(client, users, hand_pool, make_user) -> None:  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role
-    from rewards.models import DatasetVersion
+    from annotate.models import Role
+    from tests.factories import DatasetVersionFactory, MembershipFactory
     from tests.labeling_rounds.conftest import make_prm
 
     campaign = hand_pool.campaign
     labeler = make_user("dash-labeler")
-    Membership.objects.create(campaign=campaign, user=labeler, role=Role.LABELER)
+    MembershipFactory(campaign=campaign, user=labeler, role=Role.LABELER)
     client.force_login(users["researcher"])
     url = f"/models/dashboard/{campaign.slug}/"
     hand_pool.run("convincing_wrong", 3)
     _label(campaign, labeler, errors=1, accepts=1)
-    version = DatasetVersion.objects.create(campaign=campaign, number=1, status="ready", content_sha256="v1" * 8,
-                                            folder="v1")
+    version = DatasetVersionFactory(campaign=campaign, number=1, status="ready", content_sha256="v1" * 8,
+                                    folder="v1")
     retrained = make_prm(campaign, auroc=0.812, version=version, name="PRM after g1")
     with CaptureQueriesContext(connection) as one:
         assert client.get(url).status_code == 200
@@ -128,16 +128,17 @@ def test_dashboard_shows_each_generation_with_flat_queries(client, users, hand_p
 
 
 def test_periodic_task_starts_the_next_generation_once_mostly_labeled(hand_pool, make_user, settings) -> None:  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role
+    from annotate.models import Role
     from rewards.jobs.models import LabelingRound
     from rewards.jobs.services.labeling_rounds import auto_start_labeling_rounds
+    from tests.factories import MembershipFactory
 
     settings.STEPLAB_LABELING_ROUND_AUTO_LABELED_SHARE = 0.6
     campaign = hand_pool.campaign
     assert auto_start_labeling_rounds() == []  # no first generation: an admin starts it
     first = hand_pool.run("convincing_wrong", 3, {"max_per_problem": 1})
     labeler = make_user("auto-labeler")
-    Membership.objects.create(campaign=campaign, user=labeler, role=Role.LABELER)
+    MembershipFactory(campaign=campaign, user=labeler, role=Role.LABELER)
     _label(campaign, labeler, errors=1, accepts=0)
     assert auto_start_labeling_rounds() == []  # 1 of 3 labeled < 0.6
     _label(campaign, labeler, errors=0, accepts=1)

@@ -101,10 +101,11 @@ def loop_campaign(db, labeler):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def campaign_admin(make_user, loop_campaign):  # type: ignore[no-untyped-def]
-    from annotate.models import Membership, Role
+    from annotate.models import Role
+    from tests.factories import MembershipFactory
 
     user = make_user(f"adm-{uuid.uuid4().hex[:6]}")
-    Membership.objects.create(campaign=loop_campaign, user=user, role=Role.ADMIN)
+    MembershipFactory(campaign=loop_campaign, user=user, role=Role.ADMIN)
     return user
 
 
@@ -142,26 +143,24 @@ def hand_scored(loop_pool, loop_campaign):  # type: ignore[no-untyped-def]
     candidates higher): evaluation needs scores, not the models that made them."""
     import random
 
-    from rewards.jobs.models import Candidate, CandidateScore, JobStatus, RewardModel, ScoringJob, TrainingJob
+    from rewards.jobs.models import Candidate, JobStatus
+    from tests.factories import CandidateScoreFactory, RewardModelFactory, ScoringJobFactory
 
     rng = random.Random(5)
     scorings = {}
     for kind in ("prm", "orm"):
-        job = TrainingJob.objects.create(kind=kind, campaign=loop_campaign, dataset_path="/x.jsonl",
-                                         status=JobStatus.SUCCEEDED, progress=1.0)
-        model = RewardModel.objects.create(job=job, kind=kind, campaign=loop_campaign, name=f"hand {kind.upper()}",
-                                           location="/nowhere", base_model="default", trained_on=30)
-        scoring = ScoringJob.objects.create(
+        model = RewardModelFactory(kind=kind, campaign=loop_campaign, name=f"hand {kind.upper()}",
+                                   location="/nowhere", base_model="default", trained_on=30,
+                                   job__dataset_path="/x.jsonl", job__status=JobStatus.SUCCEEDED, job__progress=1.0)
+        scoring = ScoringJobFactory(
             reward_model=model, pool=loop_pool, status=JobStatus.SUCCEEDED,
             step_metrics={"solutions": 6, "steps": 15, "step_auroc": 0.8125,
                           "processbench": {"error_acc": 0.5, "correct_acc": 1.0, "f1": 0.6667}}
             if kind == "prm" else {})
-        rows = []
         for candidate in Candidate.objects.filter(pool_problem__pool=loop_pool):
             score = rng.random() * 0.5 + (0.4 if candidate.is_correct else 0.0)
-            rows.append(CandidateScore(scoring_job=scoring, candidate=candidate, score=score,
-                                       score_min=score if kind == "prm" else None))
-        CandidateScore.objects.bulk_create(rows)
+            CandidateScoreFactory(scoring_job=scoring, candidate=candidate, score=score,
+                                  score_min=score if kind == "prm" else None)
         scorings[kind] = scoring
     return scorings
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from rewards.jobs.text import clean_log, failure_summary
-from tests.factories import PASSWORD
+from tests.factories import PASSWORD, SamplingJobFactory, TrainingJobFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -50,11 +50,9 @@ def test_clean_log_drops_ansi_codes_and_the_load_report() -> None:
 
 @pytest.fixture
 def failed_job(loop_campaign):  # type: ignore[no-untyped-def]
-    from rewards.jobs.models import TrainingJob
-
-    return TrainingJob.objects.create(kind="orm", campaign=loop_campaign, dataset_path="/x.jsonl", status="failed",
-                                      error=TRAINER_FAILURE, log_tail=LOAD_REPORT_LOG, started_at=timezone.now(),
-                                      finished_at=timezone.now())
+    return TrainingJobFactory(kind="orm", campaign=loop_campaign, dataset_path="/x.jsonl", status="failed",
+                              error=TRAINER_FAILURE, log_tail=LOAD_REPORT_LOG, started_at=timezone.now(),
+                              finished_at=timezone.now())
 
 
 def test_job_page_failure_for_a_campaign_admin(client, campaign_admin, failed_job) -> None:  # type: ignore[no-untyped-def]
@@ -75,11 +73,9 @@ def test_job_page_failure_details_for_staff(client, make_user, failed_job) -> No
 
 
 def test_sampling_job_page_shows_samples_done_and_cancel(client, campaign_admin, loop_campaign) -> None:  # type: ignore[no-untyped-def]
-    from rewards.jobs.models import SamplingJob
-
-    job = SamplingJob.objects.create(campaign=loop_campaign, status="running", started_at=timezone.now(),
-                                     heartbeat_at=timezone.now(), problem_count=5, config={"n": 4}, progress=0.35,
-                                     summary={"samples_done": 7, "samples_total": 20})
+    job = SamplingJobFactory(campaign=loop_campaign, status="running", started_at=timezone.now(),
+                             heartbeat_at=timezone.now(), problem_count=5, config={"n": 4}, progress=0.35,
+                             summary={"samples_done": 7, "samples_total": 20})
     assert client.login(username=campaign_admin.username, password=PASSWORD)
     page = client.get(reverse("jobs:sampling_job", args=[job.pk])).content.decode()
     assert "7 / 20 samples" in page and "data-cancel" in page
@@ -91,9 +87,8 @@ def test_sampling_job_page_shows_samples_done_and_cancel(client, campaign_admin,
 
 
 def test_sampling_progress_counts_the_partial_file(loop_campaign, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from rewards.jobs.models import SamplingJob
     from rewards.jobs.services.sampling import SAMPLES, _progress
 
-    job = SamplingJob.objects.create(campaign=loop_campaign, problem_count=3, config={"n": 4}, work_dir=str(tmp_path))
+    job = SamplingJobFactory(campaign=loop_campaign, problem_count=3, config={"n": 4}, work_dir=str(tmp_path))
     (tmp_path / (SAMPLES + ".partial")).write_text("{}\n" * 5)
     assert _progress(job) == {"progress": 5 / 12, "summary": {"samples_done": 5, "samples_total": 12}}

@@ -12,9 +12,10 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotate.models import Campaign, ImportJob, Membership, Problem, Role, Solution
+from annotate.models import Campaign, ImportJob, Problem, Role, Solution
 from rewards.services.tokens import create_token
 from steplab.jobs import JobStatus
+from tests.factories import CampaignFactory, MembershipFactory
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,11 +59,11 @@ def write(tmp_path):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def two_campaigns(client, make_user):  # type: ignore[no-untyped-def]
-    a, b = Campaign.objects.create(slug="a", name="A"), Campaign.objects.create(slug="b", name="B")
+    a, b = CampaignFactory(slug="a", name="A"), CampaignFactory(slug="b", name="B")
     admins = {}
     for campaign in (a, b):
         admins[campaign.slug] = make_user(f"admin-{campaign.slug}")
-        Membership.objects.create(campaign=campaign, user=admins[campaign.slug], role=Role.ADMIN)
+        MembershipFactory(campaign=campaign, user=admins[campaign.slug], role=Role.ADMIN)
     return a, b, admins
 
 

@@ -14,9 +14,7 @@ from annotate.models import (
     Campaign,
     Completion,
     FinishReason,
-    ImportJob,
     Membership,
-    Problem,
     Rating,
     ResolvedLabel,
     Role,
@@ -25,7 +23,7 @@ from annotate.models import (
 )
 from annotate.services.importing import insert_rows, refresh_planner_statistics
 from rewards.exports import ExportOptions, iter_format_rows
-from tests.factories import finished_labeling, numbered_solution
+from tests.factories import ImportJobFactory, MembershipFactory, ProblemFactory, finished_labeling, numbered_solution
 
 
 @pytest.fixture
@@ -34,7 +32,7 @@ def world(campaign_factory, member, personas):  # type: ignore[no-untyped-def]
     users = personas(campaign, labeler=member(campaign, "lab"), elsewhere=campaign_factory("beta"))
     solution = numbered_solution(campaign, 3)
     finished_labeling(solution, users["labeler"], [1, 1, -1])
-    job = ImportJob.objects.create(campaign=campaign, kind="problems", original_name="x.jsonl", file="imports/x.jsonl")
+    job = ImportJobFactory(campaign=campaign, kind="problems", original_name="x.jsonl", file="imports/x.jsonl")
     return campaign, users, solution, job
 
 
@@ -147,8 +145,9 @@ def test_members_add_deactivate_and_labeler_page(client, world, make_user) -> No
 
 
 def _grow(campaign: Campaign, n: int, labeler) -> None:  # type: ignore[no-untyped-def]
-    """n solutions of 3 steps with a finished labeling each, inserted in bulk."""
-    problem = Problem.objects.create(text=f"bulk problem {n}", answer="1")
+    """n solutions of 3 steps with a finished labeling each, inserted in bulk (as an import does: a thousand
+    factory rows one by one would be most of the test's time)."""
+    problem = ProblemFactory(text=f"bulk problem {n}", answer="1")
     solution_ids = insert_rows(Solution, ["campaign_id", "problem_id", "generation"],
                                [(campaign.pk, problem.pk, i % 3) for i in range(n)])
     step_ids = insert_rows(Step, ["solution_id", "index"], [(s, i) for s in solution_ids for i in range(3)])
@@ -169,7 +168,7 @@ def test_dashboard_query_count_is_flat(client, campaign_factory, member, make_us
     small, big = campaign_factory("small"), campaign_factory("big")
     lab = make_user("worker")
     for campaign in (small, big):
-        Membership.objects.create(campaign=campaign, user=lab)
+        MembershipFactory(campaign=campaign, user=lab)
     _grow(small, 10, lab)
     _grow(big, 1000, lab)
     from annotate.services.agreement import compute_campaign_metrics

@@ -21,6 +21,7 @@ from playwright.sync_api import Browser, BrowserContext, Page
 
 from annotate.models import Campaign, Completion, Step
 from annotate.services.agreement import compute_campaign_metrics
+from tests.factories import CompletionFactory, StepFactory
 from tests.hardening.test_access_matrix import ROLES, RULES, World, world  # noqa: F401  (world is a fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -82,10 +83,10 @@ def site(world: World) -> World:  # noqa: F811  (the matrix's world, given math 
     Completion.objects.filter(step__solution=world.solution, step__index=0).update(
         text="Add the halves: $\\frac{1}{2} + \\frac{1}{2} = 1$.")
     Completion.objects.filter(step__solution=world.solution, step__index=1).update(text="# Answer\n\n$1$")
-    step = Step.objects.filter(solution=world.finished.solution).first() or Step.objects.create(
+    step = Step.objects.filter(solution=world.finished.solution).first() or StepFactory(
         solution=world.finished.solution, index=0)
     if not step.completions.exists():
-        Completion.objects.create(step=step, index=0, text="Since $\\sqrt{4} = 2$, the answer is $2$.")
+        CompletionFactory(step=step, index=0, text="Since $\\sqrt{4} = 2$, the answer is $2$.")
     compute_campaign_metrics(campaign)
     return world
 
