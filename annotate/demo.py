@@ -195,7 +195,7 @@ def import_demo_pool(campaign: Campaign) -> int:
     from rewards.jobs.services.pools import import_pool
 
     name = f"{campaign.slug}: AIME 2025 I+II, 64 samples"
-    if CandidatePool.objects.filter(name=name).exists():
+    if CandidatePool.objects.filter(name=name, campaign=campaign).exists():  # names are per campaign
         return 0
     pool, report = _unzipped(DEMO_DATA / "aime2025_k64.jsonl.gz",
                              lambda path: import_pool(path, name, campaign=campaign))

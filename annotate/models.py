@@ -99,12 +99,6 @@ class Campaign(models.Model):
     step_rationale = models.CharField(
         max_length=10, choices=StepRationale.choices, default=StepRationale.OFF, db_default=StepRationale.OFF,
         help_text="A one-line reason on a −1 step: off, optional, or required before the pass is submitted.")
-    # Off by default: a bank problem's unique_id is guessable, and a reference copies its text, answer and solution
-    # in. Staff switches it on (Django admin) for a campaign whose imports may draw on the bank.
-    uses_problem_bank = models.BooleanField(
-        default=False, db_default=False,
-        help_text="Imports may reference the staff problem bank (set by staff only): a referenced bank problem is "
-                  "copied into the campaign.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # The campaign's domain, as plain data (annotate/scales.py, annotate/graders/, annotate/steps.py read it).

@@ -4,8 +4,7 @@ A campaign admin's imports read and write the problems of their campaign and not
 changes what another campaign's labelers, exports or models see; a reference to another campaign's problem is
 "unknown", word for word like one that does not exist. ``campaign`` NULL is the staff-only bank, which
 ``manage.py import_problems`` fills when no ``--campaign`` is given: a bank problem is copied into a campaign
-the first time one of its imports references it — only in a campaign staff opened to the bank
-(``Campaign.uses_problem_bank``, off by default): elsewhere a bank problem is as unknown as any other.
+the first time one of its imports references it.
 """
 from __future__ import annotations
 
@@ -55,7 +54,7 @@ def resolve_problems(campaign: Campaign | None, *, source_ids: Iterable[str] = (
 
     load()
     missing_ids, missing_keys = source_ids - by_source.keys(), keys - by_key.keys()
-    if campaign is None or not campaign.uses_problem_bank or not (missing_ids or missing_keys):
+    if campaign is None or not (missing_ids or missing_keys):
         return by_source, by_key
     bank = list(owned_problems(None).filter(Q(source_id__in=missing_ids) | Q(key_sha256__in=missing_keys)))
     if not copy_from_bank:

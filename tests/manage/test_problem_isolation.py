@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import CommandError, call_command
+from django.core.management import call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -121,11 +121,6 @@ def test_the_staff_bank_is_copied_into_a_campaign_on_first_use(two_campaigns, wr
     call_command("import_problems", write([PUBLIC]))  # no --campaign: the staff bank
     bank = Problem.objects.get(campaign__isnull=True)
     rows = [{"problem_id": PUBLIC["unique_id"], "solution": "So $\\boxed{4}$."}]
-    # a campaign staff has not opened to the bank knows nothing of it, guessable unique_id or not
-    with pytest.raises(CommandError, match="1 invalid line"):
-        call_command("import_solutions", write(rows), "--campaign", "a")
-    assert not Problem.objects.filter(campaign=a).exists()
-    Campaign.objects.filter(pk__in=[a.pk, b.pk]).update(uses_problem_bank=True)
     call_command("import_solutions", write(rows), "--campaign", "a")
     call_command("import_solutions", write(rows), "--campaign", "b")
     copies = {s.campaign_id: s.problem for s in Solution.objects.select_related("problem")}
