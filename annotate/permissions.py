@@ -90,6 +90,12 @@ def can_import(user: Any, campaign: Campaign) -> bool:
     return can_manage(user, campaign)
 
 
+def can_reference_problem_bank(user: Any) -> bool:
+    """The staff bank's problems (text, answer, solution) are copied into a campaign that references them: only
+    staff and the system (``user`` None: commands, the demo loader) may reach them."""
+    return user is None or bool(getattr(user, "is_staff", False))
+
+
 def can_resplit(user: Any, campaign: Campaign) -> bool:
     """Re-splitting a solution's steps changes what labelers rate (or forks a labeled solution): managers only."""
     return can_manage(user, campaign)

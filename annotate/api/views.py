@@ -22,10 +22,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from annotate import selectors
+from annotate import permissions, selectors
 from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Problem, Solution
 from annotate.permissions import CanImportSolutions, CanReadMetrics, member_campaigns, research_campaigns
 from annotate.services import labeling
+from annotate.services.campaign_problems import bank_access
 from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport
 from annotate.services.problems import import_solutions
@@ -67,10 +68,11 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
                 handle.write(chunk)
             handle.flush()
             try:
-                report = import_solutions(Path(handle.name), campaign,
-                                          skip_invalid=data.validated_data["skip_invalid"],
-                                          split_rule=data.validated_data["split_rule"],
-                                          generation=data.validated_data.get("generation"))
+                with bank_access(permissions.can_reference_problem_bank(request.user)):
+                    report = import_solutions(Path(handle.name), campaign,
+                                              skip_invalid=data.validated_data["skip_invalid"],
+                                              split_rule=data.validated_data["split_rule"],
+                                              generation=data.validated_data.get("generation"))
             except ImportFailed as failed:
                 return Response(_report_body(failed.report, upload.name), status=status.HTTP_400_BAD_REQUEST)
         return Response(_report_body(report, upload.name), status=status.HTTP_201_CREATED)

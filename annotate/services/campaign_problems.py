@@ -5,10 +5,17 @@ changes what another campaign's labelers, exports or models see; a reference to 
 "unknown", word for word like one that does not exist. ``campaign`` NULL is the staff-only bank, which
 ``manage.py import_problems`` fills when no ``--campaign`` is given: a bank problem is copied into a campaign
 the first time one of its imports references it.
+
+Who may reach the bank (``annotate.permissions.can_reference_problem_bank``): staff and the system (commands, the
+demo loader, tasks with no user). An import a campaign admin or researcher starts from the browser or the API runs
+inside ``without_bank()``: there a bank problem is "not a known problem of this campaign", like any other, so a
+guessable ``unique_id`` never copies the bank's text, answer and solution into a campaign.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -16,6 +23,18 @@ from django.db.models import Q, QuerySet
 from ..models import Campaign, Problem
 
 UNKNOWN_PROBLEM = "{value!r} is not a known problem of this campaign (import it first)"
+# Set by the entry points that import for a person, from their permission; every importer below them reads it.
+_bank_reachable: ContextVar[bool] = ContextVar("bank_reachable", default=True)
+
+
+@contextmanager
+def bank_access(allowed: bool) -> Iterator[None]:
+    """Imports inside this block reach the staff bank only if ``allowed`` (``can_reference_problem_bank``)."""
+    token = _bank_reachable.set(allowed)
+    try:
+        yield
+    finally:
+        _bank_reachable.reset(token)
 
 
 def owned_problems(campaign: Campaign | None) -> QuerySet[Problem]:
@@ -54,7 +73,7 @@ def resolve_problems(campaign: Campaign | None, *, source_ids: Iterable[str] = (
 
     load()
     missing_ids, missing_keys = source_ids - by_source.keys(), keys - by_key.keys()
-    if campaign is None or not (missing_ids or missing_keys):
+    if campaign is None or not (missing_ids or missing_keys) or not _bank_reachable.get():
         return by_source, by_key
     bank = list(owned_problems(None).filter(Q(source_id__in=missing_ids) | Q(key_sha256__in=missing_keys)))
     if not copy_from_bank:

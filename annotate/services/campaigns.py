@@ -38,6 +38,7 @@ from ..models import (
 )
 from ..scales import ScaleError, scale_from_data
 from ..steps import SPLIT_RULES, check_step_rule
+from .campaign_problems import bank_access
 
 
 class CampaignAdminError(Exception):
@@ -440,7 +441,8 @@ def _run_claimed_job(job: ImportJob) -> None:
     report: ImportReport
     status, error = JobStatus.SUCCEEDED, ""
     try:
-        with transaction.atomic():  # a savepoint: a database error leaves the job's transaction usable
+        with transaction.atomic(), bank_access(permissions.can_reference_problem_bank(job.created_by)):
+            # a savepoint: a database error leaves the job's transaction usable
             if job.kind == ImportKind.PROBLEMS:
                 report = import_problems(path, job.campaign, skip_invalid=job.skip_invalid, progress=progress)
             elif job.kind == ImportKind.SOLUTIONS:

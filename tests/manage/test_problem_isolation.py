@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotate.models import Campaign, ImportJob, Problem, Role, Solution
+from annotate.models import ImportJob, Problem, Role, Solution
 from rewards.services.tokens import create_token
 from steplab.jobs import JobStatus
 from tests.factories import CampaignFactory, MembershipFactory
@@ -130,3 +130,22 @@ def test_the_staff_bank_is_copied_into_a_campaign_on_first_use(two_campaigns, wr
     # A later change in A's copy is A's only.
     call_command("import_problems", "--campaign", "a", write([{**PUBLIC, "answer": "5"}]))
     assert list(Solution.objects.order_by("campaign__slug").values_list("is_correct", flat=True)) == [False, True]
+
+
+def test_only_staff_and_commands_reach_the_staff_bank(two_campaigns, write, make_user) -> None:  # type: ignore[no-untyped-def]
+    """A campaign admin who guesses a bank problem's unique_id gets "not a known problem" through the API (and the
+    bank's answer stays out of the campaign); the same file imported by staff copies the problem in."""
+    a, _, admins = two_campaigns
+    call_command("import_problems", write([SECRET]))  # the staff bank
+    rows = _jsonl([{"problem_id": SECRET["unique_id"], "solution": "So $\\boxed{4242}$."}])
+    url = f"/api/campaigns/{a.pk}/import-solutions/"
+    guessed = _api(admins["a"]).post(url, {"file": SimpleUploadedFile("s.jsonl", rows)}, format="multipart")
+    assert guessed.status_code == 400
+    assert "is not a known problem of this campaign" in json.dumps(guessed.json())
+    assert not Problem.objects.filter(campaign=a).exists() and not Solution.objects.exists()
+    staff = make_user("staff-importer")
+    staff.is_staff = True
+    staff.save(update_fields=["is_staff"])
+    by_staff = _api(staff).post(url, {"file": SimpleUploadedFile("s.jsonl", rows)}, format="multipart")
+    assert by_staff.status_code == 201, by_staff.content
+    assert Problem.objects.get(campaign=a).answer == "4242"

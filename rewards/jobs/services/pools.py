@@ -27,8 +27,8 @@ from django.db import transaction
 
 from annotate.graders import Grader
 from annotate.models import Campaign, Problem, problem_key
-from annotate.permissions import can_run_models, require
-from annotate.services.campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
+from annotate.permissions import can_reference_problem_bank, can_run_models, require
+from annotate.services.campaign_problems import UNKNOWN_PROBLEM, bank_access, owned_problems, resolve_problems
 from annotate.services.importing import ImportFailed, ImportReport, RowError, iter_json_lines
 from annotate.services.problems import campaign_grader
 from annotate.steps import check_step_rule, split_solution
@@ -286,8 +286,9 @@ def import_uploaded_pool(uploaded: Any, *, campaign: Campaign, name: str = "", p
             for chunk in uploaded.chunks():
                 handle.write(chunk)
         try:
-            pool, report = import_pool(path, name, campaign=campaign, split_rule=split_rule, user=user,
-                                       purpose=purpose)
+            with bank_access(can_reference_problem_bank(user)):
+                pool, report = import_pool(path, name, campaign=campaign, split_rule=split_rule, user=user,
+                                           purpose=purpose)
         except ImportFailed as exc:
             raise ImportFailed(_named(exc.report, filename)) from None
     # the temporary copy is gone: record what the user sent
