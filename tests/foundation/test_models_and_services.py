@@ -21,6 +21,7 @@ from annotate.models import (
     Solution,
     Step,
 )
+from annotate.scales import RATING_MAX
 from annotate.services.labeling import (
     LabelingError,
     lease_next_solution,
@@ -44,8 +45,10 @@ def test_rating_must_be_in_range(campaign_factory, make_user) -> None:
     campaign = campaign_factory()
     solution = _solution(campaign)
     assignment = Assignment.objects.create(solution=solution, labeler=make_user("a"))
+    # the stored range holds every label scale's values (annotate/scales.py); the campaign's scale is the service's
     with pytest.raises(IntegrityError), transaction.atomic():
-        Rating.objects.create(assignment=assignment, completion=solution.steps.first().completions.first(), rating=2)
+        Rating.objects.create(assignment=assignment, completion=solution.steps.first().completions.first(),
+                              rating=RATING_MAX + 1)
 
 
 @pytest.mark.django_db
