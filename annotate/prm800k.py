@@ -34,7 +34,6 @@ from django.utils import timezone
 
 from .grading import answers_match
 from .models import (
-    ERROR_CATEGORY_MAX_CHARS,
     RATIONALE_MAX_CHARS,
     Assignment,
     AssignmentStatus,
@@ -133,8 +132,6 @@ COMPLETION_SCHEMA: dict[str, Field] = {  # every key present, in this order
     "flagged": Field(("bool", "null"), required=True),
     # Steplab's own: the labeler's one-line reason for a −1, present only when there is one.
     "rationale": Field(("string",)),
-    # Steplab's own: the campaign's error category the labeler named on an error step, only when there is one.
-    "error_category": Field(("string",)),
 }
 HUMAN_COMPLETION_SCHEMA: dict[str, Field] = {  # exported in this order
     "text": Field(("string",), required=True),
@@ -217,7 +214,6 @@ class ParsedCompletion:
     rating: int | None
     flagged: bool | None
     rationale: str = ""
-    error_category: str = ""
 
 
 @dataclass
@@ -357,11 +353,6 @@ def _parse_step(raw_step: Any, index: int, max_chars: int) -> ParsedStep:
             if "rationale" in item:
                 parsed.rationale = _rationale(item["rationale"], parsed.rating,
                                               f"label.steps[{index}].completions[{position}].rationale")
-            if "error_category" in item:
-                if len(item["error_category"]) > ERROR_CATEGORY_MAX_CHARS:
-                    raise RowError(f"label.steps[{index}].completions[{position}].error_category",
-                                   f"is longer than {ERROR_CATEGORY_MAX_CHARS} characters")
-                parsed.error_category = item["error_category"]
             completions.append(parsed)
     chosen = raw_step["chosen_completion"]
     if chosen is not None and not 0 <= chosen < len(completions or ()):
@@ -575,7 +566,6 @@ class _Batch:
     values: list[int | None]
     flags: list[bool | None]
     rationales: list[str]
-    error_categories: list[str]
     # The step decisions worth a row: where the labeler chose a completion or wrote a step, or where the step has
     # no completion (nothing else records that the labeling reached it). Absent, a decision reads as
     # (None, None): a stepwise million-rating file has almost none, which saves a million rows.
@@ -616,10 +606,9 @@ def _label_rows(batch: _Batch, ids: _BatchIds) -> list[PreparedRows]:
         prepare_columns(Completion, ["step_id", "index", "text"], [
             _repeated(ids.steps, batch.completions_per_step), batch.completion_indexes, batch.texts],
             ids=ids.completions),
-        prepare_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale",
-                                 "error_category"], [
+        prepare_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale"], [
             _repeated(ids.assignments, batch.completions_per_row), ids.completions, batch.values, batch.flags,
-            batch.rationales, batch.error_categories], ids=allocate_ids(Rating, len(batch.values))),
+            batch.rationales], ids=allocate_ids(Rating, len(batch.values))),
         prepare_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], [
             [ids.assignments[row] for row in batch.decision_rows], [ids.steps[step] for step in batch.decision_steps],
             batch.chosen, batch.human], ids=allocate_ids(StepDecision, len(batch.chosen))),
@@ -637,7 +626,7 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
                       assignment_extras=[],
                       finished_at=[_parse_timestamp(row.timestamp) for row in rows], steps_per_row=[],
                       completions_per_row=[], completions_per_step=[], step_indexes=[], completion_indexes=[],
-                      texts=[], values=[], flags=[], rationales=[], error_categories=[], decision_rows=[],
+                      texts=[], values=[], flags=[], rationales=[], decision_rows=[],
                       decision_steps=[], chosen=[], human=[],
                       conversational=sum(row.is_conversational for row in rows))
     for position, (row, answer, verifier_score) in enumerate(zip(rows, prepared.answers, prepared.verifier_scores,
@@ -673,7 +662,6 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
                     prepared.values.append(parsed.rating)
                     prepared.flags.append(parsed.flagged)
                     prepared.rationales.append(parsed.rationale)
-                    prepared.error_categories.append(parsed.error_category)
         prepared.completions_per_row.append(in_row)
     if write_ahead and connection.vendor == "postgresql":  # SQLite hands out ids only under the write lock
         prepared.ids = _BatchIds.allocate(prepared)
@@ -808,8 +796,7 @@ class ChunkData:
 
     steps_by_solution: dict[int, list[int]]
     completions_by_step: dict[int, list[tuple[int, int, str]]]
-    # (value, flagged, rationale, error category)
-    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str, str]]
+    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str]]  # (value, flagged, rationale)
     decisions: dict[tuple[int, int], tuple[int | None, Any]]
 
 
@@ -877,11 +864,11 @@ def _chunk_data(chunk: list[Assignment]) -> ChunkData:
                                                              "step_id", step_ids, order_by=("step_id", "index")):
         completions_by_step[step_id].append((completion_id, index, text))
     assignment_ids = [a.pk for a in chunk]
-    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str, str]] = {
-        (assignment_id, completion_id): (value, flagged, rationale, category)
-        for assignment_id, completion_id, value, flagged, rationale, category in
-        select_by_ids(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale", "error_category"],
-                      "assignment_id", assignment_ids)}
+    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str]] = {
+        (assignment_id, completion_id): (value, flagged, rationale)
+        for assignment_id, completion_id, value, flagged, rationale in
+        select_by_ids(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale"], "assignment_id",
+                      assignment_ids)}
     decisions: dict[tuple[int, int], tuple[int | None, Any]] = {
         (assignment_id, step_id): (chosen, human) for assignment_id, step_id, chosen, human in
         select_by_ids(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"],
@@ -897,7 +884,7 @@ def _human(value: Any) -> Any:
 
 
 def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[int, list[tuple[int, int, str]]],
-         ratings: dict[tuple[int, int], tuple[int | None, bool | None, str, str]],
+         ratings: dict[tuple[int, int], tuple[int | None, bool | None, str]],
          decisions: dict[tuple[int, int], tuple[int | None, Any]], rated_completions: set[int],
          usernames: dict[int, str]) -> dict[str, Any]:
     """One PRM800K row from the relational data plus the solution's ``source_extra`` (what import recorded)."""
@@ -915,15 +902,13 @@ def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[
             continue
         rendered: list[dict[str, Any]] = []
         for completion_id, index, text in completions:
-            value, flagged, rationale, category = ratings.get((assignment.pk, completion_id), (None, None, "", ""))
+            value, flagged, rationale = ratings.get((assignment.pk, completion_id), (None, None, ""))
             rating: float | None = value
             if value is not None and (float_ratings is True or (position, index) in float_positions):
                 rating = float(value)
             completion: dict[str, Any] = {"text": text, "rating": rating, "flagged": flagged}
             if rationale:  # Steplab's own key, only where there is one: genuine PRM800K rows stay byte for byte
                 completion["rationale"] = rationale
-            if category:  # likewise Steplab's own, only where a labeler named one
-                completion["error_category"] = category
             rendered.append(completion)
         chosen, human = decision if decision is not None else (None, None)
         label_steps.append({"completions": None if position in null_completions else rendered,
