@@ -60,9 +60,6 @@ class StepRationale(models.TextChoices):
     REQUIRED = "required", "Required: a pass with a −1 is submitted only with its reason"
 
 
-#: an error category's name (a campaign's list of them, and a rating's choice)
-ERROR_CATEGORY_MAX_CHARS = 64
-
 #: a rationale is one line (generative verifiers read it beside the step), at most this many characters
 RATIONALE_MAX_CHARS = 500
 
@@ -438,7 +435,7 @@ class Rating(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # db_default: the PRM800K importer COPYs ratings with an explicit column list.
-    error_category = models.CharField(max_length=ERROR_CATEGORY_MAX_CHARS, blank=True, default="", db_default="",
+    error_category = models.CharField(max_length=64, blank=True, default="", db_default="",
                                       help_text="The campaign's error category named on an error step (empty: none).")
 
     class Meta:

@@ -29,7 +29,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from .models import (
-    ERROR_CATEGORY_MAX_CHARS,
     RATIONALE_MAX_CHARS,
     FinishReason,
     Problem,
@@ -101,8 +100,6 @@ COMPLETION_SCHEMA: dict[str, Field] = {  # every key present, in this order
     "flagged": Field(("bool", "null"), required=True),
     # Steplab's own: the labeler's one-line reason for a −1, present only when there is one.
     "rationale": Field(("string",)),
-    # Steplab's own: the campaign's error category the labeler named on an error step, only when there is one.
-    "error_category": Field(("string",)),
 }
 HUMAN_COMPLETION_SCHEMA: dict[str, Field] = {  # exported in this order
     "text": Field(("string",), required=True),
@@ -185,7 +182,6 @@ class ParsedCompletion:
     rating: int | None
     flagged: bool | None
     rationale: str = ""
-    error_category: str = ""
 
 
 @dataclass
@@ -325,11 +321,6 @@ def _parse_step(raw_step: Any, index: int, max_chars: int) -> ParsedStep:
             if "rationale" in item:
                 parsed.rationale = _rationale(item["rationale"], parsed.rating,
                                               f"label.steps[{index}].completions[{position}].rationale")
-            if "error_category" in item:
-                if len(item["error_category"]) > ERROR_CATEGORY_MAX_CHARS:
-                    raise RowError(f"label.steps[{index}].completions[{position}].error_category",
-                                   f"is longer than {ERROR_CATEGORY_MAX_CHARS} characters")
-                parsed.error_category = item["error_category"]
             completions.append(parsed)
     chosen = raw_step["chosen_completion"]
     if chosen is not None and not 0 <= chosen < len(completions or ()):

@@ -209,7 +209,7 @@ def _stepwise_inputs(data: ChunkData) -> tuple[dict[tuple[int, int], tuple[int, 
     """A chunk's completions by (step id, index) and its rating values, as the stepwise rows read them."""
     texts = {(step_id, index): (cid, text)
              for step_id, entries in data.completions_by_step.items() for cid, index, text in entries}
-    return texts, {key: value for key, (value, *_) in data.ratings.items()}
+    return texts, {key: value for key, (value, _, _) in data.ratings.items()}
 
 
 def _resolved_row(assignment: models.Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
@@ -265,7 +265,7 @@ def _stepwise_rows(assignment: models.Assignment, step_ids: list[int], data: Chu
                            for cid, _, text in data.completions_by_step.get(step_id, ()))
         positions.append(StepPosition(candidates, chosen, human_text or None))
         for cid, _, text in data.completions_by_step.get(step_id, ()):
-            rationale = data.ratings.get((assignment.pk, cid), (None, None, "", ""))[2]
+            rationale = data.ratings.get((assignment.pk, cid), (None, None, ""))[2]
             if rationale:
                 reasons.setdefault(text, rationale)
     path, alternatives = stepwise_paths(positions, options.neutral, scale)

@@ -201,7 +201,7 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         except labeling.LeaseExpired as error:
             return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
         except labeling.LabelingError as error:
-            raise ValidationError({"detail": str(error)}) from None
+            raise ValidationError({error.field or "detail": [str(error)] if error.field else str(error)}) from None
         body = s.AssignmentSerializer(self.get_queryset().get(pk=assignment_id)).data
         return Response({**body, **extra(result)} if extra else body)
 

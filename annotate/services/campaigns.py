@@ -24,7 +24,6 @@ from steplab.jobs import JobStatus
 from .. import permissions
 from ..graders import DEFAULT_GRADER, GraderConfigError, get_grader
 from ..models import (
-    ERROR_CATEGORY_MAX_CHARS,
     Assignment,
     AssignmentStatus,
     Campaign,
@@ -58,7 +57,7 @@ CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate",
                    "step_rationale", "step_scale", "error_categories", "grader", "grader_config", "step_rule",
                    "auto_train", "auto_train_max_steps")
 MAX_ERROR_CATEGORIES = 9
-
+MAX_ERROR_CATEGORY_CHARS = 64
 
 
 def check_domain_settings(fields: dict[str, Any]) -> None:
@@ -81,10 +80,10 @@ def check_domain_settings(fields: dict[str, Any]) -> None:
             raise CampaignAdminError("step_rule", str(error)) from None
     categories = fields.get("error_categories", [])
     if (not isinstance(categories, list) or len(categories) > MAX_ERROR_CATEGORIES
-            or not all(isinstance(c, str) and 0 < len(c.strip()) <= ERROR_CATEGORY_MAX_CHARS for c in categories)
+            or not all(isinstance(c, str) and 0 < len(c.strip()) <= MAX_ERROR_CATEGORY_CHARS for c in categories)
             or len({c.strip() for c in categories}) != len(categories)):
         raise CampaignAdminError("error_categories", f"must be at most {MAX_ERROR_CATEGORIES} distinct names of 1 to "
-                                                     f"{ERROR_CATEGORY_MAX_CHARS} characters")
+                                                     f"{MAX_ERROR_CATEGORY_CHARS} characters")
 
 
 @transaction.atomic

@@ -49,7 +49,16 @@ User = AuthUser | AnonymousUser
 
 
 class LabelingError(Exception):
-    """A labeling action the rules refuse; the message is shown to the labeler as is."""
+    """A labeling action the rules refuse; the message is shown to the labeler as is. ``field``: the input at
+    fault, where one is (the API reports the error under it)."""
+
+    field = ""
+
+
+class RatingNotOnScale(LabelingError):
+    """A rating that is not a value of the campaign's label scale."""
+
+    field = "rating"
 
 
 class LeaseExpired(LabelingError):
@@ -366,7 +375,7 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         campaign = assignment.solution.campaign
         scale = campaign_scale(campaign)
         if rating is not None and rating not in scale.allowed:
-            raise LabelingError(f"rating must be {', '.join(map(str, scale.ordinal[:-1]))} or {scale.ordinal[-1]}, "
+            raise RatingNotOnScale(f"rating must be {', '.join(map(str, scale.ordinal[:-1]))} or {scale.ordinal[-1]}, "
                                 f"not {rating}.")
         stepwise = campaign.is_stepwise
         ratings = _ratings_of(assignment)

@@ -187,7 +187,6 @@ class _Batch:
     values: list[int | None]
     flags: list[bool | None]
     rationales: list[str]
-    error_categories: list[str]
     # The step decisions worth a row: where the labeler chose a completion or wrote a step, or where the step has
     # no completion (nothing else records that the labeling reached it). Absent, a decision reads as
     # (None, None): a stepwise million-rating file has almost none, which saves a million rows.
@@ -228,10 +227,9 @@ def _label_rows(batch: _Batch, ids: _BatchIds) -> list[PreparedRows]:
         prepare_columns(Completion, ["step_id", "index", "text"], [
             _repeated(ids.steps, batch.completions_per_step), batch.completion_indexes, batch.texts],
             ids=ids.completions),
-        prepare_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale",
-                                 "error_category"], [
+        prepare_columns(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale"], [
             _repeated(ids.assignments, batch.completions_per_row), ids.completions, batch.values, batch.flags,
-            batch.rationales, batch.error_categories], ids=allocate_ids(Rating, len(batch.values))),
+            batch.rationales], ids=allocate_ids(Rating, len(batch.values))),
         prepare_columns(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"], [
             [ids.assignments[row] for row in batch.decision_rows], [ids.steps[step] for step in batch.decision_steps],
             batch.chosen, batch.human], ids=allocate_ids(StepDecision, len(batch.chosen))),
@@ -249,7 +247,7 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
                       assignment_extras=[],
                       finished_at=[parse_timestamp(row.timestamp) for row in rows], steps_per_row=[],
                       completions_per_row=[], completions_per_step=[], step_indexes=[], completion_indexes=[],
-                      texts=[], values=[], flags=[], rationales=[], error_categories=[], decision_rows=[],
+                      texts=[], values=[], flags=[], rationales=[], decision_rows=[],
                       decision_steps=[], chosen=[], human=[],
                       conversational=sum(row.is_conversational for row in rows))
     for position, (row, answer, verifier_score) in enumerate(zip(rows, prepared.answers, prepared.verifier_scores,
@@ -285,7 +283,6 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
                     prepared.values.append(parsed.rating)
                     prepared.flags.append(parsed.flagged)
                     prepared.rationales.append(parsed.rationale)
-                    prepared.error_categories.append(parsed.error_category)
         prepared.completions_per_row.append(in_row)
     if write_ahead and connection.vendor == "postgresql":  # SQLite hands out ids only under the write lock
         prepared.ids = _BatchIds.allocate(prepared)

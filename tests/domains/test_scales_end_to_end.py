@@ -191,24 +191,3 @@ def test_dashboard_counts_results_per_domain_and_error_categories(make_user, mem
     assert '<td data-correct>1</td><td data-wrong>0</td>' in page and '<td data-error-steps>1</td>' in page
     assert '<li data-error-category="factual error">factual error: 1</li>' in page
     assert '<li data-error-category="invalid inference">invalid inference: 0</li>' in page
-
-
-def test_error_categories_travel_in_the_prm800k_export_and_back(campaign_factory, member, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from annotate.services.prm800k_import import import_prm800k
-
-    campaign = campaign_factory("cats", error_categories=["calculation", "factual error"])
-    solution_with_steps(campaign, STEPS, answer="B")
-    ann = member(campaign, "ann")
-    _label(campaign, ann, [1, -1], category="calculation")
-    rows = list(iter_format_rows(campaign, "prm800k", ExportOptions()))
-    steps = rows[0]["label"]["steps"]
-    assert steps[1]["completions"][0]["error_category"] == "calculation"
-    assert "error_category" not in steps[0]["completions"][0]  # only where a labeler named one
-    path = tmp_path / "cats.jsonl"
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    copy = campaign_factory("cats-copy", error_categories=["calculation"])
-    import_prm800k(path, copy)
-    assert list(Rating.objects.filter(assignment__solution__campaign=copy).exclude(error_category="")
-                .values_list("rating", "error_category")) == [(-1, "calculation")]
-    again = list(iter_format_rows(copy, "prm800k", ExportOptions()))
-    assert again[0]["label"]["steps"] == steps

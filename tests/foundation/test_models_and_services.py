@@ -18,6 +18,7 @@ from annotate.models import (
     Role,
     Solution,
 )
+from annotate.scales import RATING_MAX
 from annotate.services.labeling import (
     LabelingError,
     lease_next_solution,
@@ -38,8 +39,11 @@ def test_rating_must_be_in_range(campaign_factory, make_user) -> None:
     campaign = campaign_factory()
     solution = _solution(campaign)
     assignment = AssignmentFactory(solution=solution, labeler=make_user("a"))
-    with pytest.raises(IntegrityError), transaction.atomic():  # the check constraint itself: a raw create
-        Rating.objects.create(assignment=assignment, completion=solution.steps.first().completions.first(), rating=2)
+    # the check constraint itself (a raw create): the stored range holds every label scale's values
+    # (annotate/scales.py); the campaign's scale is the service's rule
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Rating.objects.create(assignment=assignment, completion=solution.steps.first().completions.first(),
+                              rating=RATING_MAX + 1)
 
 
 @pytest.mark.django_db
