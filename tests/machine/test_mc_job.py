@@ -9,7 +9,14 @@ from annotate.models import MachineLabel, Role
 from rewards.jobs.models import MachineLabelingJob
 from rewards.jobs.services.machine_labeling import start_machine_labeling_job
 from rewards.jobs.services.training import JobInputError
-from tests.factories import PASSWORD, ProblemFactory, SolutionFactory, numbered_solution, solution_with_steps
+from tests.factories import (
+    PASSWORD,
+    ProblemFactory,
+    SolutionFactory,
+    TrainingJobFactory,
+    numbered_solution,
+    solution_with_steps,
+)
 
 
 @pytest.mark.django_db
@@ -94,14 +101,14 @@ def test_the_jobs_api_starts_and_lists_machine_labeling_jobs(campaign_factory, m
 @pytest.mark.django_db(transaction=True)
 def test_prm_step_scores_on_the_real_worker(celery_worker_process, trained_prm, campaign_factory,
                                             wait_for) -> None:  # type: ignore[no-untyped-def]
-    from rewards.jobs.models import JobStatus, TrainingJob
+    from rewards.jobs.models import JobStatus
     from rewards.jobs.services.training import register_model
 
     campaign = campaign_factory()
     first, second = numbered_solution(campaign, 3), numbered_solution(campaign, 2)
-    trained = TrainingJob.objects.create(kind="prm", campaign=campaign, dataset_path=str(trained_prm.dataset),
-                                         config={"base_model": "default"}, output_dir=str(trained_prm.folder),
-                                         status=JobStatus.SUCCEEDED, progress=1.0)
+    trained = TrainingJobFactory(kind="prm", campaign=campaign, dataset_path=str(trained_prm.dataset),
+                                 config={"base_model": "default"}, output_dir=str(trained_prm.folder),
+                                 status=JobStatus.SUCCEEDED, progress=1.0)
     prm = register_model(trained)
     job = start_machine_labeling_job(campaign=campaign, method="prm", reward_model=prm)
     wait_for(lambda: MachineLabelingJob.objects.get(pk=job.pk).status in ("succeeded", "failed"), timeout=300,
