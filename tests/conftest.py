@@ -36,34 +36,34 @@ def shared_data() -> Path:
 
 
 @pytest.fixture
-def make_user(db):  # type: ignore[no-untyped-def]
+def make_user(db):
     from tests.factories import PASSWORD, UserFactory
 
-    def make(username: str, *, password: str = PASSWORD, **extra):  # type: ignore[no-untyped-def]
+    def make(username: str, *, password: str = PASSWORD, **extra):
         return UserFactory(username=username, password=password, **extra)
 
     return make
 
 
 @pytest.fixture
-def campaign_factory(db):  # type: ignore[no-untyped-def]
+def campaign_factory(db):
     from tests.factories import CampaignFactory
 
-    def make(slug: str = "c1", **fields):  # type: ignore[no-untyped-def]
+    def make(slug: str = "c1", **fields):
         return CampaignFactory(slug=slug, **fields)
 
     return make
 
 
 @pytest.fixture
-def member(make_user):  # type: ignore[no-untyped-def]
+def member(make_user):
     """Make ``username`` (or take the existing user of that name) a member of ``campaign`` in ``role``."""
     from django.contrib.auth import get_user_model
 
     from annotate.models import Role
     from tests.factories import MembershipFactory
 
-    def make(campaign, username: str, role: str = Role.LABELER, **fields):  # type: ignore[no-untyped-def]
+    def make(campaign, username: str, role: str = Role.LABELER, **fields):
         user = get_user_model().objects.filter(username=username).first() or make_user(username)
         MembershipFactory(campaign=campaign, user=user, role=role, **fields)
         return user
@@ -90,14 +90,14 @@ class Personas:
 
 
 @pytest.fixture
-def personas(db, campaign_factory, make_user):  # type: ignore[no-untyped-def]
+def personas(db, campaign_factory, make_user):
     """``personas(campaign)`` makes the six people of an access matrix; the keywords cover what the matrices
     differ in: an existing ``labeler``, an existing ``elsewhere`` campaign, the ``outsider_role`` there (None: a
     member of nothing), ``membership`` fields for every membership made, a ``superuser`` staff."""
     from annotate.models import Role
     from tests.factories import MembershipFactory
 
-    def make(campaign, *, labeler=None, elsewhere=None, outsider_role: str | None = None,  # type: ignore[no-untyped-def]
+    def make(campaign, *, labeler=None, elsewhere=None, outsider_role: str | None = None,
              membership: dict[str, Any] | None = None, superuser: bool = False) -> Personas:
         fields = membership or {}
         if elsewhere is None:
@@ -122,7 +122,7 @@ FAST_HYPER = {"max_steps": 3, "batch_size": 4, "max_length": 128, "logging_steps
 
 
 @pytest.fixture
-def graded_campaign(campaign_factory, shared_data: Path):  # type: ignore[no-untyped-def]
+def graded_campaign(campaign_factory, shared_data: Path):
     """The PRM800K phase-1 test trajectories (101 problems, real human step ratings) and the 10 genuine phase-2
     rows, imported with the project's importer. The reconstructed rows carry no grader verdict, so a solution's
     ``is_correct`` (needed by the outcome format) is set from the labeler's finish reason ("solution": every step
@@ -145,7 +145,7 @@ def graded_campaign(campaign_factory, shared_data: Path):  # type: ignore[no-unt
 
 
 @pytest.fixture
-def dataset_version(graded_campaign):  # type: ignore[no-untyped-def]
+def dataset_version(graded_campaign):
     from tests.factories import exported_version
 
     return exported_version(graded_campaign)
@@ -175,7 +175,7 @@ def wait_for() -> Callable[..., Any]:
 
 
 @pytest.fixture(scope="session")
-def celery_worker_process(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
+def celery_worker_process(django_db_setup, django_db_blocker):
     """Real `celery worker` subprocesses on Redis (one per queue), connected to the test database."""
     if not settings.REDIS_URL:
         pytest.fail("REDIS_URL must point at a real Redis for worker tests")
@@ -219,7 +219,7 @@ def celery_worker_process(django_db_setup, django_db_blocker):  # type: ignore[n
             process.kill()
 
 
-def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+def pytest_collection_modifyitems(config, items):
     """Fault-injection tests restart PostgreSQL and Redis: run them after everything else."""
     items.sort(key=lambda item: item.get_closest_marker("faults") is not None)
 
@@ -234,7 +234,7 @@ def kill_pool_process(worker: subprocess.Popen) -> int:  # type: ignore[type-arg
 
 
 @pytest.fixture
-def killable_worker(tmp_path: Path):  # type: ignore[no-untyped-def]
+def killable_worker(tmp_path: Path):
     """Start a private `celery worker -c 1` (a test kills its pool process) on its own queue; extra keyword
     arguments go into its environment. Returns (process, queue, log path)."""
     if not settings.REDIS_URL:

@@ -144,7 +144,7 @@ class FixedTexts:
 
 
 @pytest.mark.django_db
-def test_output_imports_and_is_graded(math_problems: tuple[Path, list], tmp_path: Path, campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_output_imports_and_is_graded(math_problems: tuple[Path, list], tmp_path: Path, campaign_factory) -> None:
     from annotate.models import Solution
 
     problems_file, rows = math_problems
@@ -211,7 +211,7 @@ def test_smollm2_samples_are_prm800k_format(smollm2_samples: tuple[Path, dict[st
 @pytest.mark.training
 @pytest.mark.django_db
 def test_smollm2_samples_import(smollm2_samples: tuple[Path, dict[str, Any]], shared_data: Path,
-                                campaign_factory) -> None:  # type: ignore[no-untyped-def]
+                                campaign_factory) -> None:
     from annotate.models import Solution
 
     path, summary = smollm2_samples

@@ -31,7 +31,7 @@ POOL = [
 UNLABELED = {c.id for c in POOL if not c.already_labeled}
 
 
-def ids(selections):  # type: ignore[no-untyped-def]
+def ids(selections):
     return [s.candidate.id for s in selections]
 
 

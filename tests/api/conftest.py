@@ -13,7 +13,7 @@ from tests.datasets.conftest import math500_campaign, storage_dirs  # noqa: F401
 
 
 @pytest.fixture
-def people(math500_campaign, personas):  # type: ignore[no-untyped-def]  # noqa: F811  (a fixture)
+def people(math500_campaign, personas):  # noqa: F811  (a fixture)
     """owner (campaign admin), researcher and labeler (the one who labeled everything) of the campaign, outsider
     (researcher of another campaign only), staff."""
     return personas(math500_campaign, labeler=math500_campaign.memberships.get(role=Role.LABELER).user,
@@ -21,7 +21,7 @@ def people(math500_campaign, personas):  # type: ignore[no-untyped-def]  # noqa:
 
 
 @pytest.fixture
-def version(math500_campaign, storage_dirs):  # type: ignore[no-untyped-def]  # noqa: F811  (fixtures)
+def version(math500_campaign, storage_dirs):  # noqa: F811  (fixtures)
     made = create_dataset_version(math500_campaign)
     assert made is not None
     return made

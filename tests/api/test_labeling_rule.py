@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api_pass(campaign_factory, make_user):  # type: ignore[no-untyped-def]
+def api_pass(campaign_factory, make_user):
     campaign = campaign_factory("api-rule")
     solution_with_steps(campaign, ["One.", "Two.", "Three.", "Four."])
     labeler = make_user("api-labeler")
@@ -22,7 +22,7 @@ def api_pass(campaign_factory, make_user):  # type: ignore[no-untyped-def]
     return client, f"/api/assignments/{lease['assignment']['id']}", lease["assignment"]["id"], labeler
 
 
-def test_an_earlier_minus_one_removes_the_later_ratings_and_the_answer_lists_them(api_pass) -> None:  # type: ignore[no-untyped-def]
+def test_an_earlier_minus_one_removes_the_later_ratings_and_the_answer_lists_them(api_pass) -> None:
     client, base, assignment_id, labeler = api_pass
     for index in range(3):
         answer = client.post(f"{base}/rate/", {"step_index": index, "rating": 1}, format="json")
@@ -52,7 +52,7 @@ def test_an_earlier_minus_one_removes_the_later_ratings_and_the_answer_lists_the
                 .values_list("rating", flat=True)) == [1, -1]
 
 
-def test_null_ratings_cannot_slip_past_the_order_check(api_pass) -> None:  # type: ignore[no-untyped-def]
+def test_null_ratings_cannot_slip_past_the_order_check(api_pass) -> None:
     client, base, assignment_id, _ = api_pass
     gap = client.post(f"{base}/rate/", {"step_index": 2, "rating": None}, format="json")
     assert gap.status_code == 400 and gap.json()["detail"] == "Rate step 1 first: steps are rated in order."

@@ -28,7 +28,7 @@ MATRIX = {
 VISIBLE = {"/api/solutions/": 24, "/api/labels/": 24, "/api/problems/": 12, "/api/datasets/": 1}
 
 
-def _client(people, role: str) -> APIClient:  # type: ignore[no-untyped-def]
+def _client(people, role: str) -> APIClient:
     if role == "anonymous":
         return APIClient()
     client, _ = token_client(people[role])
@@ -36,7 +36,7 @@ def _client(people, role: str) -> APIClient:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_access_matrix(role: str, people, version, math500_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_access_matrix(role: str, people, version, math500_campaign) -> None:
     ids = {"campaign": math500_campaign.pk, "version": version.pk,
            "solution": math500_campaign.solutions.order_by("pk").first().pk,
            "label": math500_campaign.solutions.order_by("pk").first().assignments.first().pk}
@@ -57,13 +57,13 @@ def test_access_matrix(role: str, people, version, math500_campaign) -> None:  #
     assert not failures, failures
 
 
-def test_labeler_dataset_refusal_says_why(people, version) -> None:  # type: ignore[no-untyped-def]
+def test_labeler_dataset_refusal_says_why(people, version) -> None:
     client, _ = token_client(people["labeler"])
     response = client.get(f"/api/datasets/{version.pk}/files/prm800k/")
     assert response.status_code == 403 and "Labelers cannot" in response.json()["detail"]
 
 
-def test_session_auth_works_for_the_browser(people, version) -> None:  # type: ignore[no-untyped-def]
+def test_session_auth_works_for_the_browser(people, version) -> None:
     client = APIClient()
     client.force_login(people["researcher"])
     assert client.get(f"/api/datasets/{version.pk}/").json()["number"] == 1
@@ -76,7 +76,7 @@ def test_session_auth_works_for_the_browser(people, version) -> None:  # type: i
     assert f'data-dataset-version="{version.pk}"' not in client.get("/api/researcher/datasets/").content.decode()
 
 
-def test_bad_filters_name_the_field(people) -> None:  # type: ignore[no-untyped-def]
+def test_bad_filters_name_the_field(people) -> None:
     client, _ = token_client(people["researcher"])
     response = client.get("/api/solutions/?campaign=abc&updated_since=yesterday")
     assert response.status_code == 400
@@ -84,7 +84,7 @@ def test_bad_filters_name_the_field(people) -> None:  # type: ignore[no-untyped-
     assert client.get("/api/datasets/?campaign=x").json() == {"campaign": ["must be a campaign id (an integer)"]}
 
 
-def test_campaign_metrics_are_the_dashboard_figures(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_campaign_metrics_are_the_dashboard_figures(people, math500_campaign) -> None:
     from annotate.services.agreement import compute_campaign_metrics
     from annotate.services.campaigns import campaign_progress
 

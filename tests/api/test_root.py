@@ -9,7 +9,7 @@ pytestmark = pytest.mark.django_db
 BASE = "http://testserver/api/"
 
 
-def test_root_lists_every_api(make_user) -> None:  # type: ignore[no-untyped-def]
+def test_root_lists_every_api(make_user) -> None:
     client = APIClient()
     client.force_authenticate(make_user("reader"))
     response = client.get("/api/", HTTP_ACCEPT="application/json")

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 EXAMPLES = 25
 
 
-def test_schema_and_swagger_ui_are_served_offline(people) -> None:  # type: ignore[no-untyped-def]
+def test_schema_and_swagger_ui_are_served_offline(people) -> None:
     client = APIClient()
     client.force_login(people["researcher"])
     schema = client.get("/api/schema/?format=json").json()
@@ -30,7 +30,7 @@ def test_schema_and_swagger_ui_are_served_offline(people) -> None:  # type: igno
 
 
 @pytest.fixture
-def keep_test_connection():  # type: ignore[no-untyped-def]
+def keep_test_connection():
     """As Django's test client does: requests must not close the test transaction's connection."""
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
@@ -39,7 +39,7 @@ def keep_test_connection():  # type: ignore[no-untyped-def]
     request_finished.connect(close_old_connections)
 
 
-def test_no_operation_answers_5xx(people, version, keep_test_connection) -> None:  # type: ignore[no-untyped-def]
+def test_no_operation_answers_5xx(people, version, keep_test_connection) -> None:
     _, raw = token_client(people["owner"], "write")
     app = get_wsgi_application()
     schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", app)
@@ -53,7 +53,7 @@ def test_no_operation_answers_5xx(people, version, keep_test_connection) -> None
         @settings(max_examples=EXAMPLES, deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))
         @given(case=operation.as_strategy())
-        def check(case) -> None:  # type: ignore[no-untyped-def]
+        def check(case) -> None:
             response = case.call(headers=headers)
             statuses.add(response.status_code)
             if response.status_code >= 500:
@@ -80,7 +80,7 @@ def _deep(depth: int = DEEP) -> str:
     return "[" * depth + "]" * depth
 
 
-def test_campaign_filter_out_of_range_or_not_ascii_is_a_400(people) -> None:  # type: ignore[no-untyped-def]
+def test_campaign_filter_out_of_range_or_not_ascii_is_a_400(people) -> None:
     client = APIClient()
     client.force_login(people["researcher"])
     wrong = []
@@ -92,7 +92,7 @@ def test_campaign_filter_out_of_range_or_not_ascii_is_a_400(people) -> None:  # 
     assert not wrong, wrong
 
 
-def test_deeply_nested_json_bodies_are_a_400(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_deeply_nested_json_bodies_are_a_400(people, math500_campaign) -> None:
     from annotate.models import Assignment
 
     labeler = APIClient()
@@ -118,7 +118,7 @@ def test_deeply_nested_json_bodies_are_a_400(people, math500_campaign) -> None: 
     assert response.status_code == 400
 
 
-def test_out_of_range_training_settings_name_the_field(people, version) -> None:  # type: ignore[no-untyped-def]
+def test_out_of_range_training_settings_name_the_field(people, version) -> None:
     client = APIClient()
     client.force_login(people["owner"])
     for hyper, field in (({"max_steps": 10**30}, "max_steps"), ({"batch_size": 2**63}, "batch_size"),
@@ -137,7 +137,7 @@ def test_out_of_range_training_settings_name_the_field(people, version) -> None:
         assert response.status_code == 400 and field in response.json(), (body, response.content)
 
 
-def test_import_report_names_the_line_and_no_server_path(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_import_report_names_the_line_and_no_server_path(people, math500_campaign) -> None:
     import io
     import tempfile
 

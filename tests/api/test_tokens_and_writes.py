@@ -17,7 +17,7 @@ from .conftest import token_client
 pytestmark = pytest.mark.django_db
 
 
-def test_token_is_stored_hashed_with_a_visible_prefix_and_tracks_last_use(people) -> None:  # type: ignore[no-untyped-def]
+def test_token_is_stored_hashed_with_a_visible_prefix_and_tracks_last_use(people) -> None:
     client, raw = token_client(people["researcher"])
     token = ApiToken.objects.get()
     assert raw.startswith("stp_") and token.prefix == raw[:12] and token.key_hash == hash_token(raw)
@@ -28,7 +28,7 @@ def test_token_is_stored_hashed_with_a_visible_prefix_and_tracks_last_use(people
     assert token.last_used_at is not None
 
 
-def test_read_scope_cannot_write_and_revoked_tokens_stop_working(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_read_scope_cannot_write_and_revoked_tokens_stop_working(people, math500_campaign) -> None:
     reader, _ = token_client(people["owner"], "read")
     response = reader.post(f"/api/campaigns/{math500_campaign.pk}/lease/")
     assert response.status_code == 403 and "read-only" in response.json()["detail"]
@@ -39,7 +39,7 @@ def test_read_scope_cannot_write_and_revoked_tokens_stop_working(people, math500
     assert bad.get("/api/campaigns/").status_code == 401
 
 
-def test_profile_page_creates_shows_once_and_revokes(people) -> None:  # type: ignore[no-untyped-def]
+def test_profile_page_creates_shows_once_and_revokes(people) -> None:
     client = APIClient()
     client.force_login(people["researcher"])
     page = client.post("/api/tokens/", {"name": "training script", "scope": "read"})
@@ -64,7 +64,7 @@ def test_profile_page_creates_shows_once_and_revokes(people) -> None:  # type: i
     assert 'data-token-active="false"' in client.get("/api/tokens/").content.decode()
 
 
-def test_download_streams_whole_file_and_ranges_with_sha256(people, version, storage_dirs) -> None:  # type: ignore[no-untyped-def]
+def test_download_streams_whole_file_and_ranges_with_sha256(people, version, storage_dirs) -> None:
     client, _ = token_client(people["researcher"])
     url = f"/api/datasets/{version.pk}/files/trl-stepwise-parquet/"
     data = (storage_dirs["media"] / version.file_name("trl-stepwise-parquet")).read_bytes()
@@ -84,7 +84,7 @@ def test_download_streams_whole_file_and_ranges_with_sha256(people, version, sto
     assert client.get(f"/api/datasets/{version.pk}/files/nope/").status_code == 404
 
 
-def test_pagination_and_filters(people, math500_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_pagination_and_filters(people, math500_campaign) -> None:
     client, _ = token_client(people["researcher"])
     first = client.get(f"/api/solutions/?campaign={math500_campaign.pk}&limit=10").json()
     assert first["count"] == 24 and len(first["results"]) == 10 and first["next"]
@@ -104,7 +104,7 @@ def test_pagination_and_filters(people, math500_campaign) -> None:  # type: igno
     assert client.get("/api/labels/", {"updated_since": before}).json()["count"] == 1
 
 
-def test_labeling_through_the_api_uses_the_labeling_rules(people, math500_campaign, shared_data, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_labeling_through_the_api_uses_the_labeling_rules(people, math500_campaign, shared_data, tmp_path) -> None:
     owner, _ = token_client(people["owner"], "write")
     rows = [{"problem_id": s.problem.source_id, "steps": ["First step.", "Second step.", "The answer is $\\boxed{3}$."],
              "answer": "3", "generation": 7} for s in math500_campaign.solutions.select_related("problem")[:2]]

@@ -29,7 +29,7 @@ from .conftest import token_client
 STEPS = ["One.", "Two.", "Three.", "Four."]
 
 
-def _leased(campaign_factory, make_user, slug: str = "whole", username: str = "judge", **fields: Any):  # type: ignore[no-untyped-def]
+def _leased(campaign_factory, make_user, slug: str = "whole", username: str = "judge", **fields: Any):
     campaign = campaign_factory(slug, **fields)
     solution_with_steps(campaign, STEPS)
     labeler = get_user_model().objects.filter(username=username).first() or make_user(username)
@@ -49,7 +49,7 @@ def _stored(assignment_id: int) -> list[tuple[int, int | None]]:
 
 
 @pytest.mark.django_db
-def test_a_whole_solution_in_one_request_is_rated_and_finished(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_a_whole_solution_in_one_request_is_rated_and_finished(campaign_factory, make_user) -> None:
     client, assignment_id, _ = _leased(campaign_factory, make_user)
     answer = client.post(f"/api/assignments/{assignment_id}/labeling/", _body([1, 0, 1, 1], total_time_ms=5000),
                          format="json")
@@ -62,7 +62,7 @@ def test_a_whole_solution_in_one_request_is_rated_and_finished(campaign_factory,
 
 
 @pytest.mark.django_db
-def test_a_minus_one_ends_as_found_error_and_nothing_may_follow_it(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_a_minus_one_ends_as_found_error_and_nothing_may_follow_it(campaign_factory, make_user) -> None:
     client, assignment_id, _ = _leased(campaign_factory, make_user)
     url = f"/api/assignments/{assignment_id}/labeling/"
     after = client.post(url, _body([1, -1, 1]), format="json")
@@ -79,7 +79,7 @@ def test_a_minus_one_ends_as_found_error_and_nothing_may_follow_it(campaign_fact
 
 
 @pytest.mark.django_db
-def test_each_refusal_names_its_step_or_field(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_each_refusal_names_its_step_or_field(campaign_factory, make_user) -> None:
     client, assignment_id, _ = _leased(campaign_factory, make_user, step_rationale=StepRationale.REQUIRED)
     url = f"/api/assignments/{assignment_id}/labeling/"
     gap = client.post(url, {"ratings": [{"step_index": 0, "rating": 1}, {"step_index": 2, "rating": 1}],
@@ -115,7 +115,7 @@ def test_each_refusal_names_its_step_or_field(campaign_factory, make_user) -> No
 
 
 @pytest.mark.django_db
-def test_lease_ownership_membership_and_scope(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_lease_ownership_membership_and_scope(campaign_factory, make_user) -> None:
     client, assignment_id, labeler = _leased(campaign_factory, make_user)
     url = f"/api/assignments/{assignment_id}/labeling/"
     stranger, _ = token_client(make_user("stranger"), "write")
@@ -136,7 +136,7 @@ def test_lease_ownership_membership_and_scope(campaign_factory, make_user) -> No
 
 
 @pytest.mark.django_db
-def test_a_retry_with_the_same_key_answers_the_first_result_and_applies_nothing(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_a_retry_with_the_same_key_answers_the_first_result_and_applies_nothing(campaign_factory, make_user) -> None:
     client, assignment_id, labeler = _leased(campaign_factory, make_user)
     url = f"/api/assignments/{assignment_id}/labeling/"
     first = client.post(url, _body([1, 0, 1, 1], key="judge-run-7"), format="json")
@@ -162,7 +162,7 @@ def test_a_retry_with_the_same_key_answers_the_first_result_and_applies_nothing(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_retries_apply_once(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_concurrent_retries_apply_once(campaign_factory, make_user) -> None:
     """Two requests with one key at once (a client timing out and retrying): one applies, the other waits on
     the key's unique index and answers the same labeling as a replay."""
     _, assignment_id, labeler = _leased(campaign_factory, make_user)
@@ -191,7 +191,7 @@ def test_concurrent_retries_apply_once(campaign_factory, make_user) -> None:  # 
 
 
 @pytest.mark.django_db
-def test_bulk_labels_several_assignments_each_on_its_own(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_bulk_labels_several_assignments_each_on_its_own(campaign_factory, make_user) -> None:
     client, first_id, _ = _leased(campaign_factory, make_user)
     _, second_id, _ = _leased(campaign_factory, make_user, slug="whole-2", username="judge")
     _, third_id, _ = _leased(campaign_factory, make_user, slug="whole-3", username="judge")
@@ -214,7 +214,7 @@ def test_bulk_labels_several_assignments_each_on_its_own(campaign_factory, make_
     assert too_many.status_code == 400 and "labelings" in too_many.json()
 
 
-def test_the_endpoints_are_in_the_openapi_schema(client, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_the_endpoints_are_in_the_openapi_schema(client, make_user) -> None:
     api, _ = token_client(make_user("reader"), "read")
     schema = api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     assert "post" in schema["paths"]["/api/assignments/{id}/labeling/"]
@@ -224,7 +224,7 @@ def test_the_endpoints_are_in_the_openapi_schema(client, make_user) -> None:  # 
 
 
 @pytest.mark.django_db
-def test_one_request_stores_what_the_step_by_step_path_stores(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_one_request_stores_what_the_step_by_step_path_stores(campaign_factory, make_user) -> None:
     from annotate.models import StepDecision
 
     whole, whole_id, _ = _leased(campaign_factory, make_user, slug="whole-a", username="a")
@@ -251,7 +251,7 @@ def test_one_request_stores_what_the_step_by_step_path_stores(campaign_factory, 
 
 
 @pytest.mark.django_db
-def test_an_error_category_is_one_of_the_campaigns_and_is_stored(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_an_error_category_is_one_of_the_campaigns_and_is_stored(campaign_factory, make_user) -> None:
     """The rating service's rule, as on the page: a category must be one the campaign defines, on an error step."""
     url = "/api/assignments/{}/labeling/"
     client, plain_id, _ = _leased(campaign_factory, make_user)
@@ -287,7 +287,7 @@ FOUR_VALUES = {"name": "four", "values": [
 
 
 @pytest.mark.django_db
-def test_a_whole_solution_keeps_the_campaigns_own_scale(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_a_whole_solution_keeps_the_campaigns_own_scale(campaign_factory, make_user) -> None:
     """The one-insert path reads the campaign's scale: its error value stops the pass, a value off the scale
     (PRM800K's −1 here) is refused in the page's words, and its own values are stored as sent."""
     client, assignment_id, _ = _leased(campaign_factory, make_user, slug="four-scale", step_scale=FOUR_VALUES)

@@ -28,7 +28,7 @@ UNTOUCHED = AROUND + 5
 PER_STEP = 8
 
 
-def _count(steps: int, slug: str, campaign_factory, make_user, *, begun: bool = False) -> int:  # type: ignore[no-untyped-def]
+def _count(steps: int, slug: str, campaign_factory, make_user, *, begun: bool = False) -> int:
     campaign = campaign_factory(slug)
     numbered_solution(campaign, steps)
     user = make_user(f"judge-{slug}")
@@ -47,11 +47,11 @@ def _count(steps: int, slug: str, campaign_factory, make_user, *, begun: bool = 
     return len(queries)
 
 
-def test_an_untouched_pass_costs_the_same_for_3_steps_or_40(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_an_untouched_pass_costs_the_same_for_3_steps_or_40(campaign_factory, make_user) -> None:
     counts = {steps: _count(steps, f"u{steps}", campaign_factory, make_user) for steps in (3, 40)}
     assert counts == {3: UNTOUCHED, 40: UNTOUCHED}, counts
 
 
-def test_a_pass_begun_on_the_page_costs_a_fixed_count_per_step(campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_a_pass_begun_on_the_page_costs_a_fixed_count_per_step(campaign_factory, make_user) -> None:
     counts = {steps: _count(steps, f"b{steps}", campaign_factory, make_user, begun=True) for steps in (3, 10)}
     assert counts == {3: AROUND + 2 * PER_STEP, 10: AROUND + 9 * PER_STEP}, counts

@@ -18,13 +18,13 @@ from tests.factories import numbered_solution
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _client(live_server, user, scope: str = "write") -> Steplab:  # type: ignore[no-untyped-def]
+def _client(live_server, user, scope: str = "write") -> Steplab:
     _, raw = create_token(user, name="client", scope=scope)
     return Steplab(live_server.url, raw, timeout=30)
 
 
 @pytest.fixture
-def researcher_lab(live_server, math500_campaign, storage_dirs, make_user, settings, tmp_path):  # type: ignore[no-untyped-def]  # noqa: F811
+def researcher_lab(live_server, math500_campaign, storage_dirs, make_user, settings, tmp_path):  # noqa: F811
     settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
     version = create_dataset_version(math500_campaign)
     assert version is not None
@@ -33,7 +33,7 @@ def researcher_lab(live_server, math500_campaign, storage_dirs, make_user, setti
     return _client(live_server, researcher), version
 
 
-def test_versions_download_with_their_sha256_and_load_into_datasets(researcher_lab, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_versions_download_with_their_sha256_and_load_into_datasets(researcher_lab, tmp_path: Path) -> None:
     lab, version = researcher_lab
     listed = lab.dataset_versions(campaign=version.campaign_id)
     assert [v.id for v in listed] == [version.pk] and listed[0].content_sha256 == version.content_sha256
@@ -55,7 +55,7 @@ def test_versions_download_with_their_sha256_and_load_into_datasets(researcher_l
         lab.download(listed[0], "nonsense", tmp_path)
 
 
-def test_lease_and_submit_whole_solutions(live_server, campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_lease_and_submit_whole_solutions(live_server, campaign_factory, make_user) -> None:
     campaign = campaign_factory("client-lab")
     for _ in range(3):
         numbered_solution(campaign, 3)
@@ -82,7 +82,7 @@ def test_lease_and_submit_whole_solutions(live_server, campaign_factory, make_us
     assert forbidden.value.status == 403
 
 
-def test_start_and_wait_for_a_job(researcher_lab) -> None:  # type: ignore[no-untyped-def]
+def test_start_and_wait_for_a_job(researcher_lab) -> None:
     """No worker runs here: the job stays queued, so waiting times out; once cancelled, the wait returns it."""
     lab, version = researcher_lab
     job = lab.start_training(kind="prm", dataset_version=version.pk, hyper={"max_steps": 2})

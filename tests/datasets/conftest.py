@@ -11,7 +11,7 @@ from annotate.models import Campaign
 
 
 @pytest.fixture
-def storage_dirs(settings, tmp_path: Path) -> dict[str, Path]:  # type: ignore[no-untyped-def]
+def storage_dirs(settings, tmp_path: Path) -> dict[str, Path]:
     """A private media folder and export temp folder per test (the default storage follows MEDIA_ROOT)."""
     media, tmp = tmp_path / "media", tmp_path / "export-tmp"
     settings.MEDIA_ROOT = media
@@ -65,7 +65,7 @@ def label_everything(campaign: Campaign, labeler: Any) -> int:
 
 
 @pytest.fixture
-def math500_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory, member):  # type: ignore[no-untyped-def]
+def math500_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory, member):
     """A stepwise campaign of 12 MATH-500 problems × 2 graded solutions (imported), fully labeled by one labeler
     through the labeling services."""
     from annotate.services.problems import import_problems, import_solutions
@@ -83,7 +83,7 @@ def math500_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory, me
 
 
 @pytest.fixture
-def prm800k_campaign(db, shared_data: Path, campaign_factory):  # type: ignore[no-untyped-def]
+def prm800k_campaign(db, shared_data: Path, campaign_factory):
     """The genuine PRM800K rows (phase 1 and 2) imported losslessly."""
     from annotate.services.prm800k_import import import_prm800k
 

@@ -89,7 +89,7 @@ def _use_s3(settings: Any, bucket: str, endpoint: str) -> None:
 
 
 @pytest.fixture
-def s3(settings, storage_dirs, aws_env, s3_endpoint, tmp_path):  # type: ignore[no-untyped-def]
+def s3(settings, storage_dirs, aws_env, s3_endpoint, tmp_path):
     """A fresh bucket on the S3 server as the default storage; (boto3 client, bucket name)."""
     bucket = f"steplab-{uuid.uuid4().hex[:12]}"
     client = boto3.client("s3", endpoint_url=s3_endpoint, region_name=REGION)
@@ -181,7 +181,7 @@ def test_a_training_job_on_an_s3_version_gets_a_verified_local_copy_and_trains(m
     assert (Path(job.output_dir) / "events.jsonl").is_file()
 
 
-def _snapshot_fails(campaign, storage_dirs: dict[str, Path], cause: str) -> None:  # type: ignore[no-untyped-def]
+def _snapshot_fails(campaign, storage_dirs: dict[str, Path], cause: str) -> None:
     """The snapshot names the file and the storage's cause, registers no version and leaves no temporary file."""
     with pytest.raises(DatasetStorageError, match=r"could not write datasets/lab/\S+ to the dataset storage: " + cause):
         create_dataset_version(campaign)

@@ -68,7 +68,7 @@ def _expected(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 @pytest.fixture
-def phase1_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory):  # type: ignore[no-untyped-def]
+def phase1_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory):
     rows = _phase1_rows(shared_data)
     source = tmp_path / "phase1.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))

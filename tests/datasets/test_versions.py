@@ -24,7 +24,7 @@ DATA_FORMATS = {"prm800k": "json", "trl-stepwise": "json", "trl-stepwise-parquet
                 "outcome-parquet": "parquet"}
 
 
-def _load(path: Path, kind: str):  # type: ignore[no-untyped-def]
+def _load(path: Path, kind: str):
     import datasets
 
     return datasets.load_dataset(kind, data_files=str(path), split="train", cache_dir=str(path.parent / ".hf"))
@@ -183,7 +183,7 @@ def test_beat_picks_campaigns_that_are_due_and_changed(math500_campaign, storage
 
 @pytest.mark.parametrize("fixture", ["math500_campaign", "prm800k_campaign"])
 def test_the_shared_database_pass_writes_what_the_separate_exports_write(fixture, request, storage_dirs,
-                                                                         tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+                                                                         tmp_path: Path) -> None:
     """A version's PRM800K and stepwise files come from one pass over the database; each must equal, byte for
     byte, its format exported on its own (stepwise and conversational campaigns, give-ups included)."""
     from rewards.exports import export_campaign

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def export_worker(killable_worker, storage_dirs: dict[str, Path]):  # type: ignore[no-untyped-def]
+def export_worker(killable_worker, storage_dirs: dict[str, Path]):
     """Our own worker (it gets killed), sharing the test's media and temp folders."""
     return killable_worker("export-kill", MEDIA_ROOT=str(storage_dirs["media"]),
                            STEPLAB_EXPORT_TMP_DIR=str(storage_dirs["tmp"]))

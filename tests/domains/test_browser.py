@@ -17,7 +17,7 @@ from tests.labeling.test_browser import log_in, row, start_labeling
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_human_grader_labeler_rates_the_final_answer_in_the_workspace(  # type: ignore[no-untyped-def]
+def test_human_grader_labeler_rates_the_final_answer_in_the_workspace(
         page: Page, live_server, campaign_factory, member, shared_data: Path, tmp_path: Path) -> None:
     campaign = campaign_factory("essay", grader="human", step_rule="sentence")
     with (shared_data / "mmlu-pro/questions.jsonl").open(encoding="utf-8") as handle:
@@ -52,7 +52,7 @@ def test_human_grader_labeler_rates_the_final_answer_in_the_workspace(  # type: 
     assert solution.is_correct is False and Assignment.objects.get().outcome_correct is False
 
 
-def test_custom_scale_keys_error_value_and_error_category(  # type: ignore[no-untyped-def]
+def test_custom_scale_keys_error_value_and_error_category(
         page: Page, live_server, campaign_factory, member) -> None:
     from tests.factories import solution_with_steps
 

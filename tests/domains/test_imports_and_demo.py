@@ -34,7 +34,7 @@ def _call(*args: str) -> str:
     return out.getvalue()
 
 
-def test_create_campaign_command_sets_the_domain_and_its_admin(make_user) -> None:  # type: ignore[no-untyped-def]
+def test_create_campaign_command_sets_the_domain_and_its_admin(make_user) -> None:
     make_user("carol")
     output = _call("create_campaign", "law", "--name", "Law", "--scale", "binary", "--grader", "multiple_choice",
                    "--steps", "sentence", "--admin", "carol", "--error-categories", "misread the question, factual")
@@ -54,7 +54,7 @@ def test_create_campaign_command_sets_the_domain_and_its_admin(make_user) -> Non
     assert not Campaign.objects.filter(slug="bad").exists()
 
 
-def test_mmlu_pro_rows_import_as_they_are_and_are_graded_by_letter(shared_data: Path, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_mmlu_pro_rows_import_as_they_are_and_are_graded_by_letter(shared_data: Path, tmp_path: Path,
                                                                    make_user) -> None:
     _call("create_campaign", "mmlu", "--name", "MMLU", "--grader", "multiple_choice", "--steps", "sentence")
     campaign = Campaign.objects.get(slug="mmlu")
@@ -92,7 +92,7 @@ def test_mmlu_pro_rows_import_as_they_are_and_are_graded_by_letter(shared_data: 
     assert exported == {solution.pk: solution.is_correct for solution in labeled if solution is not None}
 
 
-def test_generic_rows_bad_lines_are_named_by_line_and_field(tmp_path: Path, campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_generic_rows_bad_lines_are_named_by_line_and_field(tmp_path: Path, campaign_factory) -> None:
     campaign_factory("generic", grader="exact")
     good = {"question": "Capital of France?", "question_id": "q1", "answer": "Paris", "category": "geography"}
     rows = [good,
@@ -128,7 +128,7 @@ def test_generic_rows_bad_lines_are_named_by_line_and_field(tmp_path: Path, camp
     assert sorted(Solution.objects.values_list("is_correct", flat=True)) == [False, True]
 
 
-def test_demo_mmlu_loads_with_its_queue_pool_and_the_math_headroom_pool(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_demo_mmlu_loads_with_its_queue_pool_and_the_math_headroom_pool(settings, tmp_path: Path) -> None:
     from annotate.demo import MMLU_SLUG, default_compare_pool, import_headroom_pool, load_demo_mmlu
     from rewards.jobs.models import Candidate, CandidatePool
     from rewards.jobs.services.comparisons import comparison_pool

@@ -28,13 +28,13 @@ STEPS = ["The contract needs an offer.", "An advertisement is an invitation to t
          "The answer is (B)."]
 
 
-def login(user) -> Client:  # type: ignore[no-untyped-def]
+def login(user) -> Client:
     client = Client()
     assert client.login(username=user.username, password=PASSWORD)
     return client
 
 
-def _new_campaign(make_user, slug: str, scale: str, categories: str = "") -> Campaign:  # type: ignore[no-untyped-def]
+def _new_campaign(make_user, slug: str, scale: str, categories: str = "") -> Campaign:
     boss = make_user(f"boss-{slug}", is_staff=True)
     response = login(boss).post("/manage/new", {
         "name": slug, "slug": slug, "mode": "stepwise", "overlap": 2, "qc_rate": 0, "screening_pass_threshold": 0.7,
@@ -44,7 +44,7 @@ def _new_campaign(make_user, slug: str, scale: str, categories: str = "") -> Cam
     return Campaign.objects.get(slug=slug)
 
 
-def _label(campaign: Campaign, user, values: list[int], *, category: str | None = None) -> Assignment:  # type: ignore[no-untyped-def]
+def _label(campaign: Campaign, user, values: list[int], *, category: str | None = None) -> Assignment:
     assignment = lease_next_solution(campaign, user).assignment
     assert assignment is not None
     for index, value in enumerate(values):
@@ -54,7 +54,7 @@ def _label(campaign: Campaign, user, values: list[int], *, category: str | None 
     return assignment
 
 
-def test_campaign_form_refuses_a_bad_scale_naming_the_field(make_user) -> None:  # type: ignore[no-untyped-def]
+def test_campaign_form_refuses_a_bad_scale_naming_the_field(make_user) -> None:
     boss = make_user("boss", is_staff=True)
     bad = {**FOUR, "values": FOUR["values"][:1]}
     response = login(boss).post("/manage/new", {"name": "x", "slug": "x", "mode": "stepwise", "overlap": 1,
@@ -66,7 +66,7 @@ def test_campaign_form_refuses_a_bad_scale_naming_the_field(make_user) -> None: 
     assert not Campaign.objects.filter(slug="x").exists()
 
 
-def test_a_custom_four_value_scale_end_to_end(make_user, member, settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_custom_four_value_scale_end_to_end(make_user, member, settings, tmp_path: Path) -> None:
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.STEPLAB_EXPORT_TMP_DIR = tmp_path / "tmp"
     campaign = _new_campaign(make_user, "four", json.dumps(FOUR), "factual error, invalid inference")
@@ -146,7 +146,7 @@ def test_a_custom_four_value_scale_end_to_end(make_user, member, settings, tmp_p
         update_campaign(campaign=campaign, step_scale={"name": "binary"})
 
 
-def test_the_binary_scale_end_to_end(make_user, member) -> None:  # type: ignore[no-untyped-def]
+def test_the_binary_scale_end_to_end(make_user, member) -> None:
     campaign = _new_campaign(make_user, "yesno", "binary")
     assert campaign.step_scale == {"name": "binary"}
     solution_with_steps(campaign, STEPS, answer="B")
@@ -169,7 +169,7 @@ def test_the_binary_scale_end_to_end(make_user, member) -> None:  # type: ignore
     assert sorted(row["labels"] for row in rows) == [[True, True, False], [True, True, True, True]]
 
 
-def test_dashboard_counts_results_per_domain_and_error_categories(make_user, member, client) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_counts_results_per_domain_and_error_categories(make_user, member, client) -> None:
     from annotate.services.agreement import compute_campaign_metrics
     from tests.factories import finished_labeling
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def demo(settings, tmp_path: Path) -> Campaign:  # type: ignore[no-untyped-def]  # noqa: F811 (pytest-django's)
+def demo(settings, tmp_path: Path) -> Campaign:  # noqa: F811 (pytest-django's)
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.STEPLAB_EXPORT_TMP_DIR = tmp_path / "export-tmp"
     report = load_demo(password="demo-Password-1")

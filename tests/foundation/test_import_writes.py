@@ -99,7 +99,7 @@ def _sample_files(shared_data: Path, tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_copy_and_sqlite_paths_store_identical_rows(shared_data: Path, tmp_path: Path, settings) -> None:  # type: ignore[no-untyped-def]
+def test_copy_and_sqlite_paths_store_identical_rows(shared_data: Path, tmp_path: Path, settings) -> None:
     """Small batches, so that rows reference rows of earlier batches and problems already imported."""
     settings.STEPLAB_IMPORT_BATCH = 7
     files = _sample_files(shared_data, tmp_path)
@@ -120,7 +120,7 @@ def test_copy_and_sqlite_paths_store_identical_rows(shared_data: Path, tmp_path:
 
 
 @pytest.mark.django_db
-def test_bulk_checked_foreign_key_names_the_missing_key(campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_bulk_checked_foreign_key_names_the_missing_key(campaign_factory) -> None:
     from django.db import IntegrityError, transaction
 
     from annotate.models import Step
@@ -137,7 +137,7 @@ def test_bulk_checked_foreign_key_names_the_missing_key(campaign_factory) -> Non
 
 
 @pytest.mark.django_db
-def test_copy_text_keeps_every_character(campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_copy_text_keeps_every_character(campaign_factory) -> None:
     """The COPY rows are written in PostgreSQL's text format here: escapes, NULLs, JSON and timestamps."""
     from annotate.models import Completion, Step, StepDecision
     from annotate.services.importing import insert_rows
@@ -158,7 +158,7 @@ def test_copy_text_keeps_every_character(campaign_factory) -> None:  # type: ign
 
 
 @pytest.mark.django_db
-def test_without_the_privilege_the_row_triggers_check_the_keys(campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_without_the_privilege_the_row_triggers_check_the_keys(campaign_factory) -> None:
     """A role that may not set session_replication_role keeps PostgreSQL's own per-row checks."""
     from django.db import IntegrityError, connection, transaction
 
@@ -182,7 +182,7 @@ def test_without_the_privilege_the_row_triggers_check_the_keys(campaign_factory)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_bulk_check_locks_the_referenced_rows_until_commit(campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_bulk_check_locks_the_referenced_rows_until_commit(campaign_factory) -> None:
     """As PostgreSQL's own check would: no other transaction can delete a referenced row before the import
     commits."""
     import psycopg
@@ -211,7 +211,7 @@ def test_bulk_check_locks_the_referenced_rows_until_commit(campaign_factory) -> 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_bad_line_after_batches_formatted_ahead_imports_nothing(tmp_path: Path, settings) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_line_after_batches_formatted_ahead_imports_nothing(tmp_path: Path, settings) -> None:
     """The read-ahead thread takes the next batches' ids on its own connection and formats their rows; the rows
     still go in only through the import's one transaction, so a bad last line leaves nothing behind."""
     from annotate.models import Assignment, Completion, Rating, Solution, Step, StepDecision

@@ -149,7 +149,7 @@ def test_concurrent_leases_never_exceed_overlap(campaign_factory, make_user) -> 
     leased: list[int | None] = []
     errors: list[BaseException] = []
 
-    def work(user) -> None:  # type: ignore[no-untyped-def]
+    def work(user) -> None:
         try:
             barrier.wait()
             outcome = lease_next_solution(campaign, user)

@@ -196,7 +196,7 @@ def test_prm800k_export_writes_qc_and_screening_rows_by_default(shared_data: Pat
 
 @pytest.mark.django_db
 def test_an_imported_admin_labeler_is_not_the_admin_account(shared_data: Path, tmp_path: Path,
-                                                            make_user) -> None:  # type: ignore[no-untyped-def]
+                                                            make_user) -> None:
     staff = make_user("admin", is_staff=True, is_superuser=True)
     rows = _genuine(shared_data)[2:4]
     rows[0]["labeler"] = "admin"

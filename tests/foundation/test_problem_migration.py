@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 BEFORE = [("annotate", "0003_import_job_dispatched_at")]
 
 
-def _migrate(targets: list[tuple[str, str]]):  # type: ignore[no-untyped-def]
+def _migrate(targets: list[tuple[str, str]]):
     executor = MigrationExecutor(connection)
     executor.migrate(targets)
     executor.loader.build_graph()

@@ -256,7 +256,7 @@ def test_every_url_has_a_rule() -> None:
 
 
 @pytest.fixture
-def world(db, tmp_path, settings, campaign_factory, personas) -> World:  # type: ignore[no-untyped-def]
+def world(db, tmp_path, settings, campaign_factory, personas) -> World:
     settings.MEDIA_ROOT = str(tmp_path)
     settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"  # a sampling job started by the matrix writes its files here
     a = campaign_factory("a", name="A")

@@ -32,7 +32,7 @@ def _upload(name: str, content: bytes) -> SimpleUploadedFile:
 
 
 @pytest.fixture
-def two(personas, campaign_factory, make_user):  # type: ignore[no-untyped-def]
+def two(personas, campaign_factory, make_user):
     a = campaign_factory("demo", name="Demo")
     b = campaign_factory("b", name="B")
     people = personas(a, elsewhere=b)
@@ -49,7 +49,7 @@ def _scoring(campaign: Any, pool: CandidatePool, kind: str = "prm") -> ScoringJo
                                      step_metrics={"step_auroc": 0.9})
 
 
-def test_a_squatted_subset_name_in_another_campaign_is_not_used(two, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_squatted_subset_name_in_another_campaign_is_not_used(two, tmp_path) -> None:
     a, b, _, researcher_b = two
     pool, _ = import_pool(_pool_file(tmp_path), "demo pool", campaign=a)
     client = Client()
@@ -63,7 +63,7 @@ def test_a_squatted_subset_name_in_another_campaign_is_not_used(two, tmp_path) -
     assert first_per_problem(pool, 2) == subset  # found again by what it was copied from, not by name
 
 
-def test_pool_names_are_per_campaign_and_the_error_tells_nothing_of_others(two, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_pool_names_are_per_campaign_and_the_error_tells_nothing_of_others(two, tmp_path) -> None:
     a, b, people, researcher_b = two
     import_pool(_pool_file(tmp_path), "secret name", campaign=a)
     client = Client()
@@ -76,7 +76,7 @@ def test_pool_names_are_per_campaign_and_the_error_tells_nothing_of_others(two, 
     assert CandidatePool.objects.filter(name="secret name").count() == 2
 
 
-def test_a_squatted_sampling_pool_name_does_not_fail_the_job(two, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_squatted_sampling_pool_name_does_not_fail_the_job(two, tmp_path) -> None:
     from rewards.jobs.models import SamplingJob
 
     a, b, _, _ = two
@@ -91,7 +91,7 @@ def test_a_squatted_sampling_pool_name_does_not_fail_the_job(two, tmp_path) -> N
 
 
 @pytest.mark.parametrize("scored_by, pool_of", [("a", "a"), ("a", "b"), ("b", "a")])
-def test_an_evaluation_reads_only_its_campaigns_scorings(two, tmp_path, scored_by, pool_of) -> None:  # type: ignore[no-untyped-def]
+def test_an_evaluation_reads_only_its_campaigns_scorings(two, tmp_path, scored_by, pool_of) -> None:
     """B's researcher names A's scoring job (A's model on A's pool, or on B's pool as the squat made it, or B's
     model on A's pool): the same 400 as for a job that does not exist, and nothing of A in the answer."""
     a, b, _, researcher_b = two
@@ -110,7 +110,7 @@ def test_an_evaluation_reads_only_its_campaigns_scorings(two, tmp_path, scored_b
     assert "step_auroc" not in response.content.decode()
 
 
-def test_an_evaluation_of_its_own_campaign_still_runs(two, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_evaluation_of_its_own_campaign_still_runs(two, tmp_path) -> None:
     a, _, people, _ = two
     pool, _ = import_pool(_pool_file(tmp_path), "own", campaign=a)
     job = _scoring(a, pool)
@@ -121,7 +121,7 @@ def test_an_evaluation_of_its_own_campaign_still_runs(two, tmp_path) -> None:  #
     assert response.status_code == 201 and response.json()["step_metrics"] == {"step_auroc": 0.9}
 
 
-def test_the_service_refuses_a_foreign_model_whoever_calls_it(two, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_service_refuses_a_foreign_model_whoever_calls_it(two, tmp_path) -> None:
     from rewards.jobs.services.evaluation import evaluate_pool
     from rewards.jobs.services.training import JobInputError
 
@@ -133,7 +133,7 @@ def test_the_service_refuses_a_foreign_model_whoever_calls_it(two, tmp_path) -> 
 
 
 @pytest.mark.parametrize("kind", ["prm", "orm"])
-def test_the_dashboards_render_an_evaluation_of_one_model(two, tmp_path, kind) -> None:  # type: ignore[no-untyped-def]
+def test_the_dashboards_render_an_evaluation_of_one_model(two, tmp_path, kind) -> None:
     """One model and no other: the campaign's dashboard and /models/dashboard/ still answer (for everyone)."""
     from rewards.jobs.models import Candidate, CandidateScore
     from rewards.jobs.services.evaluation import evaluate_pool

@@ -28,7 +28,7 @@ def _need_root_and(tool: str) -> None:
         pytest.skip(f"needs root and {tool} to control the local service")
 
 
-def _wait(check, seconds: float = 30) -> None:  # type: ignore[no-untyped-def]
+def _wait(check, seconds: float = 30) -> None:
     wait_for(check, timeout=seconds, every=0.3, what="the service to come back")
 
 
@@ -42,7 +42,7 @@ def _pg_ready() -> bool:
     return subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"]).returncode == 0
 
 
-def _labeling_setup(campaign_factory, make_user, steps: int = 3):  # type: ignore[no-untyped-def]
+def _labeling_setup(campaign_factory, make_user, steps: int = 3):
     campaign = campaign_factory("faults")
     SolutionFactory(campaign=campaign, problem__text="What is $1+1$?", problem__answer="2",
                     steps=[f"step {index}" for index in range(steps)])
@@ -108,7 +108,7 @@ def test_labeling_keeps_working_while_redis_is_down(client, campaign_factory, ma
 
 
 def test_work_started_while_redis_is_down_is_sent_when_it_returns(client, celery_worker_process, campaign_factory,
-                                                                   make_user, shared_data, settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+                                                                   make_user, shared_data, settings, tmp_path) -> None:
     """An upload and a training job started during a Redis outage: the request succeeds, the job stays queued
     in the database, and the dispatchers send it once Redis is back; the worker then runs the import."""
     _need_root_and("redis-server")

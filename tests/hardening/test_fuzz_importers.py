@@ -46,7 +46,7 @@ def _prm_like() -> st.SearchStrategy[object]:
                                  optional={k: JSON for k in PRM_KEYS[:5]}) | JSON
 
 
-def _accepts_or_names_field(parse, value) -> None:  # type: ignore[no-untyped-def]
+def _accepts_or_names_field(parse, value) -> None:
     try:
         parse(value)
     except RowError as error:
@@ -58,14 +58,14 @@ def _accepts_or_names_field(parse, value) -> None:  # type: ignore[no-untyped-de
 
 @hyp_settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_prm_like())
-def test_prm800k_rows(value) -> None:  # type: ignore[no-untyped-def]
+def test_prm800k_rows(value) -> None:
     _accepts_or_names_field(parse_row, value)
 
 
 @hyp_settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(["problem", "answer", "solution", "subject", "level", "unique_id"]), JSON)
        | JSON)
-def test_problem_rows(value) -> None:  # type: ignore[no-untyped-def]
+def test_problem_rows(value) -> None:
     _accepts_or_names_field(parse_problem, value)
 
 
@@ -73,7 +73,7 @@ def test_problem_rows(value) -> None:  # type: ignore[no-untyped-def]
 @given(st.dictionaries(st.sampled_from(["problem", "problem_id", "solution", "steps", "answer", "verifier_score",
                                         "sample_index", "generation", "gold_first_error", "is_quality_control",
                                         "provenance"]), JSON | st.lists(st.text(max_size=5), max_size=3)) | JSON)
-def test_solution_rows(value) -> None:  # type: ignore[no-untyped-def]
+def test_solution_rows(value) -> None:
     _accepts_or_names_field(make_solution_parser("auto"), value)
 
 
@@ -263,19 +263,19 @@ def _rejects_exactly_the_invalid_lines(tmp_path_factory: pytest.TempPathFactory,
 
 @hyp_settings(max_examples=200, deadline=None)
 @given(lines=_lines(_valid_problem(), PROBLEM_MUTATIONS))
-def test_problem_files_reject_exactly_the_invalid_lines(tmp_path_factory, lines) -> None:  # type: ignore[no-untyped-def]
+def test_problem_files_reject_exactly_the_invalid_lines(tmp_path_factory, lines) -> None:
     _rejects_exactly_the_invalid_lines(tmp_path_factory, parse_problem, lines)
 
 
 @hyp_settings(max_examples=200, deadline=None)
 @given(lines=_lines(_valid_solution(), SOLUTION_MUTATIONS))
-def test_solution_files_reject_exactly_the_invalid_lines(tmp_path_factory, lines) -> None:  # type: ignore[no-untyped-def]
+def test_solution_files_reject_exactly_the_invalid_lines(tmp_path_factory, lines) -> None:
     _rejects_exactly_the_invalid_lines(tmp_path_factory, make_solution_parser("auto"), lines)
 
 
 @hyp_settings(max_examples=300, deadline=None)
 @given(lines=_lines(_valid_prm800k(), PRM800K_MUTATIONS))
-def test_prm800k_files_reject_exactly_the_invalid_lines(tmp_path_factory, lines) -> None:  # type: ignore[no-untyped-def]
+def test_prm800k_files_reject_exactly_the_invalid_lines(tmp_path_factory, lines) -> None:
     _rejects_exactly_the_invalid_lines(tmp_path_factory, parse_row, lines)
 
 
@@ -324,7 +324,7 @@ def test_a_ten_thousand_step_solution_imports_and_exports(tmp_path: Path) -> Non
     (lambda row: row["label"]["steps"][0]["completions"][0].pop("flagged"),
      "field 'label.steps[0].completions[0].flagged': is missing"),
 ])
-def test_values_the_database_cannot_hold_are_named_row_errors(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_values_the_database_cannot_hold_are_named_row_errors(mutate, message: str) -> None:
     row = _row_with_steps(1)
     mutate(row)
     with pytest.raises(RowError) as raised:
@@ -356,7 +356,7 @@ def test_nul_and_lone_surrogate_lines_are_rejected_by_line(tmp_path: Path) -> No
     st.builds(lambda depth: ("[" * depth + "]" * depth).encode(), st.integers(1, 60_000)),
     JSON.map(lambda value: json.dumps(value).encode()),
 ), min_size=1, max_size=6))
-def test_any_line_bytes_yield_a_value_or_a_line_error(tmp_path_factory, lines: list[bytes]) -> None:  # type: ignore[no-untyped-def]
+def test_any_line_bytes_yield_a_value_or_a_line_error(tmp_path_factory, lines: list[bytes]) -> None:
     """Whatever the bytes of a line (deeply nested JSON included), the reader yields a value or a RowError for that
     line — never RecursionError or another exception — so an import names the line."""
     path = tmp_path_factory.mktemp("lines") / "rows.jsonl"

@@ -30,7 +30,7 @@ class Place:
 
 
 @pytest.fixture
-def place(campaign_factory, make_user, tmp_path, settings) -> Place:  # type: ignore[no-untyped-def]
+def place(campaign_factory, make_user, tmp_path, settings) -> Place:
     settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
     settings.MEDIA_ROOT = str(tmp_path)
     campaign = campaign_factory("hostile", name="Hostile")

@@ -26,7 +26,7 @@ def media(settings, tmp_path: Path) -> Path:
     return tmp_path / "media"
 
 
-def _job(campaign, content: bytes, **extra) -> ImportJob:  # type: ignore[no-untyped-def]
+def _job(campaign, content: bytes, **extra) -> ImportJob:
     job = ImportJob(campaign=campaign, kind=ImportKind.PROBLEMS, original_name="p.jsonl", **extra)
     job.file.save("p.jsonl", ContentFile(content), save=True)
     return job
@@ -36,7 +36,7 @@ def _files(media: Path) -> list[Path]:
     return sorted(path for path in (media / "imports").rglob("*") if path.is_file()) if media.exists() else []
 
 
-def _upload(client, slug: str, content: bytes) -> ImportJob:  # type: ignore[no-untyped-def]
+def _upload(client, slug: str, content: bytes) -> ImportJob:
     response = client.post(reverse("manage:imports", args=[slug]),
                            {"kind": "problems", "file": SimpleUploadedFile("p.jsonl", content)})
     assert response.status_code == 302, response.content.decode()[:500]
@@ -49,7 +49,7 @@ def _wait(job: ImportJob, timeout: float = 60) -> ImportJob:
                     timeout=timeout, every=0.2, what=f"import job {job.pk} to finish and delete its upload")
 
 
-def test_the_upload_is_deleted_when_the_job_succeeds_or_fails(celery_worker_process, campaign_factory, client,  # type: ignore[no-untyped-def]
+def test_the_upload_is_deleted_when_the_job_succeeds_or_fails(celery_worker_process, campaign_factory, client,
                                                               make_user, settings) -> None:
     """Through the browser upload and the real worker (which stores uploads in the default MEDIA_ROOT)."""
     campaign = campaign_factory("files")
@@ -68,7 +68,7 @@ def test_the_upload_is_deleted_when_the_job_succeeds_or_fails(celery_worker_proc
     assert 'data-rejected-line="2"' in html and "nested more than 64 levels" in html and "RecursionError" not in html
 
 
-def test_an_oversized_upload_keeps_nothing(media: Path, campaign_factory, client, make_user, settings) -> None:  # type: ignore[no-untyped-def]
+def test_an_oversized_upload_keeps_nothing(media: Path, campaign_factory, client, make_user, settings) -> None:
     settings.STEPLAB_UPLOAD_MAX_BYTES = 100
     campaign_factory("big")
     client.force_login(make_user("boss", is_staff=True))
@@ -78,7 +78,7 @@ def test_an_oversized_upload_keeps_nothing(media: Path, campaign_factory, client
     assert not ImportJob.objects.exists() and _files(media) == []
 
 
-def test_the_sweep_deletes_leftovers_and_keeps_live_uploads(media: Path, campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_the_sweep_deletes_leftovers_and_keeps_live_uploads(media: Path, campaign_factory) -> None:
     campaign = campaign_factory("sweep")
     queued = _job(campaign, b"{}\n")  # waiting for a worker: kept
     finished = _job(campaign, b"{}\n")  # its worker was lost between the commit and the deletion

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def admin_client(personas, campaign_factory):  # type: ignore[no-untyped-def]
+def admin_client(personas, campaign_factory):
     campaign = campaign_factory("club", name="Club")
     people = personas(campaign)
     client = Client()
@@ -23,7 +23,7 @@ def admin_client(personas, campaign_factory):  # type: ignore[no-untyped-def]
     return campaign, people, client
 
 
-def _add(client: Client, campaign, username: str, role: str = "labeler") -> str:  # type: ignore[no-untyped-def]
+def _add(client: Client, campaign, username: str, role: str = "labeler") -> str:
     response = client.post(reverse("manage:members", args=[campaign.slug]), {"username": username, "role": role},
                            follow=True)
     assert response.status_code == 200
@@ -31,7 +31,7 @@ def _add(client: Client, campaign, username: str, role: str = "labeler") -> str:
 
 
 @pytest.mark.parametrize("who", ["outsider", "staff"])
-def test_adding_a_name_answers_alike_whether_the_account_exists(admin_client, make_user, who) -> None:  # type: ignore[no-untyped-def]
+def test_adding_a_name_answers_alike_whether_the_account_exists(admin_client, make_user, who) -> None:
     campaign, people, client = admin_client
     existing = getattr(people, who)
     said_existing = _add(client, campaign, existing.username)
@@ -43,7 +43,7 @@ def test_adding_a_name_answers_alike_whether_the_account_exists(admin_client, ma
     assert not Membership.objects.filter(campaign=campaign, user=existing).exists()  # not without consent
 
 
-def test_the_invited_user_accepts_or_declines_and_nobody_else_can(admin_client, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_the_invited_user_accepts_or_declines_and_nobody_else_can(admin_client, make_user) -> None:
     campaign, people, client = admin_client
     guest, other = make_user("guest"), make_user("other")
     _add(client, campaign, "guest", "researcher")
@@ -69,13 +69,13 @@ def test_the_invited_user_accepts_or_declines_and_nobody_else_can(admin_client, 
     assert bogus.status_code == 404
 
 
-def test_an_existing_member_changes_role_at_once(admin_client) -> None:  # type: ignore[no-untyped-def]
+def test_an_existing_member_changes_role_at_once(admin_client) -> None:
     campaign, people, client = admin_client
     assert "is now researcher" in _add(client, campaign, people.labeler.username, "researcher")
     assert Membership.objects.get(user=people.labeler, campaign=campaign).role == Role.RESEARCHER
 
 
-def test_machine_labeling_names_no_other_campaigns_model(admin_client, campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_machine_labeling_names_no_other_campaigns_model(admin_client, campaign_factory) -> None:
     campaign, people, client = admin_client
     elsewhere = campaign_factory("secret", name="Secret")
     job = TrainingJob.objects.create(kind="prm", campaign=elsewhere, dataset_path="/x", status=JobStatus.SUCCEEDED)

@@ -91,7 +91,7 @@ def test_every_sampling_number_is_bounded(sample_job: dict[str, Any], tmp_path: 
 # --- through the web ---------------------------------------------------------------------------------------
 
 @pytest.fixture
-def web(settings, tmp_path: Path, models: Path, make_user):  # type: ignore[no-untyped-def]
+def web(settings, tmp_path: Path, models: Path, make_user):
     from rewards.models import DatasetVersion
     from tests.factories import CampaignFactory, DatasetVersionFactory, SolutionFactory
 
@@ -111,7 +111,7 @@ def web(settings, tmp_path: Path, models: Path, make_user):  # type: ignore[no-u
     return {"client": client, "campaign": campaign, "version": version, "tmp": tmp_path}
 
 
-def get_staff(make_user):  # type: ignore[no-untyped-def]
+def get_staff(make_user):
     return make_user("staff-limits", is_staff=True, is_superuser=True)
 
 

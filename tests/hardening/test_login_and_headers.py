@@ -8,7 +8,7 @@ from django.test import Client
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache():  # type: ignore[no-untyped-def]
+def _fresh_cache():
     cache.clear()
     yield
     cache.clear()

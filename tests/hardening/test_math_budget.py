@@ -35,7 +35,7 @@ def _open(browser: Browser, live_server: Any, user: Any, path: str) -> Any:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("step, spent", [(NESTED_DEFS * 2000, True), (r"$x^2 + \frac{1}{2}$ " * 200, False)])
-def test_a_page_renders_math_within_its_budget(browser: Browser, live_server: Any, campaign_factory, make_user,  # type: ignore[no-untyped-def]
+def test_a_page_renders_math_within_its_budget(browser: Browser, live_server: Any, campaign_factory, make_user,
                                                 step: str, spent: bool) -> None:
     campaign = campaign_factory("budget", name="Budget")
     admin = make_user("budget_admin")

@@ -29,7 +29,7 @@ def var(settings, tmp_path: Path) -> Path:
     return root
 
 
-def test_job_pages_api_and_location_columns_show_names_not_server_paths(var: Path, personas,  # type: ignore[no-untyped-def]
+def test_job_pages_api_and_location_columns_show_names_not_server_paths(var: Path, personas,
                                                                          campaign_factory) -> None:
     campaign = campaign_factory("paths", name="Paths")
     people = personas(campaign)
@@ -69,7 +69,7 @@ def test_a_pool_records_its_file_name_not_where_it_was(var: Path, campaign_facto
     assert pool.source == "pool.jsonl"
 
 
-def test_a_browser_refused_on_a_dataset_file_gets_the_sites_403_page(personas, campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_browser_refused_on_a_dataset_file_gets_the_sites_403_page(personas, campaign_factory) -> None:
     campaign = campaign_factory("files", name="Files")
     people = personas(campaign)
     version = DatasetVersionFactory(campaign=campaign)
@@ -84,7 +84,7 @@ def test_a_browser_refused_on_a_dataset_file_gets_the_sites_403_page(personas, c
     assert api.status_code == 403 and api.json()["detail"].startswith("Labelers cannot")
 
 
-def test_a_refusal_is_logged_in_one_line(make_user, campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_refusal_is_logged_in_one_line(make_user, campaign_factory) -> None:
     campaign = campaign_factory("quiet", name="Quiet")
     labeler = make_user("quiet_labeler")
     MembershipFactory(campaign=campaign, user=labeler, role=Role.LABELER)
@@ -103,7 +103,7 @@ def test_a_refusal_is_logged_in_one_line(make_user, campaign_factory) -> None:  
     assert "Forbidden" in output and "Traceback" not in output and len(output.strip().splitlines()) == 1, output
 
 
-def test_the_api_docs_carry_the_sites_csp_and_load_only_local_scripts(make_user) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_docs_carry_the_sites_csp_and_load_only_local_scripts(make_user) -> None:
     client = Client()
     page = client.get("/api/docs/")
     assert page.status_code == 200 and page["Content-Security-Policy"] == CONTENT_SECURITY_POLICY

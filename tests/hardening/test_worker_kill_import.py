@@ -18,7 +18,7 @@ COPIES = 6  # the 900 phase-1 rows six times over: an import that runs for secon
 
 
 def test_sigkill_mid_import_commits_nothing_and_the_redelivery_imports_once(
-        shared_data: Path, campaign_factory, killable_worker, settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        shared_data: Path, campaign_factory, killable_worker, settings, tmp_path: Path) -> None:
     from annotate.tasks import run_import_job_task
 
     settings.MEDIA_ROOT = str(tmp_path / "media")

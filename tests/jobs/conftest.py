@@ -16,7 +16,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @pytest.fixture
-def researcher(make_user, graded_campaign):  # type: ignore[no-untyped-def]
+def researcher(make_user, graded_campaign):
     from annotate.models import Role
     from tests.factories import MembershipFactory
 
@@ -26,7 +26,7 @@ def researcher(make_user, graded_campaign):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def scored_pool(dataset_version, aime_pool_file):  # type: ignore[no-untyped-def]
+def scored_pool(dataset_version, aime_pool_file):
     """A pool with stored PRM and ORM scores from registered models (rows written directly: no training),
     scores drawn from a seeded generator and made informative (correct candidates score higher)."""
     import random

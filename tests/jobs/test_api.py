@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def researcher_api(researcher):  # type: ignore[no-untyped-def]
+def researcher_api(researcher):
     def client(scope: str) -> APIClient:
         _, raw = create_token(researcher, name=scope, scope=scope)
         api = APIClient()
@@ -21,7 +21,7 @@ def researcher_api(researcher):  # type: ignore[no-untyped-def]
 
 
 def test_start_read_list_and_cancel_with_a_token(researcher_api, dataset_version, settings, tmp_path,
-                                                 django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+                                                 django_capture_on_commit_callbacks) -> None:
     from rewards.jobs.models import TrainingJob
 
     settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
@@ -55,7 +55,7 @@ def test_start_read_list_and_cancel_with_a_token(researcher_api, dataset_version
     ({"dataset_version": 999999}, "dataset_version"),
     ({"base_model": "gpt-17"}, "base_model"),
 ])
-def test_bad_requests_name_the_field(researcher_api, dataset_version, change, field: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_requests_name_the_field(researcher_api, dataset_version, change, field: str) -> None:
     from rewards.jobs.models import TrainingJob
 
     body = {"kind": "orm", "dataset_version": dataset_version.pk, **change}
@@ -65,7 +65,7 @@ def test_bad_requests_name_the_field(researcher_api, dataset_version, change, fi
 
 
 def test_other_campaigns_jobs_are_not_found_and_labelers_are_refused(make_user, dataset_version,
-                                                                     campaign_factory) -> None:  # type: ignore[no-untyped-def]
+                                                                     campaign_factory) -> None:
     from annotate.models import Role
     from tests.factories import MembershipFactory, TrainingJobFactory
 
@@ -87,7 +87,7 @@ def test_other_campaigns_jobs_are_not_found_and_labelers_are_refused(make_user, 
 
 
 def test_under_api_campaigns_are_ids_and_lists_are_pages(researcher_api, dataset_version, settings,
-                                                        tmp_path) -> None:  # type: ignore[no-untyped-def]
+                                                        tmp_path) -> None:
     """The same jobs at /api/ in the API's one style; /models/api/ still answers with slugs and a plain list."""
     settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
     campaign = dataset_version.campaign

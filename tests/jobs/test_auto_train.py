@@ -8,7 +8,7 @@ from tests.factories import exported_version
 pytestmark = pytest.mark.django_db
 
 
-def test_auto_train_starts_prm_and_orm_once_per_version(graded_campaign, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def test_auto_train_starts_prm_and_orm_once_per_version(graded_campaign, django_capture_on_commit_callbacks) -> None:
     from rewards.jobs.models import TrainingJob
     from rewards.jobs.services.training import auto_train, labeled_solutions
 
@@ -27,7 +27,7 @@ def test_auto_train_starts_prm_and_orm_once_per_version(graded_campaign, django_
     assert TrainingJob.objects.filter(auto_started=True).count() == 4
 
 
-def test_auto_train_keeps_to_the_campaigns_budget_says_why_and_can_be_turned_off(graded_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_auto_train_keeps_to_the_campaigns_budget_says_why_and_can_be_turned_off(graded_campaign) -> None:
     from annotate.models import AutoTrain
     from annotate.services.campaigns import update_campaign
     from rewards.jobs.services.training import auto_train, labeled_solutions
@@ -49,7 +49,7 @@ def test_auto_train_keeps_to_the_campaigns_budget_says_why_and_can_be_turned_off
     assert prm.started_how == f"automatic: {labeled_solutions(second) - rows} new labeled solutions since v1"
 
 
-def test_job_pages_say_who_started_a_job(client, graded_campaign, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_job_pages_say_who_started_a_job(client, graded_campaign, make_user) -> None:
     from django.urls import reverse
 
     from rewards.jobs.services.training import TrainingRequest, auto_train, start_training_job

@@ -24,7 +24,7 @@ class Recorder:
         self.calls: list[list[str]] = []
         self.replies = replies
 
-    def __call__(self, argv):  # type: ignore[no-untyped-def]
+    def __call__(self, argv):
         self.calls.append(list(argv))
         code, out, err = self.replies.get(argv[0] + (" " + argv[1] if argv[0] == "kubectl" else ""), (0, "", ""))
         return subprocess.CompletedProcess(argv, code, out, err)

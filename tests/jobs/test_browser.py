@@ -18,7 +18,7 @@ def _log_in(page: Page, base: str, username: str) -> None:
     page.wait_for_load_state()
 
 
-def test_dashboard_draws_best_of_n_chart(page: Page, live_server, researcher, scored_pool) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_draws_best_of_n_chart(page: Page, live_server, researcher, scored_pool) -> None:
     from rewards.jobs.services.evaluation import evaluate_pool
 
     pool, scorings = scored_pool
@@ -46,7 +46,7 @@ def test_dashboard_draws_best_of_n_chart(page: Page, live_server, researcher, sc
     assert errors == [] and missing == []
 
 
-def test_job_page_polls_and_draws_the_loss_curve(page: Page, live_server, researcher, dataset_version) -> None:  # type: ignore[no-untyped-def]
+def test_job_page_polls_and_draws_the_loss_curve(page: Page, live_server, researcher, dataset_version) -> None:
     from django.utils import timezone
 
     from rewards.jobs.models import TrainingJob

@@ -16,7 +16,7 @@ from tests.conftest import FAST_HYPER
 pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
 
 
-def _status(job):  # type: ignore[no-untyped-def]
+def _status(job):
     job.refresh_from_db()
     return job.status
 

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(tr
 
 
 def test_an_import_completes_while_a_training_job_runs(client, celery_worker_process, dataset_version,
-                                                       wait_for) -> None:  # type: ignore[no-untyped-def]
+                                                       wait_for) -> None:
     from annotate.models import ImportJob
     from annotate.services.campaigns import create_import_job
     from rewards.jobs.models import JobStatus, TrainingJob

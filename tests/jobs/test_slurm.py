@@ -64,12 +64,12 @@ def slurm_cluster() -> Iterator[Path]:
 
 
 @pytest.fixture
-def slurm(slurm_cluster, settings) -> SlurmBackend:  # type: ignore[no-untyped-def]
+def slurm(slurm_cluster, settings) -> SlurmBackend:
     settings.STEPLAB_SLURM = {**settings.STEPLAB_SLURM, **ONE_NODE}
     return SlurmBackend()
 
 
-def _status(job):  # type: ignore[no-untyped-def]
+def _status(job):
     job.refresh_from_db()
     return job.status
 
@@ -83,13 +83,13 @@ def _launch(tmp_path: Path, name: str, *commands: list[str]) -> Launch:
     return Launch(name=name, work_dir=tmp_path / name, commands=list(commands))
 
 
-def _until_finished(backend: SlurmBackend, launch: Launch, job_id: str, wait_for, timeout: float = 60):  # type: ignore[no-untyped-def]
+def _until_finished(backend: SlurmBackend, launch: Launch, job_id: str, wait_for, timeout: float = 60):
     return wait_for(lambda: (r := backend.poll(launch, job_id)).finished and r, timeout=timeout, every=0.2,
                     what=f"Slurm job {job_id} to end")
 
 
 @pytest.fixture(scope="module")
-def timeout_job(slurm_cluster, tmp_path_factory) -> tuple[SlurmBackend, Launch, str]:  # type: ignore[no-untyped-def]
+def timeout_job(slurm_cluster, tmp_path_factory) -> tuple[SlurmBackend, Launch, str]:
     """A job over its one-minute limit (Slurm's smallest), submitted with the module's first test so that its
     minute passes while the others run."""
     backend = SlurmBackend(options={**ONE_NODE, "time_limit": "1"})
@@ -192,7 +192,7 @@ def _runs_job(pid: int, job_id: str) -> bool:
     return f"SLURM_JOB_ID={job_id}".encode() in environ.split(b"\0")
 
 
-def kill_batch(job_id: str, wait_for) -> None:  # type: ignore[no-untyped-def]
+def kill_batch(job_id: str, wait_for) -> None:
     """SIGKILL the job's processes on the node at once (proctrack/linuxproc would lose track of a child whose
     parent died first, and it would go on training)."""
     for pid in wait_for(lambda: batch_pids(job_id), timeout=60, every=0.2, what="the batch process"):

@@ -39,7 +39,7 @@ def accounting_conf() -> Iterator[str]:
 
 
 @pytest.fixture
-def cluster(accounting_conf: str, monkeypatch) -> str:  # type: ignore[no-untyped-def]
+def cluster(accounting_conf: str, monkeypatch) -> str:
     monkeypatch.setenv("SLURM_CONF", accounting_conf)  # sbatch, sacct, scontrol, scancel of this cluster
     return accounting_conf
 
@@ -48,7 +48,7 @@ def _launch(tmp_path: Path, name: str, *commands: list[str]) -> Launch:
     return Launch(name=name, work_dir=tmp_path / name, commands=list(commands))
 
 
-def _from_accounting(backend: SlurmBackend, job_id: str, state: str, wait_for):  # type: ignore[no-untyped-def]
+def _from_accounting(backend: SlurmBackend, job_id: str, state: str, wait_for):
     """The job's record once accounting has it in ``state`` (slurmctld sends it to slurmdbd a moment later)."""
     return wait_for(lambda: (r := backend.record(job_id)) and r.source == "sacct" and r.state == state and r,
                     timeout=60, every=0.2, what=f"sacct to show job {job_id} {state}")

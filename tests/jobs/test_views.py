@@ -15,11 +15,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def users(personas, graded_campaign):  # type: ignore[no-untyped-def]
+def users(personas, graded_campaign):
     return personas(graded_campaign)
 
 
-def _job(dataset_version):  # type: ignore[no-untyped-def]
+def _job(dataset_version):
     from rewards.jobs.services.training import TrainingRequest, start_training_job
 
     return start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=FAST_HYPER))
@@ -29,7 +29,7 @@ def _job(dataset_version):  # type: ignore[no-untyped-def]
     ("staff", 200, 200, 200), ("owner", 200, 200, 200), ("researcher", 200, 200, 200),
     ("labeler", 403, 404, 403), ("outsider", 403, 404, 403), ("other_admin", 200, 404, 404),
 ])
-def test_access_matrix(client, users, dataset_version, who, index, job_page, dashboard) -> None:  # type: ignore[no-untyped-def]
+def test_access_matrix(client, users, dataset_version, who, index, job_page, dashboard) -> None:
     job = _job(dataset_version)
     client.force_login(users[who])
     assert client.get("/models/").status_code == index
@@ -39,12 +39,12 @@ def test_access_matrix(client, users, dataset_version, who, index, job_page, das
     assert client.get(f"/models/dashboard/{dataset_version.campaign.slug}/").status_code == dashboard
 
 
-def test_anonymous_is_sent_to_login(client, dataset_version) -> None:  # type: ignore[no-untyped-def]
+def test_anonymous_is_sent_to_login(client, dataset_version) -> None:
     assert client.get("/models/").status_code == 302
     assert client.get("/models/dashboard/").url.startswith("/accounts/login/")
 
 
-def test_other_campaigns_jobs_are_not_listed(client, users, dataset_version) -> None:  # type: ignore[no-untyped-def]
+def test_other_campaigns_jobs_are_not_listed(client, users, dataset_version) -> None:
     job = _job(dataset_version)
     client.force_login(users["other_admin"])
     assert f'data-job="{job.pk}"' not in client.get("/models/").content.decode()
@@ -52,7 +52,7 @@ def test_other_campaigns_jobs_are_not_listed(client, users, dataset_version) -> 
     assert f'data-job="{job.pk}"' in client.get("/models/").content.decode()
 
 
-def test_start_job_from_the_form(client, users, dataset_version, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def test_start_job_from_the_form(client, users, dataset_version, django_capture_on_commit_callbacks) -> None:
     from rewards.jobs.models import TrainingJob
 
     client.force_login(users["researcher"])
@@ -72,7 +72,7 @@ def test_start_job_from_the_form(client, users, dataset_version, django_capture_
     assert json.loads((__import__("pathlib").Path(job.work_dir) / "job.json").read_text()) == job.config
 
 
-def test_bad_input_names_the_field(client, users, dataset_version) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_names_the_field(client, users, dataset_version) -> None:
     from rewards.jobs.models import TrainingJob
     from rewards.jobs.services.training import JobInputError, TrainingRequest, start_training_job
 
@@ -98,7 +98,7 @@ def test_bad_input_names_the_field(client, users, dataset_version) -> None:  # t
     assert not TrainingJob.objects.exists()
 
 
-def test_progress_partial_polls_while_active_and_cancel_of_a_queued_job(client, users, dataset_version) -> None:  # type: ignore[no-untyped-def]
+def test_progress_partial_polls_while_active_and_cancel_of_a_queued_job(client, users, dataset_version) -> None:
     job = _job(dataset_version)
     client.force_login(users["researcher"])
     partial = client.get(f"/models/jobs/{job.pk}/progress/").content.decode()
@@ -110,7 +110,7 @@ def test_progress_partial_polls_while_active_and_cancel_of_a_queued_job(client, 
     assert job.status == "cancelled" and job.finished_at is not None
 
 
-def test_job_page_shows_curve_metrics_and_error(client, users, dataset_version) -> None:  # type: ignore[no-untyped-def]
+def test_job_page_shows_curve_metrics_and_error(client, users, dataset_version) -> None:
     from rewards.jobs.models import TrainingJob
 
     job = _job(dataset_version)
@@ -125,7 +125,7 @@ def test_job_page_shows_curve_metrics_and_error(client, users, dataset_version) 
     assert "vendor/chartjs/chart.umd.js" in html
 
 
-def test_evaluation_input_errors_name_the_field(scored_pool) -> None:  # type: ignore[no-untyped-def]
+def test_evaluation_input_errors_name_the_field(scored_pool) -> None:
     from rewards.jobs.services.evaluation import evaluate_pool
     from rewards.jobs.services.training import JobInputError
 
@@ -138,7 +138,7 @@ def test_evaluation_input_errors_name_the_field(scored_pool) -> None:  # type: i
         evaluate_pool(pool, prm_scoring=scorings["prm"], ns=[100])
 
 
-def test_evaluation_matches_the_estimator_on_the_same_data(scored_pool) -> None:  # type: ignore[no-untyped-def]
+def test_evaluation_matches_the_estimator_on_the_same_data(scored_pool) -> None:
     """Built independently from the stored rows: the run's figures are the estimator's on these pools."""
     from rewards.evaluation import Pool, best_of_n
     from rewards.jobs.models import Candidate
@@ -165,7 +165,7 @@ def test_evaluation_matches_the_estimator_on_the_same_data(scored_pool) -> None:
     assert [p["trained_on"] for p in run.data_efficiency["prm"]] == [90]
 
 
-def _runs(scored_pool, count: int) -> None:  # type: ignore[no-untyped-def]
+def _runs(scored_pool, count: int) -> None:
     from rewards.jobs.services.evaluation import evaluate_pool
 
     pool, scorings = scored_pool
@@ -173,7 +173,7 @@ def _runs(scored_pool, count: int) -> None:  # type: ignore[no-untyped-def]
         evaluate_pool(pool, prm_scoring=scorings["prm"], orm_scoring=scorings["orm"], trials=20, seed=seed)
 
 
-def test_dashboard_query_count_is_flat(client, users, scored_pool) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_query_count_is_flat(client, users, scored_pool) -> None:
     pool, _ = scored_pool
     client.force_login(users["researcher"])
     url = f"/models/dashboard/{pool.campaign.slug}/"
@@ -190,7 +190,7 @@ def test_dashboard_query_count_is_flat(client, users, scored_pool) -> None:  # t
     assert len(global_page) <= len(one) + 1
 
 
-def test_figure_downloads(client, users, scored_pool) -> None:  # type: ignore[no-untyped-def]
+def test_figure_downloads(client, users, scored_pool) -> None:
     pool, _ = scored_pool
     _runs(scored_pool, 1)
     client.force_login(users["owner"])

@@ -13,7 +13,7 @@ from tests.factories import CampaignFactory, UserFactory
 pytestmark = pytest.mark.django_db
 
 
-def _import(campaign, user, *, sent: bool = True, **fields):  # type: ignore[no-untyped-def]
+def _import(campaign, user, *, sent: bool = True, **fields):
     from annotate.models import ImportJob
     from annotate.services.campaigns import create_import_job
 
@@ -24,7 +24,7 @@ def _import(campaign, user, *, sent: bool = True, **fields):  # type: ignore[no-
     return job
 
 
-def test_a_queued_import_names_what_holds_its_queue(client, dataset_version) -> None:  # type: ignore[no-untyped-def]
+def test_a_queued_import_names_what_holds_its_queue(client, dataset_version) -> None:
     from rewards.jobs.models import TrainingJob
     from rewards.jobs.services.training import TrainingRequest, start_training_job
 

@@ -33,7 +33,7 @@ def process_group(pgid: int) -> dict[int, str]:
 
 
 @pytest.fixture
-def training_worker(killable_worker, settings, tmp_path: Path):  # type: ignore[no-untyped-def]
+def training_worker(killable_worker, settings, tmp_path: Path):
     """Our own worker (it gets killed), polling its job often; the reaper runs here with a short timeout."""
     settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
     settings.STEPLAB_JOB_HEARTBEAT_TIMEOUT_S = HEARTBEAT_TIMEOUT_S
@@ -79,7 +79,7 @@ def reap_once_stale(job: Any, wait_for: Any) -> dict[str, list[int]]:
 
 
 def test_sigkill_of_the_worker_mid_training_fails_the_job_and_stops_the_trainer(
-        dataset_version, training_worker, wait_for) -> None:  # type: ignore[no-untyped-def]
+        dataset_version, training_worker, wait_for) -> None:
     from rewards.jobs.models import JobStatus, RewardModel
 
     job, group, trainer = kill_mid_training(dataset_version, training_worker, wait_for)
@@ -94,7 +94,7 @@ def test_sigkill_of_the_worker_mid_training_fails_the_job_and_stops_the_trainer(
 
 
 def test_sigkill_of_the_worker_requeues_the_job_while_attempts_remain(
-        dataset_version, training_worker, celery_worker_process, wait_for, settings) -> None:  # type: ignore[no-untyped-def]
+        dataset_version, training_worker, celery_worker_process, wait_for, settings) -> None:
     from rewards.jobs.models import JobStatus, RewardModel
     from rewards.jobs.services.training import request_cancel
 

@@ -30,16 +30,16 @@ def start_labeling(page: Page, slug: str) -> None:
     expect(page.locator("#workspace")).to_have_attribute("data-keyboard-ready", "true")  # shortcuts bound
 
 
-def row(page: Page, index: int):  # type: ignore[no-untyped-def]
+def row(page: Page, index: int):
     return page.locator(f'[data-step-index="{index}"]')
 
 
-def pressed(page: Page, index: int, value: str):  # type: ignore[no-untyped-def]
+def pressed(page: Page, index: int, value: str):
     return row(page, index).locator(f'button[data-rating="{value}"]')
 
 
 @pytest.fixture
-def algebra(campaign_factory, member, math500_rows):  # type: ignore[no-untyped-def]
+def algebra(campaign_factory, member, math500_rows):
     campaign = campaign_factory("algebra", name="Algebra", instructions="Rate each step. Math: $a^2+b^2=c^2$.")
     problem = math500_rows[0]
     for sample in range(3):
@@ -54,7 +54,7 @@ def algebra(campaign_factory, member, math500_rows):  # type: ignore[no-untyped-
     return campaign
 
 
-def test_keyboard_only_labeling_of_a_whole_solution(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+def test_keyboard_only_labeling_of_a_whole_solution(page: Page, live_server, algebra) -> None:
     log_in(page, live_server.url, "ann")
     start_labeling(page, "algebra")
     first = Assignment.objects.get(labeler__username="ann")
@@ -103,7 +103,7 @@ def test_keyboard_only_labeling_of_a_whole_solution(page: Page, live_server, alg
     assert all(t is not None and t >= 0 for t in Rating.objects.values_list("time_ms", flat=True))
 
 
-def test_mouse_rating_survives_reload_and_minus_one_waits_for_submit(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+def test_mouse_rating_survives_reload_and_minus_one_waits_for_submit(page: Page, live_server, algebra) -> None:
     log_in(page, live_server.url, "ann")
     start_labeling(page, "algebra")
     pressed(page, 0, "1").click()
@@ -140,7 +140,7 @@ def test_mouse_rating_survives_reload_and_minus_one_waits_for_submit(page: Page,
                 .values_list("rating", flat=True)) == [1, 0, -1]
 
 
-def test_an_accidental_minus_one_is_undone_by_keyboard(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+def test_an_accidental_minus_one_is_undone_by_keyboard(page: Page, live_server, algebra) -> None:
     log_in(page, live_server.url, "ann")
     start_labeling(page, "algebra")
     first = Assignment.objects.get(labeler__username="ann")
@@ -176,7 +176,7 @@ def test_an_accidental_minus_one_is_undone_by_keyboard(page: Page, live_server, 
     assert RatingRevision.objects.filter(assignment=first, removed_from_pass=True).count() == 2
 
 
-def test_a_rating_lost_in_flight_is_sent_again_and_saved_once(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+def test_a_rating_lost_in_flight_is_sent_again_and_saved_once(page: Page, live_server, algebra) -> None:
     """The first POST reaches the server but its answer is lost, the second meets a 503 (database restarting):
     the page re-sends it by itself, the key typed meanwhile waits its turn, and the server holds one rating."""
     log_in(page, live_server.url, "ann")
@@ -184,7 +184,7 @@ def test_a_rating_lost_in_flight_is_sent_again_and_saved_once(page: Page, live_s
     assignment = Assignment.objects.get(labeler__username="ann")
     sent: list[dict[str, str]] = []
 
-    def flaky(route) -> None:  # type: ignore[no-untyped-def]
+    def flaky(route) -> None:
         sent.append(dict(parse_qsl(route.request.post_data or "")))
         if len(sent) == 1:
             route.fetch()  # the server saves it...
@@ -209,7 +209,7 @@ def test_a_rating_lost_in_flight_is_sent_again_and_saved_once(page: Page, live_s
     assert not RatingRevision.objects.filter(rating__assignment=assignment).exists()
 
 
-def test_give_up_and_bad_problem_with_reasons(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+def test_give_up_and_bad_problem_with_reasons(page: Page, live_server, algebra) -> None:
     log_in(page, live_server.url, "ann")
     start_labeling(page, "algebra")
     expect(page.locator('[data-action="give-up"]')).to_be_disabled()  # until a reason is typed
@@ -241,7 +241,7 @@ def test_give_up_and_bad_problem_with_reasons(page: Page, live_server, algebra) 
     assert Assignment.objects.filter(status=AssignmentStatus.LEASED).count() == 1
 
 
-def test_katex_renders_and_workspace_screenshot(page: Page, live_server, algebra) -> None:  # type: ignore[no-untyped-def]
+def test_katex_renders_and_workspace_screenshot(page: Page, live_server, algebra) -> None:
     log_in(page, live_server.url, "ann")
     start_labeling(page, "algebra")
     expect(page.locator(".problem .katex").first).to_be_visible()
@@ -256,7 +256,7 @@ def test_katex_renders_and_workspace_screenshot(page: Page, live_server, algebra
     assert (ARTIFACTS / "workspace.png").stat().st_size > 10_000
 
 
-def test_each_math_span_renders_on_its_own_within_bounds(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_each_math_span_renders_on_its_own_within_bounds(page: Page, live_server, campaign_factory, member) -> None:
     """A 600 KB formula is shown as text with a note, 2,000 nested braces fail alone, a 10000em rule is capped
     by maxSize: every later span on the page still renders, and the # Answer block renders too."""
     campaign = campaign_factory("hostile-math")
@@ -296,7 +296,7 @@ def test_each_math_span_renders_on_its_own_within_bounds(page: Page, live_server
     print("nested braces:", "shown as text" if deep.locator(".math-fallback").count() else "rendered")
 
 
-def test_hostile_step_text_runs_no_code(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_step_text_runs_no_code(page: Page, live_server, campaign_factory, member) -> None:
     campaign = campaign_factory("xss")
     solution_with_steps(campaign, [
         "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned=2\">",
@@ -317,7 +317,7 @@ def test_hostile_step_text_runs_no_code(page: Page, live_server, campaign_factor
     assert page.evaluate("window.__pwned") is None and dialogs == []
 
 
-def test_conversational_mode_end_to_end(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_conversational_mode_end_to_end(page: Page, live_server, campaign_factory, member) -> None:
     campaign = campaign_factory("chat", mode=CampaignMode.CONVERSATIONAL)
     solution_with_steps(campaign, [["$2 + 2 = 4$", "$2 + 2 = 5$"], ["So the answer is $4$.", "So the answer is $5$."]],
                  problem_text="What is $2 + 2$?", answer="4")

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def why(campaign_factory, member):  # type: ignore[no-untyped-def]
+def why(campaign_factory, member):
     campaign = campaign_factory("why", name="Why", step_rationale=StepRationale.REQUIRED)
     for copy in range(2):
         solution_with_steps(campaign, ["We have $x = 1$.", "Then $y = 2$.", "So $x + y = 3$."],
@@ -26,7 +26,7 @@ def why(campaign_factory, member):  # type: ignore[no-untyped-def]
 
 
 def test_a_minus_one_takes_its_reason_by_keyboard_and_required_mode_refuses_without(
-        page: Page, live_server, why) -> None:  # type: ignore[no-untyped-def]
+        page: Page, live_server, why) -> None:
     log_in(page, live_server.url, "ann")
     start_labeling(page, "why")
     first = Assignment.objects.get(labeler__username="ann")

@@ -33,7 +33,7 @@ LEASE_NEW = 12
 LEASE_OPEN = 8
 
 
-def _leased(campaign_factory, member, slug: str, steps: int, mode: str = CampaignMode.STEPWISE):  # type: ignore[no-untyped-def]
+def _leased(campaign_factory, member, slug: str, steps: int, mode: str = CampaignMode.STEPWISE):
     campaign = campaign_factory(slug, mode=mode)
     texts = [f"Step {i}: $x_{i} = {i}$" for i in range(steps)]
     solution_with_steps(campaign, texts if mode == CampaignMode.STEPWISE else [[t, t + " (alt)"] for t in texts])
@@ -44,7 +44,7 @@ def _leased(campaign_factory, member, slug: str, steps: int, mode: str = Campaig
     return client, Assignment.objects.get(labeler=user)
 
 
-def _count(call, status: int = 200) -> int:  # type: ignore[no-untyped-def]
+def _count(call, status: int = 200) -> int:
     with CaptureQueriesContext(connection) as queries:
         response = call()
     assert response.status_code == status, response.content[:500]
@@ -52,7 +52,7 @@ def _count(call, status: int = 200) -> int:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("mode", [CampaignMode.STEPWISE, CampaignMode.CONVERSATIONAL])
-def test_workspace_get_is_flat(campaign_factory, member, django_assert_num_queries, mode) -> None:  # type: ignore[no-untyped-def]
+def test_workspace_get_is_flat(campaign_factory, member, django_assert_num_queries, mode) -> None:
     counts = []
     for steps in (3, 60):
         client, assignment = _leased(campaign_factory, member, f"w{steps}{mode[:4]}", steps, mode)
@@ -70,7 +70,7 @@ def test_workspace_get_is_flat(campaign_factory, member, django_assert_num_queri
     assert counts[0] == counts[1], counts
 
 
-def test_rating_post_is_flat(campaign_factory, member, django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+def test_rating_post_is_flat(campaign_factory, member, django_assert_num_queries) -> None:
     counts = []
     for steps in (3, 60):
         client, assignment = _leased(campaign_factory, member, f"r{steps}", steps)
@@ -85,7 +85,7 @@ def test_rating_post_is_flat(campaign_factory, member, django_assert_num_queries
     assert counts[0] == counts[1], counts
 
 
-def test_lease_is_flat(campaign_factory, member, django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+def test_lease_is_flat(campaign_factory, member, django_assert_num_queries) -> None:
     counts = []
     for solutions in (1, 20):
         campaign = campaign_factory(f"lease{solutions}")

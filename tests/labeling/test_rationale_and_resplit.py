@@ -36,7 +36,7 @@ STEPS = ["First $x = 1$.", "Then $y = 2$.", "So $x + y = 4$.", "# Answer\n\n4"]
 
 
 @pytest.fixture
-def lab(campaign_factory, personas):  # type: ignore[no-untyped-def]
+def lab(campaign_factory, personas):
     """A required-reason stepwise campaign with one solution, its people, and the labeler's open lease."""
     campaign = campaign_factory("why", step_rationale=StepRationale.REQUIRED)
     solution = solution_with_steps(campaign, STEPS)
@@ -52,7 +52,7 @@ def _rate(assignment: Assignment, user: Any, step: int, value: int, **extra: Any
 
 # --- the rationale rule in the labeling service ---------------------------------------------------------------
 
-def test_required_reason_blocks_the_submit_until_the_minus_one_has_one(lab) -> None:  # type: ignore[no-untyped-def]
+def test_required_reason_blocks_the_submit_until_the_minus_one_has_one(lab) -> None:
     campaign, _, people, assignment = lab
     _rate(assignment, people.labeler, 0, 1)
     _rate(assignment, people.labeler, 1, -1)
@@ -70,7 +70,7 @@ def test_required_reason_blocks_the_submit_until_the_minus_one_has_one(lab) -> N
     assert (done.status, done.finish_reason) == (AssignmentStatus.SUBMITTED, "found_error")
 
 
-def test_optional_reason_does_not_block_and_off_refuses_one(lab, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_optional_reason_does_not_block_and_off_refuses_one(lab, campaign_factory, member) -> None:
     campaign, _, people, assignment = lab
     campaign.step_rationale = StepRationale.OPTIONAL
     campaign.save()
@@ -91,7 +91,7 @@ def test_optional_reason_does_not_block_and_off_refuses_one(lab, campaign_factor
     (-1, "x" * 501, "The reason is too long: at most 500 characters, got 501."),
     (1, "fine", "A reason goes with a −1 rating only."),
 ])
-def test_bad_reasons_are_refused_with_a_clear_message(lab, value, rationale, message) -> None:  # type: ignore[no-untyped-def]
+def test_bad_reasons_are_refused_with_a_clear_message(lab, value, rationale, message) -> None:
     _, _, people, assignment = lab
     with pytest.raises(LabelingError) as refused:
         _rate(assignment, people.labeler, 0, value, rationale=rationale)
@@ -99,7 +99,7 @@ def test_bad_reasons_are_refused_with_a_clear_message(lab, value, rationale, mes
     assert not Rating.objects.filter(assignment=assignment).exists()
 
 
-def test_changing_the_minus_one_clears_its_reason_into_the_revision_history(lab) -> None:  # type: ignore[no-untyped-def]
+def test_changing_the_minus_one_clears_its_reason_into_the_revision_history(lab) -> None:
     _, _, people, assignment = lab
     _rate(assignment, people.labeler, 0, -1, rationale="x is 2")
     changed = _rate(assignment, people.labeler, 0, 1).rating
@@ -115,7 +115,7 @@ def test_changing_the_minus_one_clears_its_reason_into_the_revision_history(lab)
 
 # --- the REST API -----------------------------------------------------------------------------------------------
 
-def test_the_api_takes_a_rationale_and_refuses_a_submit_without_one(lab) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_takes_a_rationale_and_refuses_a_submit_without_one(lab) -> None:
     campaign, _, people, assignment = lab
     client, _ = token_client(people.labeler, "write")
     base = f"/api/assignments/{assignment.pk}"
@@ -135,7 +135,7 @@ def test_the_api_takes_a_rationale_and_refuses_a_submit_without_one(lab) -> None
     assert done.status_code == 200 and done.json()["finish_reason"] == "found_error"
 
 
-def test_the_api_reports_and_withdraws_a_bad_split(lab) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_reports_and_withdraws_a_bad_split(lab) -> None:
     campaign, solution, people, assignment = lab
     client, _ = token_client(people.labeler, "write")
     base = f"/api/assignments/{assignment.pk}"
@@ -159,7 +159,7 @@ def _logged_in(user: Any) -> Client:
     return client
 
 
-def test_the_workspace_shows_the_reason_field_on_a_minus_one_and_saves_it(lab) -> None:  # type: ignore[no-untyped-def]
+def test_the_workspace_shows_the_reason_field_on_a_minus_one_and_saves_it(lab) -> None:
     _, _, people, assignment = lab
     client = _logged_in(people.labeler)
     rate = reverse("annotate:rate", args=[assignment.pk])
@@ -181,7 +181,7 @@ def test_the_workspace_shows_the_reason_field_on_a_minus_one_and_saves_it(lab) -
     assert Assignment.objects.get(pk=assignment.pk).finish_reason == "found_error"
 
 
-def test_the_campaign_form_sets_step_rationale(lab) -> None:  # type: ignore[no-untyped-def]
+def test_the_campaign_form_sets_step_rationale(lab) -> None:
     campaign, _, people, _ = lab
     client = _logged_in(people.owner)
     page = client.get(reverse("manage:edit", args=[campaign.slug]))
@@ -201,7 +201,7 @@ def test_the_campaign_form_sets_step_rationale(lab) -> None:  # type: ignore[no-
 
 # --- re-split ---------------------------------------------------------------------------------------------------
 
-def test_resplit_before_any_rating_replaces_the_steps_in_place_and_releases_open_leases(lab) -> None:  # type: ignore[no-untyped-def]
+def test_resplit_before_any_rating_replaces_the_steps_in_place_and_releases_open_leases(lab) -> None:
     campaign, solution, people, assignment = lab
     labeling.flag_step(assignment.pk, people.labeler, step_index=0, flagged=True)  # a mark, not a rating
     labeling.report_bad_split(assignment_id=assignment.pk, user=people.labeler, step_index=0)
@@ -223,7 +223,7 @@ def test_resplit_before_any_rating_replaces_the_steps_in_place_and_releases_open
     assert again is not None and again.solution_id == solution.pk
 
 
-def test_resplit_after_ratings_makes_a_new_solution_and_the_old_keeps_its_labels(lab, member) -> None:  # type: ignore[no-untyped-def]
+def test_resplit_after_ratings_makes_a_new_solution_and_the_old_keeps_its_labels(lab, member) -> None:
     campaign, solution, people, assignment = lab
     _rate(assignment, people.labeler, 0, 1)
     new_steps = ["First $x = 1$.", "Then $y = 2$. So $x + y = 4$.", "# Answer\n\n4"]
@@ -254,7 +254,7 @@ def test_resplit_after_ratings_makes_a_new_solution_and_the_old_keeps_its_labels
     ("owner", ["One.", "  "], "Step 2 is empty."),
     ("owner", STEPS, "These are the solution's steps as they are: nothing to re-split."),
 ])
-def test_resplit_refusals(lab, who, steps, message) -> None:  # type: ignore[no-untyped-def]
+def test_resplit_refusals(lab, who, steps, message) -> None:
     _, solution, people, _ = lab
     with pytest.raises(ResplitError) as refused:
         resplit_solution(solution_id=solution.pk, user=people[who], steps=steps)
@@ -268,7 +268,7 @@ def test_steps_from_text_splits_on_blank_lines() -> None:
         "One.", "Two,\nstill two.", "# Answer", "4"]
 
 
-def test_the_resplit_page_lists_reports_and_saves_steps(lab) -> None:  # type: ignore[no-untyped-def]
+def test_the_resplit_page_lists_reports_and_saves_steps(lab) -> None:
     campaign, solution, people, assignment = lab
     labeling.report_bad_split(assignment_id=assignment.pk, user=people.labeler, step_index=1, note="cut in half")
     client = _logged_in(people.owner)
@@ -299,7 +299,7 @@ def _labeled(lab: Any) -> tuple[Any, Assignment]:
 
 
 def test_prm800k_export_carries_the_rationale_and_the_import_reads_it_back(lab, campaign_factory,
-                                                                           tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+                                                                           tmp_path: Path) -> None:
     campaign, assignment = _labeled(lab)
     rows = list(iter_prm800k_rows(Assignment.objects.filter(pk=assignment.pk)))
     steps = rows[0]["label"]["steps"]
@@ -323,7 +323,7 @@ def test_prm800k_export_carries_the_rationale_and_the_import_reads_it_back(lab, 
     ({"text": "A.", "rating": -1, "flagged": None, "rationale": 3}, "rationale", "string"),
 ])
 def test_the_importer_refuses_a_bad_rationale_naming_line_and_field(campaign_factory, tmp_path: Path, completion,
-                                                                     field, message) -> None:  # type: ignore[no-untyped-def]
+                                                                     field, message) -> None:
     row = {"labeler": "l1", "timestamp": "2022-01-01T00:00:00", "generation": 1,
            "is_quality_control_question": False, "is_initial_screening_question": False,
            "question": {"problem": "What is 1+1?", "ground_truth_answer": "2"},
@@ -338,14 +338,14 @@ def test_the_importer_refuses_a_bad_rationale_naming_line_and_field(campaign_fac
     assert message in rejected["message"]
 
 
-def test_trl_stepwise_rows_carry_rationales_beside_the_steps(lab) -> None:  # type: ignore[no-untyped-def]
+def test_trl_stepwise_rows_carry_rationales_beside_the_steps(lab) -> None:
     campaign, assignment = _labeled(lab)
     rows = list(iter_stepwise_rows(Assignment.objects.filter(pk=assignment.pk), ExportOptions()))
     assert [(r["completions"], r["labels"], r["rationales"]) for r in rows] == [
         (STEPS[:2], [True, False], [None, "y is 3, not 2"])]
 
 
-def test_a_labeler_elsewhere_cannot_report_on_someone_elses_pass(lab, member) -> None:  # type: ignore[no-untyped-def]
+def test_a_labeler_elsewhere_cannot_report_on_someone_elses_pass(lab, member) -> None:
     campaign, _, _, assignment = lab
     stranger = member(campaign, "stranger")
     with pytest.raises(labeling.NotAllowed):

@@ -32,11 +32,11 @@ def _row(ratings: list[int | None], finish: str = "found_error") -> dict:  # typ
     ([-1, None, 0], (2, "is rated after step 1's −1: nothing after the first error can be rated")),
     ([1, None, 1], (2, "is rated while step 2 is not: steps are rated in order")),
 ])
-def test_the_rule_on_a_finished_pass(ratings, expected) -> None:  # type: ignore[no-untyped-def]
+def test_the_rule_on_a_finished_pass(ratings, expected) -> None:
     assert check_stop_at_first_error(ratings) == expected
 
 
-def test_a_stepwise_row_rated_after_its_minus_one_is_refused(tmp_path: Path, campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_stepwise_row_rated_after_its_minus_one_is_refused(tmp_path: Path, campaign_factory) -> None:
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in [_row([1, -1]), _row([1, -1, 1]), _row([None, 1])]))
     campaign = campaign_factory("imported")
@@ -52,7 +52,7 @@ def test_a_stepwise_row_rated_after_its_minus_one_is_refused(tmp_path: Path, cam
     assert report.imported == 1 and list(Rating.objects.values_list("rating", flat=True).order_by("pk")) == [1, -1]
 
 
-def test_every_genuine_row_still_passes_the_rule(shared_data: Path, campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_every_genuine_row_still_passes_the_rule(shared_data: Path, campaign_factory) -> None:
     for number, name in enumerate(("genuine_rows.jsonl", "phase1_test_reconstructed.jsonl")):
         report = import_prm800k(shared_data / "prm800k" / name, campaign_factory(f"g{number}"), skip_invalid=True)
         assert report.imported > 0

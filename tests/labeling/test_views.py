@@ -24,14 +24,14 @@ pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
-def login(user) -> Client:  # type: ignore[no-untyped-def]
+def login(user) -> Client:
     client = Client()
     assert client.login(username=user.username, password=PASSWORD)
     return client
 
 
 @pytest.fixture
-def stepwise(campaign_factory):  # type: ignore[no-untyped-def]
+def stepwise(campaign_factory):
     campaign = campaign_factory("algebra", name="Algebra", instructions="Rate **every** step; $x^2$ is math.\n\n"
                                 "<script>alert(1)</script>")
     solution_with_steps(campaign, ["First, $3 \\times 4 = 12$.", "So the answer is $\\boxed{12}$.", "Done."])
@@ -46,14 +46,14 @@ def start(client: Client, slug: str) -> Assignment:
     return Assignment.objects.get(pk=assignment_id)
 
 
-def rate(client: Client, assignment: Assignment, step: int, value: object, **extra: object):  # type: ignore[no-untyped-def]
+def rate(client: Client, assignment: Assignment, step: int, value: object, **extra: object):
     data = {"step_index": step, "rating": value, **extra}
     return client.post(f"/assignments/{assignment.pk}/rate", data, **HX)
 
 
 # --- access --------------------------------------------------------------------------------------------------
 
-def test_anonymous_users_are_sent_to_login(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_anonymous_users_are_sent_to_login(stepwise, member) -> None:
     labeler = member(stepwise, "ann")
     assignment = start(login(labeler), "algebra")
     anonymous = Client()
@@ -64,7 +64,7 @@ def test_anonymous_users_are_sent_to_login(stepwise, member) -> None:  # type: i
     assert not Rating.objects.exists()
 
 
-def test_only_active_labelers_of_the_campaign_can_lease(stepwise, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_only_active_labelers_of_the_campaign_can_lease(stepwise, campaign_factory, member) -> None:
     other = campaign_factory("geometry")
     outsider = member(other, "bob")
     researcher = member(stepwise, "res", role=Role.RESEARCHER)
@@ -79,7 +79,7 @@ def test_only_active_labelers_of_the_campaign_can_lease(stepwise, campaign_facto
     assert login(outsider).get("/c/nope/").status_code == 404
 
 
-def test_labeler_cannot_see_or_write_anothers_assignment(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_labeler_cannot_see_or_write_anothers_assignment(stepwise, member) -> None:
     ann, bob = member(stepwise, "ann"), member(stepwise, "bob")
     assignment = start(login(ann), "algebra")
     client = login(bob)
@@ -92,7 +92,7 @@ def test_labeler_cannot_see_or_write_anothers_assignment(stepwise, member) -> No
     assert not Rating.objects.exists()
 
 
-def test_removed_labeler_cannot_rate_an_open_lease(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_removed_labeler_cannot_rate_an_open_lease(stepwise, member) -> None:
     ann = member(stepwise, "ann")
     client = login(ann)
     assignment = start(client, "algebra")
@@ -102,7 +102,7 @@ def test_removed_labeler_cannot_rate_an_open_lease(stepwise, member) -> None:  #
     assert not Rating.objects.exists()
 
 
-def test_csrf_is_required_on_posts(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_csrf_is_required_on_posts(stepwise, member) -> None:
     member(stepwise, "ann")
     client = Client(enforce_csrf_checks=True)
     client.login(username="ann", password=PASSWORD)
@@ -122,7 +122,7 @@ def test_csrf_is_required_on_posts(stepwise, member) -> None:  # type: ignore[no
 
 # --- pages ---------------------------------------------------------------------------------------------------
 
-def test_home_and_campaign_page_hooks(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_home_and_campaign_page_hooks(stepwise, member) -> None:
     client = login(member(stepwise, "ann"))
     home = client.get("/").content.decode()
     assert 'data-campaign="algebra"' in home
@@ -132,7 +132,7 @@ def test_home_and_campaign_page_hooks(stepwise, member) -> None:  # type: ignore
     assert "<script>alert(1)" not in page  # instructions are sanitised
 
 
-def test_start_leases_and_resumes_the_same_solution(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_start_leases_and_resumes_the_same_solution(stepwise, member) -> None:
     client = login(member(stepwise, "ann"))
     first = start(client, "algebra")
     assert "Resume labeling" in client.get("/c/algebra/").content.decode()
@@ -148,14 +148,14 @@ def test_start_leases_and_resumes_the_same_solution(stepwise, member) -> None:  
         assert f'data-action="{action}"' in page
 
 
-def test_no_work_left_says_so(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_no_work_left_says_so(campaign_factory, member) -> None:
     campaign = campaign_factory("empty")
     client = login(member(campaign, "ann"))
     response = client.post("/c/empty/start", follow=True)
     assert b"No work left in this campaign for you." in response.content
 
 
-def test_step_text_is_escaped(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_step_text_is_escaped(campaign_factory, member) -> None:
     campaign = campaign_factory("xss")
     solution_with_steps(campaign, ["<script>window.pwned=1</script> and <img src=x onerror=alert(1)>"])
     client = login(member(campaign, "ann"))
@@ -167,7 +167,7 @@ def test_step_text_is_escaped(campaign_factory, member) -> None:  # type: ignore
 
 # --- rating --------------------------------------------------------------------------------------------------
 
-def test_rating_is_saved_and_row_rerendered(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_rating_is_saved_and_row_rerendered(stepwise, member) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     response = rate(client, assignment, 0, 1, time_ms=1234)
@@ -197,7 +197,7 @@ def test_rating_is_saved_and_row_rerendered(stepwise, member) -> None:  # type: 
     ({"step_index": 9, "rating": 1}, "Step 9 has no completion 0."),
     ({"step_index": 1, "rating": 1}, "Rate step 1 first: steps are rated in order."),
 ])
-def test_bad_rating_inputs_name_the_problem(stepwise, member, data, message) -> None:  # type: ignore[no-untyped-def]
+def test_bad_rating_inputs_name_the_problem(stepwise, member, data, message) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     response = client.post(f"/assignments/{assignment.pk}/rate", data, **HX)
@@ -207,7 +207,7 @@ def test_bad_rating_inputs_name_the_problem(stepwise, member, data, message) -> 
     assert not Rating.objects.filter(rating__isnull=False).exists()
 
 
-def test_minus_one_locks_the_later_steps_until_the_labeler_submits(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_minus_one_locks_the_later_steps_until_the_labeler_submits(stepwise, member) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     rate(client, assignment, 0, 1)
@@ -249,7 +249,7 @@ def test_minus_one_locks_the_later_steps_until_the_labeler_submits(stepwise, mem
     assert 'data-finished="found_error"' in page and "disabled" in page
 
 
-def test_an_earlier_minus_one_removes_the_later_ratings_and_says_so(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_an_earlier_minus_one_removes_the_later_ratings_and_says_so(campaign_factory, member) -> None:
     campaign = campaign_factory("four")
     solution_with_steps(campaign, ["One.", "Two.", "Three.", "Four."])
     labeler = member(campaign, "ann")
@@ -281,7 +281,7 @@ def test_an_earlier_minus_one_removes_the_later_ratings_and_says_so(campaign_fac
     assert client.post(f"/assignments/{assignment.pk}/next").status_code == 400
 
 
-def test_a_null_rating_cannot_leave_a_gap(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_a_null_rating_cannot_leave_a_gap(stepwise, member) -> None:
     from annotate.services.labeling import LabelingError, record_rating
 
     labeler = member(stepwise, "ann")
@@ -299,7 +299,7 @@ def test_a_null_rating_cannot_leave_a_gap(stepwise, member) -> None:  # type: ig
     assert list(Rating.objects.order_by("completion__step__index").values_list("rating", flat=True)) == [1, None]
 
 
-def test_flag_unsure(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_flag_unsure(stepwise, member) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     response = client.post(f"/assignments/{assignment.pk}/flag", {"step_index": 0, "flagged": "true"}, **HX)
@@ -312,7 +312,7 @@ def test_flag_unsure(stepwise, member) -> None:  # type: ignore[no-untyped-def]
 
 # --- finishing -----------------------------------------------------------------------------------------------
 
-def test_next_needs_every_step_rated(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_next_needs_every_step_rated(stepwise, member) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     rate(client, assignment, 0, 1)
@@ -339,7 +339,7 @@ def test_next_needs_every_step_rated(stepwise, member) -> None:  # type: ignore[
     ({"reason_text": "hm"}, "reason is required (bad_problem or give_up)."),
     ({"reason": "solution", "reason_text": "hm"}, "reason must be bad_problem or give_up, not solution."),
 ])
-def test_give_up_and_bad_problem_need_a_reason(stepwise, member, data, message) -> None:  # type: ignore[no-untyped-def]
+def test_give_up_and_bad_problem_need_a_reason(stepwise, member, data, message) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     rate(client, assignment, 0, 1)
@@ -349,7 +349,7 @@ def test_give_up_and_bad_problem_need_a_reason(stepwise, member, data, message) 
     assert assignment.status == AssignmentStatus.LEASED and Rating.objects.get().rating == 1
 
 
-def test_give_up_from_the_page_is_answered_in_place(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_give_up_from_the_page_is_answered_in_place(stepwise, member) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     page = client.get(f"/assignments/{assignment.pk}/").content.decode()
@@ -373,7 +373,7 @@ def test_give_up_from_the_page_is_answered_in_place(stepwise, member) -> None:  
 
 
 @pytest.mark.parametrize("reason", ["give_up", "bad_problem"])
-def test_give_up_and_bad_problem_store_the_reason(stepwise, member, reason) -> None:  # type: ignore[no-untyped-def]
+def test_give_up_and_bad_problem_store_the_reason(stepwise, member, reason) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     response = client.post(f"/assignments/{assignment.pk}/finish", {"reason": reason, "reason_text": "too hard "})
@@ -385,7 +385,7 @@ def test_give_up_and_bad_problem_store_the_reason(stepwise, member, reason) -> N
 
 # --- leases --------------------------------------------------------------------------------------------------
 
-def test_heartbeat_renews_the_lease(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_heartbeat_renews_the_lease(stepwise, member) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     Assignment.objects.filter(pk=assignment.pk).update(lease_expires_at=timezone.now() + timedelta(minutes=1))
@@ -397,7 +397,7 @@ def test_heartbeat_renews_the_lease(stepwise, member) -> None:  # type: ignore[n
     assert f'hx-post="/assignments/{assignment.pk}/heartbeat" hx-trigger="every 60s"' in page
 
 
-def test_expired_lease_says_so_and_can_be_resumed(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_expired_lease_says_so_and_can_be_resumed(stepwise, member) -> None:
     client = login(member(stepwise, "ann"))
     assignment = start(client, "algebra")
     rate(client, assignment, 0, 1)
@@ -419,7 +419,7 @@ def test_expired_lease_says_so_and_can_be_resumed(stepwise, member) -> None:  # 
     assert Rating.objects.filter(assignment=assignment, rating=1).count() == 2
 
 
-def test_expired_lease_taken_by_someone_else_cannot_be_resumed(stepwise, member) -> None:  # type: ignore[no-untyped-def]
+def test_expired_lease_taken_by_someone_else_cannot_be_resumed(stepwise, member) -> None:
     ann, bob = member(stepwise, "ann"), member(stepwise, "bob")
     client = login(ann)
     assignment = start(client, "algebra")
@@ -437,13 +437,13 @@ def test_expired_lease_taken_by_someone_else_cannot_be_resumed(stepwise, member)
 # --- conversational mode -------------------------------------------------------------------------------------
 
 @pytest.fixture
-def conversational(campaign_factory):  # type: ignore[no-untyped-def]
+def conversational(campaign_factory):
     campaign = campaign_factory("chat", mode=CampaignMode.CONVERSATIONAL)
     solution_with_steps(campaign, [["$3 \\cdot 4 = 12$", "$3 \\cdot 4 = 13$"], ["So $12$.", "So $13$."]])
     return campaign
 
 
-def test_conversational_flow(conversational, member) -> None:  # type: ignore[no-untyped-def]
+def test_conversational_flow(conversational, member) -> None:
     client = login(member(conversational, "ann"))
     assignment = start(client, "chat")
     page = client.get(f"/assignments/{assignment.pk}/").content.decode()
@@ -479,7 +479,7 @@ def test_conversational_flow(conversational, member) -> None:  # type: ignore[no
     assert assignment.finish_reason == "solution"
 
 
-def test_conversational_cannot_write_own_when_one_is_plus_one(conversational, member) -> None:  # type: ignore[no-untyped-def]
+def test_conversational_cannot_write_own_when_one_is_plus_one(conversational, member) -> None:
     client = login(member(conversational, "ann"))
     assignment = start(client, "chat")
     rate(client, assignment, 0, 1, completion_index=0)
@@ -494,7 +494,7 @@ def test_conversational_cannot_write_own_when_one_is_plus_one(conversational, me
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("value", [1, -1])
-def test_a_double_click_sent_at_once_is_one_rating(campaign_factory, member, value: int) -> None:  # type: ignore[no-untyped-def]
+def test_a_double_click_sent_at_once_is_one_rating(campaign_factory, member, value: int) -> None:
     """Two identical POSTs racing on separate connections (double-click, a retried request): one rating, no
     revision, and neither request fails with a server error; a racing −1 leaves the pass open for "Submit"."""
     from concurrent.futures import ThreadPoolExecutor

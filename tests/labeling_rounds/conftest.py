@@ -70,7 +70,7 @@ def make_prm(campaign: Any, *, auroc: float | None = 0.7, version: Any = None, n
 
 
 @pytest.fixture
-def hand_pool(campaign_factory) -> HandPool:  # type: ignore[no-untyped-def]
+def hand_pool(campaign_factory) -> HandPool:
     from rewards.jobs.models import PoolPurpose
     from tests.factories import CandidateFactory, CandidatePoolFactory, PoolProblemFactory
 
@@ -89,7 +89,7 @@ def hand_pool(campaign_factory) -> HandPool:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def campaign_admin(make_user, hand_pool):  # type: ignore[no-untyped-def]
+def campaign_admin(make_user, hand_pool):
     from annotate.models import Role
     from tests.factories import MembershipFactory
 

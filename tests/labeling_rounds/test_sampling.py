@@ -26,7 +26,7 @@ def jobs_root(settings, tmp_path: Path) -> Path:
     ({"prompt_template": "no placeholder"}, "prompt_template", "'{problem}'"),
 ])
 def test_bad_settings_name_the_key_and_queue_nothing(hand_pool: HandPool, jobs_root: Path, config, field: str,
-                                                     message: str) -> None:  # type: ignore[no-untyped-def]
+                                                     message: str) -> None:
     from rewards.jobs.models import SamplingJob
     from rewards.jobs.services.sampling import start_sampling_job
     from rewards.jobs.services.training import JobInputError
@@ -38,7 +38,7 @@ def test_bad_settings_name_the_key_and_queue_nothing(hand_pool: HandPool, jobs_r
     assert not list(jobs_root.glob("sample-*")), "a refused job leaves no folder behind"
 
 
-def test_a_campaign_without_problems_is_refused(campaign_factory, jobs_root: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_campaign_without_problems_is_refused(campaign_factory, jobs_root: Path) -> None:
     from rewards.jobs.services.sampling import start_sampling_job
     from rewards.jobs.services.training import JobInputError
 
@@ -48,7 +48,7 @@ def test_a_campaign_without_problems_is_refused(campaign_factory, jobs_root: Pat
 
 
 def test_start_writes_the_problems_and_the_job_file(hand_pool: HandPool, jobs_root: Path,
-                                                    django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+                                                    django_capture_on_commit_callbacks) -> None:
     from rewards.jobs.services.sampling import start_sampling_job
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -63,7 +63,7 @@ def test_start_writes_the_problems_and_the_job_file(hand_pool: HandPool, jobs_ro
     assert job.problem_count == 2 and job.status == "queued"
 
 
-def _sampler_output(job, problems) -> None:  # type: ignore[no-untyped-def]
+def _sampler_output(job, problems) -> None:
     """What `python -m rewards.sampling sample` leaves in the job folder: samples and its summary line."""
     work = Path(job.work_dir)
     rows = []
@@ -79,7 +79,7 @@ def _sampler_output(job, problems) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_samples_become_the_labeling_pool_and_provenance_reaches_the_solutions(
-        hand_pool: HandPool, jobs_root: Path, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+        hand_pool: HandPool, jobs_root: Path, django_capture_on_commit_callbacks) -> None:
     from annotate.models import Solution
     from rewards.jobs.models import Candidate, RewardModel
     from rewards.jobs.services.labeling_rounds import labeling_pool, start_labeling_round
@@ -107,7 +107,7 @@ def test_samples_become_the_labeling_pool_and_provenance_reaches_the_solutions(
 
 
 def test_unusable_sampler_output_fails_with_the_line(hand_pool: HandPool, jobs_root: Path,
-                                                     django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+                                                     django_capture_on_commit_callbacks) -> None:
     from rewards.jobs.services.sampling import register_pool, start_sampling_job
 
     with django_capture_on_commit_callbacks(execute=False):
@@ -121,7 +121,7 @@ def test_unusable_sampler_output_fails_with_the_line(hand_pool: HandPool, jobs_r
 @pytest.mark.parametrize("who, status", [("owner", 302), ("staff", 302), ("researcher", 403), ("labeler", 403),
                                          ("outsider", 403), ("other_admin", 404)])
 def test_dashboard_form_starts_a_job_for_admins_only(client, personas, hand_pool: HandPool, jobs_root: Path,
-                                                     django_capture_on_commit_callbacks, who: str, status: int) -> None:  # type: ignore[no-untyped-def]
+                                                     django_capture_on_commit_callbacks, who: str, status: int) -> None:
     from rewards.jobs.models import SamplingJob
 
     client.force_login(personas(hand_pool.campaign)[who])
@@ -141,7 +141,7 @@ def test_dashboard_form_starts_a_job_for_admins_only(client, personas, hand_pool
 
 
 def test_command_queues_a_job_and_names_bad_keys(hand_pool: HandPool, jobs_root: Path, tmp_path: Path,
-                                                 django_capture_on_commit_callbacks, capsys) -> None:  # type: ignore[no-untyped-def]
+                                                 django_capture_on_commit_callbacks, capsys) -> None:
     from django.core.management import CommandError, call_command
 
     from rewards.jobs.models import SamplingJob

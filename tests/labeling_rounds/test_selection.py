@@ -11,7 +11,7 @@ from django.core.management import call_command
 pytestmark = pytest.mark.django_db
 
 
-def _picked(hand_pool, generation):  # type: ignore[no-untyped-def]
+def _picked(hand_pool, generation):
     from annotate.models import Solution
 
     solutions = Solution.objects.filter(campaign=hand_pool.campaign, generation=generation.number)
@@ -19,20 +19,20 @@ def _picked(hand_pool, generation):  # type: ignore[no-untyped-def]
             for s in sorted(solutions, key=lambda s: s.provenance["rank"])]
 
 
-def test_convincing_wrong_takes_top_wrong_answers_capped_per_problem(hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_convincing_wrong_takes_top_wrong_answers_capped_per_problem(hand_pool) -> None:
     generation = hand_pool.run("convincing_wrong", 4, {"max_per_problem": 2})
     assert generation.status == "completed" and generation.selected_count == 4
     # wrong answers by score: a .95, b .90, (c .85: problem 1 full), f .80, (e .50: full), g .40
     assert _picked(hand_pool, generation) == ["a", "b", "f", "g"]
 
 
-def test_uncertain_takes_scores_nearest_one_half(hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_uncertain_takes_scores_nearest_one_half(hand_pool) -> None:
     generation = hand_pool.run("uncertain", 3)
     # |score - .5|: e .00, h .05, g .10 (k .52 has no steps: it cannot be labeled, so it is not scored)
     assert _picked(hand_pool, generation) == ["e", "h", "g"]
 
 
-def test_mixed_fills_its_buckets(hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_mixed_fills_its_buckets(hand_pool) -> None:
     from annotate.models import Solution
 
     generation = hand_pool.run("mixed", 4, {"convincing_wrong_share": 0.5, "convincing_share": 0.5,
@@ -46,14 +46,14 @@ def test_mixed_fills_its_buckets(hand_pool) -> None:  # type: ignore[no-untyped-
                        hand_pool.candidates["f"].pk: "convincing", hand_pool.candidates["i"].pk: "convincing"}
 
 
-def test_random_is_the_seeded_shuffle_of_the_open_candidates(hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_random_is_the_seeded_shuffle_of_the_open_candidates(hand_pool) -> None:
     generation = hand_pool.run("random", 3, {"seed": 5})
     eligible = sorted(str(c.pk) for c in hand_pool.candidates.values() if c.steps)
     random.Random(5).shuffle(eligible)
     assert _picked(hand_pool, generation) == [hand_pool.name_of(int(i)) for i in eligible[:3]]
 
 
-def test_random_without_any_prm_completes_at_once(hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_random_without_any_prm_completes_at_once(hand_pool) -> None:
     from annotate.models import Solution
     from rewards.jobs.models import RewardModel
     from rewards.jobs.services.labeling_rounds import start_labeling_round
@@ -68,7 +68,7 @@ def test_random_without_any_prm_completes_at_once(hand_pool) -> None:  # type: i
     assert list(scores) == [None] * 2
 
 
-def test_solutions_are_labeling_work_with_provenance(hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_solutions_are_labeling_work_with_provenance(hand_pool) -> None:
     from annotate.models import Completion, Solution, Step
 
     generation = hand_pool.run("convincing_wrong", 2)
@@ -89,7 +89,7 @@ def test_solutions_are_labeling_work_with_provenance(hand_pool) -> None:  # type
     assert solution.label_count == 0 and not solution.is_quality_control
 
 
-def test_a_generation_never_reselects(hand_pool, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_generation_never_reselects(hand_pool, tmp_path: Path) -> None:
     from annotate.services.problems import import_solutions
     from rewards.jobs.services.scoring import _write_input
 
@@ -113,7 +113,7 @@ def test_a_generation_never_reselects(hand_pool, tmp_path: Path) -> None:  # typ
             for line in (Path(fourth.scoring_job.work_dir) / "input.jsonl").read_text().splitlines()]
     assert sorted(hand_pool.name_of(i) for i in sent) == ["d", "e", "h", "i"]
 
-def test_one_scoring_generation_at_a_time_and_bad_input_names_the_field(hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_one_scoring_generation_at_a_time_and_bad_input_names_the_field(hand_pool) -> None:
     from rewards.jobs.models import LabelingRound
     from rewards.jobs.services.labeling_rounds import start_labeling_round
     from rewards.jobs.services.training import JobInputError
@@ -132,7 +132,7 @@ def test_one_scoring_generation_at_a_time_and_bad_input_names_the_field(hand_poo
     assert LabelingRound.objects.count() == 1
 
 
-def test_best_prm_is_newest_version_then_most_accurate(hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_best_prm_is_newest_version_then_most_accurate(hand_pool) -> None:
     from rewards.jobs.services.labeling_rounds import best_prm
     from tests.factories import DatasetVersionFactory
     from tests.labeling_rounds.conftest import make_prm
@@ -150,7 +150,7 @@ def test_best_prm_is_newest_version_then_most_accurate(hand_pool) -> None:  # ty
 
 
 def test_provenance_and_verifier_score_round_trip_through_prm800k_export(hand_pool, make_user,
-                                                                         tmp_path: Path, campaign_factory) -> None:  # type: ignore[no-untyped-def]
+                                                                         tmp_path: Path, campaign_factory) -> None:
     from annotate.models import Role, Solution
     from annotate.services import labeling
     from annotate.services.prm800k_import import import_prm800k

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def users(personas, hand_pool):  # type: ignore[no-untyped-def]
+def users(personas, hand_pool):
     return personas(hand_pool.campaign)
 
 
@@ -17,7 +17,7 @@ def users(personas, hand_pool):  # type: ignore[no-untyped-def]
     ("staff", 302, 201, 200), ("owner", 302, 201, 200), ("researcher", 403, 403, 200),
     ("labeler", 403, 404, 404), ("outsider", 403, 404, 404), ("other_admin", 404, 404, 404),
 ])
-def test_only_admins_and_staff_start_generations(client, users, hand_pool, who, button, api_post, api_get) -> None:  # type: ignore[no-untyped-def]
+def test_only_admins_and_staff_start_generations(client, users, hand_pool, who, button, api_post, api_get) -> None:
     from rewards.jobs.models import LabelingRound
 
     slug = hand_pool.campaign.slug
@@ -41,7 +41,7 @@ def test_only_admins_and_staff_start_generations(client, users, hand_pool, who, 
         assert ("data-start-generation" in page.content.decode()) == (button == 302)
 
 
-def test_anonymous_and_tokens(client, users, hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_anonymous_and_tokens(client, users, hand_pool) -> None:
     from rewards.services.tokens import create_token
 
     url = f"/models/api/campaigns/{hand_pool.campaign.slug}/generations/"
@@ -59,7 +59,7 @@ def test_anonymous_and_tokens(client, users, hand_pool) -> None:  # type: ignore
     assert again.status_code == 409 and "still scoring" in again.json()["campaign"][0]
 
 
-def test_bad_input_names_the_field(client, users, hand_pool) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_names_the_field(client, users, hand_pool) -> None:
     slug = hand_pool.campaign.slug
     client.force_login(users["owner"])
     url = f"/models/api/campaigns/{slug}/generations/"
@@ -79,7 +79,7 @@ def test_bad_input_names_the_field(client, users, hand_pool) -> None:  # type: i
     assert page.status_code == 400 and 'data-error-for="batch_size"' in page.content.decode()
 
 
-def _label(campaign, labeler, *, errors: int, accepts: int) -> None:  # type: ignore[no-untyped-def]
+def _label(campaign, labeler, *, errors: int, accepts: int) -> None:
     from annotate.services import labeling
 
     for value in [-1] * errors + [1] * accepts:
@@ -90,7 +90,7 @@ def _label(campaign, labeler, *, errors: int, accepts: int) -> None:  # type: ig
         labeling.submit_assignment(assignment.pk, labeler)  # found_error after a −1, else solution
 
 
-def test_dashboard_shows_each_generation_with_flat_queries(client, users, hand_pool, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_shows_each_generation_with_flat_queries(client, users, hand_pool, make_user) -> None:
     from annotate.models import Role
     from tests.factories import DatasetVersionFactory, MembershipFactory
     from tests.labeling_rounds.conftest import make_prm
@@ -127,7 +127,7 @@ def test_dashboard_shows_each_generation_with_flat_queries(client, users, hand_p
     assert [g["figures"]["labeled"] for g in api] == [2, 0, 0, 0]
 
 
-def test_periodic_task_starts_the_next_generation_once_mostly_labeled(hand_pool, make_user, settings) -> None:  # type: ignore[no-untyped-def]
+def test_periodic_task_starts_the_next_generation_once_mostly_labeled(hand_pool, make_user, settings) -> None:
     from annotate.models import Role
     from rewards.jobs.models import LabelingRound
     from rewards.jobs.services.labeling_rounds import auto_start_labeling_rounds

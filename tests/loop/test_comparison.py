@@ -9,7 +9,7 @@ from django.urls import reverse
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-def _admin(campaign, make_user):  # type: ignore[no-untyped-def]
+def _admin(campaign, make_user):
     from annotate.models import Membership, Role
 
     user = make_user(f"adm-{campaign.slug}")
@@ -19,7 +19,7 @@ def _admin(campaign, make_user):  # type: ignore[no-untyped-def]
 
 def test_ungraded_campaign_fails_at_the_snapshot_in_one_sentence(client, celery_worker_process, labeler,
                                                                   campaign_builder, pool_writer, make_user,
-                                                                  tmp_path: Path, wait_for) -> None:  # type: ignore[no-untyped-def]
+                                                                  tmp_path: Path, wait_for) -> None:
     from rewards.jobs.models import ComparisonRun, TrainingJob
     from rewards.jobs.services.pools import import_pool
 

@@ -49,13 +49,13 @@ def test_clean_log_drops_ansi_codes_and_the_load_report() -> None:
 
 
 @pytest.fixture
-def failed_job(loop_campaign):  # type: ignore[no-untyped-def]
+def failed_job(loop_campaign):
     return TrainingJobFactory(kind="orm", campaign=loop_campaign, dataset_path="/x.jsonl", status="failed",
                               error=TRAINER_FAILURE, log_tail=LOAD_REPORT_LOG, started_at=timezone.now(),
                               finished_at=timezone.now())
 
 
-def test_job_page_failure_for_a_campaign_admin(client, campaign_admin, failed_job) -> None:  # type: ignore[no-untyped-def]
+def test_job_page_failure_for_a_campaign_admin(client, campaign_admin, failed_job) -> None:
     assert client.login(username=campaign_admin.username, password=PASSWORD)
     page = client.get(reverse("jobs:job", args=[failed_job.pk])).content.decode()
     assert '<p class="error" data-job-error>/var/jobs/datasets/outcome.jsonl: no training rows' in page
@@ -63,7 +63,7 @@ def test_job_page_failure_for_a_campaign_admin(client, campaign_admin, failed_jo
     assert "\x1b" not in page and "LOAD REPORT" not in page and "(model loading report hidden)" in page
 
 
-def test_job_page_failure_details_for_staff(client, make_user, failed_job) -> None:  # type: ignore[no-untyped-def]
+def test_job_page_failure_details_for_staff(client, make_user, failed_job) -> None:
     staff = make_user("staff-loop", is_staff=True)
     assert client.login(username=staff.username, password=PASSWORD)
     page = client.get(reverse("jobs:job", args=[failed_job.pk])).content.decode()
@@ -72,7 +72,7 @@ def test_job_page_failure_details_for_staff(client, make_user, failed_job) -> No
     assert details.index("<summary>") < details.index("Traceback")
 
 
-def test_sampling_job_page_shows_samples_done_and_cancel(client, campaign_admin, loop_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_sampling_job_page_shows_samples_done_and_cancel(client, campaign_admin, loop_campaign) -> None:
     job = SamplingJobFactory(campaign=loop_campaign, status="running", started_at=timezone.now(),
                              heartbeat_at=timezone.now(), problem_count=5, config={"n": 4}, progress=0.35,
                              summary={"samples_done": 7, "samples_total": 20})
@@ -86,7 +86,7 @@ def test_sampling_job_page_shows_samples_done_and_cancel(client, campaign_admin,
     assert job.cancel_requested
 
 
-def test_sampling_progress_counts_the_partial_file(loop_campaign, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_sampling_progress_counts_the_partial_file(loop_campaign, tmp_path) -> None:
     from rewards.jobs.services.sampling import SAMPLES, _progress
 
     job = SamplingJobFactory(campaign=loop_campaign, problem_count=3, config={"n": 4}, work_dir=str(tmp_path))

@@ -16,17 +16,17 @@ from tests.factories import PASSWORD
 pytestmark = pytest.mark.django_db
 
 
-def _login(client, user) -> None:  # type: ignore[no-untyped-def]
+def _login(client, user) -> None:
     assert client.login(username=user.username, password=PASSWORD)
 
 
-def _dashboard(campaign) -> str:  # type: ignore[no-untyped-def]
+def _dashboard(campaign) -> str:
     return reverse("jobs:campaign_dashboard", args=[campaign.slug])
 
 
 # --- snapshot ----------------------------------------------------------------------------------------
 
-def test_snapshot_button_makes_a_version_once(client, campaign_admin, loop_campaign, storage) -> None:  # type: ignore[no-untyped-def]
+def test_snapshot_button_makes_a_version_once(client, campaign_admin, loop_campaign, storage) -> None:
     _login(client, campaign_admin)
     page = client.get(_dashboard(loop_campaign)).content.decode()
     assert 'data-action="snapshot"' in page and "No dataset version yet" in page
@@ -38,7 +38,7 @@ def test_snapshot_button_makes_a_version_once(client, campaign_admin, loop_campa
     assert "have not changed since" in again and DatasetVersion.objects.filter(campaign=loop_campaign).count() == 1
 
 
-def test_snapshot_api(client, campaign_admin, loop_campaign, storage, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_snapshot_api(client, campaign_admin, loop_campaign, storage, make_user) -> None:
     url = reverse("jobs:api_snapshot", args=[loop_campaign.slug])
     outsider = make_user("outsider-snap")
     _login(client, outsider)
@@ -53,7 +53,7 @@ def test_snapshot_api(client, campaign_admin, loop_campaign, storage, make_user)
 # --- pools -------------------------------------------------------------------------------------------
 
 def test_pool_upload_page_imports_and_grades(client, campaign_admin, loop_campaign, pool_file: Path,
-                                             storage) -> None:  # type: ignore[no-untyped-def]
+                                             storage) -> None:
     _login(client, campaign_admin)
     url = reverse("jobs:pool_upload", args=[loop_campaign.slug])
     assert 'type="file"' in client.get(url).content.decode()
@@ -67,7 +67,7 @@ def test_pool_upload_page_imports_and_grades(client, campaign_admin, loop_campai
     assert "Pool “uploaded”: 6 problems, 24 candidates (12 correct)." in response.content.decode()
 
 
-def test_pool_upload_page_lists_every_rejected_line(client, campaign_admin, loop_campaign, storage) -> None:  # type: ignore[no-untyped-def]
+def test_pool_upload_page_lists_every_rejected_line(client, campaign_admin, loop_campaign, storage) -> None:
     _login(client, campaign_admin)
     body = (json.dumps({"problem": "What is 1+1?", "steps": ["1+1=2", "# Answer\n\n2"]}) + "\n"
             + "{not json\n" + json.dumps({"problem": "What is 2+2?", "steps": "4"}) + "\n")
@@ -80,7 +80,7 @@ def test_pool_upload_page_lists_every_rejected_line(client, campaign_admin, loop
     assert not CandidatePool.objects.filter(name="bad").exists()
 
 
-def test_pool_upload_api(client, campaign_admin, loop_campaign, pool_file: Path, storage) -> None:  # type: ignore[no-untyped-def]
+def test_pool_upload_api(client, campaign_admin, loop_campaign, pool_file: Path, storage) -> None:
     _login(client, campaign_admin)
     url = reverse("jobs:api_pools", args=[loop_campaign.slug])
     created = client.post(url, {"file": SimpleUploadedFile("p.jsonl", pool_file.read_bytes()), "name": "api-pool"})
@@ -95,7 +95,7 @@ def test_pool_upload_api(client, campaign_admin, loop_campaign, pool_file: Path,
 
 # --- scoring -----------------------------------------------------------------------------------------
 
-def test_score_form_and_api_start_scoring_jobs(client, campaign_admin, loop_campaign, hand_scored, loop_pool) -> None:  # type: ignore[no-untyped-def]
+def test_score_form_and_api_start_scoring_jobs(client, campaign_admin, loop_campaign, hand_scored, loop_pool) -> None:
     _login(client, campaign_admin)
     prm = hand_scored["prm"].reward_model
     orm = hand_scored["orm"].reward_model
@@ -119,7 +119,7 @@ def test_score_form_and_api_start_scoring_jobs(client, campaign_admin, loop_camp
     assert wrong.status_code == 400 and "no reward model 999999" in str(wrong.json())
 
 
-def test_scoring_job_page_has_progress_and_cancel(client, campaign_admin, hand_scored) -> None:  # type: ignore[no-untyped-def]
+def test_scoring_job_page_has_progress_and_cancel(client, campaign_admin, hand_scored) -> None:
     _login(client, campaign_admin)
     job = ScoringJob.objects.create(reward_model=hand_scored["prm"].reward_model, pool=hand_scored["prm"].pool)
     page = client.get(reverse("jobs:scoring_job", args=[job.pk])).content.decode()
@@ -131,7 +131,7 @@ def test_scoring_job_page_has_progress_and_cancel(client, campaign_admin, hand_s
 
 # --- evaluation --------------------------------------------------------------------------------------
 
-def test_evaluate_form_fills_the_best_of_n_table(client, campaign_admin, loop_campaign, hand_scored) -> None:  # type: ignore[no-untyped-def]
+def test_evaluate_form_fills_the_best_of_n_table(client, campaign_admin, loop_campaign, hand_scored) -> None:
     _login(client, campaign_admin)
     response = client.post(reverse("jobs:evaluate_start", args=[loop_campaign.slug]),
                            {"prm_scoring": hand_scored["prm"].pk, "orm_scoring": hand_scored["orm"].pk,
@@ -157,7 +157,7 @@ def test_evaluate_form_fills_the_best_of_n_table(client, campaign_admin, loop_ca
     assert len(verdicts) == 1 and "PRM" in verdicts[0] and "majority vote" in verdicts[0]
 
 
-def test_evaluate_errors_and_api(client, campaign_admin, loop_campaign, hand_scored) -> None:  # type: ignore[no-untyped-def]
+def test_evaluate_errors_and_api(client, campaign_admin, loop_campaign, hand_scored) -> None:
     _login(client, campaign_admin)
     empty = client.post(reverse("jobs:evaluate_start", args=[loop_campaign.slug]),
                         {"prm_scoring": "", "orm_scoring": ""})
@@ -175,7 +175,7 @@ def test_evaluate_errors_and_api(client, campaign_admin, loop_campaign, hand_sco
 
 # --- empty states ------------------------------------------------------------------------------------
 
-def test_empty_states_offer_buttons_not_commands(client, campaign_admin, loop_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_empty_states_offer_buttons_not_commands(client, campaign_admin, loop_campaign) -> None:
     _login(client, campaign_admin)
     page = client.get(_dashboard(loop_campaign)).content.decode()
     assert "manage.py" not in page
@@ -188,7 +188,7 @@ def test_empty_states_offer_buttons_not_commands(client, campaign_admin, loop_ca
     assert "upload one" in text and "manage.py" not in text and 'data-action="upload-pool"' in text
 
 
-def test_compare_without_a_pool_says_what_to_do(client, campaign_admin, loop_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_compare_without_a_pool_says_what_to_do(client, campaign_admin, loop_campaign) -> None:
     _login(client, campaign_admin)
     page = client.get(_dashboard(loop_campaign)).content.decode()
     assert "has no candidate pool to pick best-of-N from yet" in page
@@ -198,7 +198,7 @@ def test_compare_without_a_pool_says_what_to_do(client, campaign_admin, loop_cam
         response.content.decode()
 
 
-def test_compare_form_validates_the_budget(client, campaign_admin, loop_campaign, loop_pool) -> None:  # type: ignore[no-untyped-def]
+def test_compare_form_validates_the_budget(client, campaign_admin, loop_campaign, loop_pool) -> None:
     _login(client, campaign_admin)
     page = client.get(_dashboard(loop_campaign)).content.decode()
     assert 'name="max_steps"' in page and 'data-action="compare"' in page
@@ -209,7 +209,7 @@ def test_compare_form_validates_the_budget(client, campaign_admin, loop_campaign
     assert zero.status_code == 400 and "max_steps" in zero.json()
 
 
-def test_researcher_may_compare_outsider_may_not(client, loop_campaign, loop_pool, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_researcher_may_compare_outsider_may_not(client, loop_campaign, loop_pool, make_user) -> None:
     from annotate.models import Membership, Role
 
     researcher = make_user("res-loop")
@@ -234,7 +234,7 @@ def test_researcher_may_compare_outsider_may_not(client, loop_campaign, loop_poo
 
 # --- readable failures -------------------------------------------------------------------------------
 
-def test_orm_on_an_ungraded_version_is_refused_in_one_sentence(labeler, storage, campaign_builder) -> None:  # type: ignore[no-untyped-def]
+def test_orm_on_an_ungraded_version_is_refused_in_one_sentence(labeler, storage, campaign_builder) -> None:
     from rewards.jobs.services.comparisons import snapshot_labels
     from rewards.jobs.services.training import JobInputError, TrainingRequest, start_training_job
 
@@ -247,7 +247,7 @@ def test_orm_on_an_ungraded_version_is_refused_in_one_sentence(labeler, storage,
     assert not TrainingJob.objects.exists()
 
 
-def test_a_comparison_scores_the_first_k_candidates_per_problem(loop_pool) -> None:  # type: ignore[no-untyped-def]
+def test_a_comparison_scores_the_first_k_candidates_per_problem(loop_pool) -> None:
     from rewards.jobs.models import Candidate
     from rewards.jobs.services.comparisons import first_per_problem
 
@@ -263,7 +263,7 @@ def test_a_comparison_scores_the_first_k_candidates_per_problem(loop_pool) -> No
     assert first_per_problem(loop_pool, 2) == subset  # made once, reused
 
 
-def _run_at_training(campaign, pool, hand_scored):  # type: ignore[no-untyped-def]
+def _run_at_training(campaign, pool, hand_scored):
     from django.utils import timezone
 
     from rewards.jobs.models import ComparisonRun
@@ -274,7 +274,7 @@ def _run_at_training(campaign, pool, hand_scored):  # type: ignore[no-untyped-de
                                         orm_job=hand_scored["orm"].reward_model.job)
 
 
-def test_reconcile_moves_a_run_whose_trainings_ended(loop_campaign, loop_pool, hand_scored) -> None:  # type: ignore[no-untyped-def]
+def test_reconcile_moves_a_run_whose_trainings_ended(loop_campaign, loop_pool, hand_scored) -> None:
     from rewards.jobs.services.comparisons import reconcile
 
     run = _run_at_training(loop_campaign, loop_pool, hand_scored)
@@ -286,7 +286,7 @@ def test_reconcile_moves_a_run_whose_trainings_ended(loop_campaign, loop_pool, h
     assert reconcile() == []  # its scorings are still queued: nothing to do
 
 
-def test_a_failed_training_fails_the_run_with_its_reason(loop_campaign, loop_pool, hand_scored) -> None:  # type: ignore[no-untyped-def]
+def test_a_failed_training_fails_the_run_with_its_reason(loop_campaign, loop_pool, hand_scored) -> None:
     from rewards.jobs.services.comparisons import advance
 
     run = _run_at_training(loop_campaign, loop_pool, hand_scored)
@@ -300,7 +300,7 @@ def test_a_failed_training_fails_the_run_with_its_reason(loop_campaign, loop_poo
     assert run.stage == "train" and run.prm_scoring is None
 
 
-def test_the_next_comparison_starts_from_the_users_pool_not_a_subset(loop_pool) -> None:  # type: ignore[no-untyped-def]
+def test_the_next_comparison_starts_from_the_users_pool_not_a_subset(loop_pool) -> None:
     from rewards.jobs.services.comparisons import comparison_pool, first_per_problem
 
     subset = first_per_problem(loop_pool, 2)
@@ -309,7 +309,7 @@ def test_the_next_comparison_starts_from_the_users_pool_not_a_subset(loop_pool) 
 
 # --- which pool a comparison scores -----------------------------------------------------------------------------
 
-def test_compare_pool_choice_default_and_refusal(client, campaign_admin, loop_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_compare_pool_choice_default_and_refusal(client, campaign_admin, loop_campaign) -> None:
     from rewards.jobs.models import ComparisonRun
     from rewards.jobs.services.comparisons import comparison_pool, comparison_pools
     from rewards.jobs.services.training import JobInputError

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def labeled(campaign_factory, member):  # type: ignore[no-untyped-def]
+def labeled(campaign_factory, member):
     campaign = campaign_factory()
     agree, torn, machine_only = (numbered_solution(campaign, 4) for _ in range(3))
     ann, bob = member(campaign, "ann"), member(campaign, "bob")
@@ -38,7 +38,7 @@ def rows_of(path: Path) -> list[dict]:  # type: ignore[type-arg]
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_consensus_rows_keep_the_agreeing_prefix_up_to_the_agreed_error(labeled, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_consensus_rows_keep_the_agreeing_prefix_up_to_the_agreed_error(labeled, tmp_path) -> None:
     campaign, agree, torn, _ = labeled
     out = tmp_path / "consensus.jsonl"
     call_command("export_dataset", campaign=campaign.slug, format="consensus", out=out, sources="human,mc:smollm2")
@@ -56,7 +56,7 @@ def test_consensus_rows_keep_the_agreeing_prefix_up_to_the_agreed_error(labeled,
                         "solution_id"}
 
 
-def test_machine_sources_alone_and_unknown_sources(labeled, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_machine_sources_alone_and_unknown_sources(labeled, tmp_path) -> None:
     campaign, _, _, machine_only = labeled
     out = tmp_path / "machines.jsonl"
     call_command("export_dataset", campaign=campaign.slug, format="consensus", out=out, sources="mc:smollm2,prm:p")
@@ -69,7 +69,7 @@ def test_machine_sources_alone_and_unknown_sources(labeled, tmp_path) -> None:  
         call_command("export_dataset", campaign=campaign.slug, format="consensus", out=out, sources="human")
 
 
-def test_a_dataset_version_carries_the_consensus_file_and_the_sources_counts(labeled) -> None:  # type: ignore[no-untyped-def]
+def test_a_dataset_version_carries_the_consensus_file_and_the_sources_counts(labeled) -> None:
     campaign, agree, _, machine_only = labeled
     version = create_dataset_version(campaign)
     assert version is not None

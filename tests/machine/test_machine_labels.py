@@ -34,7 +34,7 @@ def steps_of(solution: Solution) -> list[str]:
     return list(solution.steps.order_by("index").values_list("completions__text", flat=True))
 
 
-def test_the_three_file_shapes_import_beside_human_ratings(campaign_factory, member, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_three_file_shapes_import_beside_human_ratings(campaign_factory, member, tmp_path) -> None:
     campaign = campaign_factory()
     soft, first, prm800k = (numbered_solution(campaign, 4) for _ in range(3))
     human = finished_labeling(soft, member(campaign, "ann"), [1, 1, -1])
@@ -58,7 +58,7 @@ def test_the_three_file_shapes_import_beside_human_ratings(campaign_factory, mem
 
 
 def test_bad_rows_are_named_by_file_line_and_field_and_nothing_is_written(campaign_factory, tmp_path,
-                                                                          capsys) -> None:  # type: ignore[no-untyped-def]
+                                                                          capsys) -> None:
     campaign = campaign_factory()
     solution = numbered_solution(campaign, 2)
     other = numbered_solution(campaign_factory("other"), 2)
@@ -86,7 +86,7 @@ def test_bad_rows_are_named_by_file_line_and_field_and_nothing_is_written(campai
     assert values(solution) == {0: (1.0, None), 1: (0.5, None)}
 
 
-def test_recording_a_source_again_replaces_only_that_source(campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_recording_a_source_again_replaces_only_that_source(campaign_factory) -> None:
     solution = numbered_solution(campaign_factory(), 3)
     record_machine_labels(labels={solution.pk: [StepValue(0, 1.0, 4), StepValue(1, 0.5, 4)]}, kind="mc",
                           source="smollm2")
@@ -104,7 +104,7 @@ def test_recording_a_source_again_replaces_only_that_source(campaign_factory) ->
         record_machine_labels(labels={solution.pk: [StepValue(7, 1.0)]}, kind="mc", source="smollm2")
 
 
-def test_disagreement_first_leases_where_sources_disagree(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_disagreement_first_leases_where_sources_disagree(campaign_factory, member) -> None:
     campaign = campaign_factory(lease_order=LeaseOrder.DISAGREEMENT_FIRST)
     calm, unlabeled, torn = (numbered_solution(campaign, 3) for _ in range(3))
     record_machine_labels(labels={calm.pk: [StepValue(0, 1.0, 4)], torn.pk: [StepValue(0, 1.0, 4)]}, kind="mc",
@@ -128,7 +128,7 @@ def test_disagreement_first_leases_where_sources_disagree(campaign_factory, memb
     (SuggestionMode.SHOWN, "before", "before"),
 ])
 def test_each_rating_records_what_its_labeler_had_seen(campaign_factory, member, mode, seen_first,
-                                                       seen_again) -> None:  # type: ignore[no-untyped-def]
+                                                       seen_again) -> None:
     campaign = campaign_factory(suggestions=mode)
     solution = numbered_solution(campaign, 3)
     record_machine_labels(labels={solution.pk: [StepValue(0, 1.0, 4)]}, kind="mc", source="smollm2")
@@ -144,7 +144,7 @@ def test_each_rating_records_what_its_labeler_had_seen(campaign_factory, member,
     assert Rating.objects.get(assignment=assignment, completion__step__index=1).suggestions_seen == "none"
 
 
-def test_gold_and_screening_solutions_never_show_machine_labels(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_gold_and_screening_solutions_never_show_machine_labels(campaign_factory, member) -> None:
     campaign = campaign_factory(suggestions=SuggestionMode.SHOWN, qc_rate=1.0)
     gold = numbered_solution(campaign, 2, is_quality_control=True, gold_first_error=-1)
     record_machine_labels(labels={gold.pk: [StepValue(0, 0.0, 4)]}, kind="mc", source="smollm2")
@@ -156,7 +156,7 @@ def test_gold_and_screening_solutions_never_show_machine_labels(campaign_factory
     assert Rating.objects.get(assignment=assignment).suggestions_seen == "none"
 
 
-def test_dashboard_metrics_give_each_sources_agreement_with_humans(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_metrics_give_each_sources_agreement_with_humans(campaign_factory, member) -> None:
     campaign = campaign_factory()
     one, two = numbered_solution(campaign, 3), numbered_solution(campaign, 3)
     ann, bob = member(campaign, "ann"), member(campaign, "bob")

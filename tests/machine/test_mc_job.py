@@ -20,7 +20,7 @@ from tests.factories import (
 
 
 @pytest.mark.django_db
-def test_a_start_names_the_input_at_fault(campaign_factory) -> None:  # type: ignore[no-untyped-def]
+def test_a_start_names_the_input_at_fault(campaign_factory) -> None:
     campaign = campaign_factory()
     with pytest.raises(JobInputError) as refused:
         start_machine_labeling_job(campaign=campaign, method="mc")
@@ -40,7 +40,7 @@ def test_a_start_names_the_input_at_fault(campaign_factory) -> None:  # type: ig
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_monte_carlo_labels_on_the_real_worker(celery_worker_process, campaign_factory, member, client,
-                                               wait_for) -> None:  # type: ignore[no-untyped-def]
+                                               wait_for) -> None:
     campaign = campaign_factory()
     solution = solution_with_steps(campaign, ["We add: $2 + 2 = 4$.", "So the sum is 4.", "# Answer\n\n4"],
                                    problem_text="What is $2 + 2$?", answer="4")
@@ -74,7 +74,7 @@ def test_monte_carlo_labels_on_the_real_worker(celery_worker_process, campaign_f
 
 
 @pytest.mark.django_db
-def test_the_jobs_api_starts_and_lists_machine_labeling_jobs(campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_the_jobs_api_starts_and_lists_machine_labeling_jobs(campaign_factory, member) -> None:
     from rest_framework.test import APIClient
 
     campaign = campaign_factory()
@@ -100,7 +100,7 @@ def test_the_jobs_api_starts_and_lists_machine_labeling_jobs(campaign_factory, m
 @pytest.mark.training
 @pytest.mark.django_db(transaction=True)
 def test_prm_step_scores_on_the_real_worker(celery_worker_process, trained_prm, campaign_factory,
-                                            wait_for) -> None:  # type: ignore[no-untyped-def]
+                                            wait_for) -> None:
     from rewards.jobs.models import JobStatus
     from rewards.jobs.services.training import register_model
 
@@ -119,5 +119,9 @@ def test_prm_step_scores_on_the_real_worker(celery_worker_process, trained_prm, 
     assert sorted(labels.values_list("solution_id", "step__index")) == [
         (first.pk, 0), (first.pk, 1), (first.pk, 2), (second.pk, 0), (second.pk, 1)]
     assert all(0 <= value <= 1 for value in labels.values_list("value", flat=True))
-    assert labels.first().provenance == {"job": job.pk, "reward_model": prm.pk, "location": prm.location}
+    provenance = labels.first().provenance
+    assert {key: provenance[key] for key in ("job", "reward_model", "location")} == {
+        "job": job.pk, "reward_model": prm.pk, "location": prm.location}
+    # the PRM's calibrated threshold, as registered with the model, is what the values are centred on
+    assert provenance["threshold"] == (prm.metrics.get("validation") or {}).get("threshold")
     assert job.labels_recorded == 5 and job.summary["source"] == f"prm:{prm.name}"

@@ -13,7 +13,7 @@ from tests.labeling.test_browser import log_in, pressed, row, start_labeling
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def labeled_campaign(campaign_factory, member, mode: str, **fields):  # type: ignore[no-untyped-def]
+def labeled_campaign(campaign_factory, member, mode: str, **fields):
     campaign = campaign_factory("assist", name="Assist", suggestions=mode, **fields)
     solution = numbered_solution(campaign, 3, **({"is_quality_control": True, "gold_first_error": -1}
                                                  if fields.get("qc_rate") else {}))
@@ -24,7 +24,7 @@ def labeled_campaign(campaign_factory, member, mode: str, **fields):  # type: ig
     return campaign
 
 
-def test_hidden_by_default(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_hidden_by_default(page: Page, live_server, campaign_factory, member) -> None:
     campaign = labeled_campaign(campaign_factory, member, SuggestionMode.HIDDEN)
     assert campaign._meta.get_field("suggestions").default == SuggestionMode.HIDDEN
     log_in(page, live_server.url, "ann")
@@ -35,7 +35,7 @@ def test_hidden_by_default(page: Page, live_server, campaign_factory, member) ->
     assert Rating.objects.get().suggestions_seen == "none"
 
 
-def test_revealed_after_the_labeler_rates_the_step(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_revealed_after_the_labeler_rates_the_step(page: Page, live_server, campaign_factory, member) -> None:
     labeled_campaign(campaign_factory, member, SuggestionMode.AFTER_RATING)
     log_in(page, live_server.url, "ann")
     start_labeling(page, "assist")
@@ -49,7 +49,7 @@ def test_revealed_after_the_labeler_rates_the_step(page: Page, live_server, camp
     assert Rating.objects.get().suggestions_seen == "after"
 
 
-def test_shown_before_rating(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_shown_before_rating(page: Page, live_server, campaign_factory, member) -> None:
     labeled_campaign(campaign_factory, member, SuggestionMode.SHOWN)
     log_in(page, live_server.url, "ann")
     start_labeling(page, "assist")
@@ -61,7 +61,7 @@ def test_shown_before_rating(page: Page, live_server, campaign_factory, member) 
     assert Rating.objects.get().suggestions_seen == "before"
 
 
-def test_never_on_a_gold_solution(page: Page, live_server, campaign_factory, member) -> None:  # type: ignore[no-untyped-def]
+def test_never_on_a_gold_solution(page: Page, live_server, campaign_factory, member) -> None:
     labeled_campaign(campaign_factory, member, SuggestionMode.SHOWN, qc_rate=1.0)
     log_in(page, live_server.url, "ann")
     start_labeling(page, "assist")

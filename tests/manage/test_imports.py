@@ -25,14 +25,14 @@ def finished_import(job_id: int, timeout: float = 60) -> ImportJob:
                     every=0.2, what=f"import job {job_id} to finish")
 
 
-def upload(client, slug: str, kind: str, content: bytes, **extra: Any) -> ImportJob:  # type: ignore[no-untyped-def]
+def upload(client, slug: str, kind: str, content: bytes, **extra: Any) -> ImportJob:
     response = client.post(reverse("manage:imports", args=[slug]),
                            {"kind": kind, "file": SimpleUploadedFile(f"{kind}.jsonl", content), **extra})
     assert response.status_code == 302, response.content.decode()[:500]
     return ImportJob.objects.latest("id")
 
 
-def test_problems_then_solutions_through_the_worker(client, celery_worker_process, campaign_factory,  # type: ignore[no-untyped-def]
+def test_problems_then_solutions_through_the_worker(client, celery_worker_process, campaign_factory,
                                                     make_user, shared_data: Path) -> None:
     campaign = campaign_factory("uploads")
     client.force_login(make_user("boss", is_staff=True))
@@ -65,7 +65,7 @@ def test_problems_then_solutions_through_the_worker(client, celery_worker_proces
     assert Solution.objects.filter(campaign=campaign).count() == 1
 
 
-def test_prm800k_upload_and_bad_form(client, celery_worker_process, campaign_factory, make_user,  # type: ignore[no-untyped-def]
+def test_prm800k_upload_and_bad_form(client, celery_worker_process, campaign_factory, make_user,
                                      shared_data: Path) -> None:
     campaign_factory("prm")
     client.force_login(make_user("boss", is_staff=True))
@@ -79,7 +79,7 @@ def test_prm800k_upload_and_bad_form(client, celery_worker_process, campaign_fac
     assert 'data-field-error="kind"' in text and 'data-field-error="file"' in text
 
 
-def test_browser_upload_shows_rejected_lines_and_imports_nothing(  # type: ignore[no-untyped-def]
+def test_browser_upload_shows_rejected_lines_and_imports_nothing(
         live_server, page, client, celery_worker_process, campaign_factory, make_user, tmp_path: Path) -> None:
     campaign_factory("browser")
     client.force_login(make_user("boss", is_staff=True))

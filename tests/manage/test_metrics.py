@@ -101,7 +101,7 @@ def test_percentiles() -> None:
 # --- from the database ---------------------------------------------------------------------------------------
 
 @pytest.fixture
-def scored_campaign(campaign_factory, member, last_week):  # type: ignore[no-untyped-def]
+def scored_campaign(campaign_factory, member, last_week):
     campaign = campaign_factory("quality", overlap=2, quality_threshold=0.6, quality_min_items=3)
     a, b = member(campaign, "ann"), member(campaign, "bob")
     s1 = numbered_solution(campaign, 4, is_quality_control=True, gold_first_error=2)
@@ -117,7 +117,7 @@ def scored_campaign(campaign_factory, member, last_week):  # type: ignore[no-unt
 
 
 @pytest.mark.django_db
-def test_gold_agreement_per_labeler(scored_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_gold_agreement_per_labeler(scored_campaign) -> None:
     campaign, a, b = scored_campaign
     by_labeler = agreement.gold_agreement_by_labeler(agreement.load_labelings(campaign))
     ann, bob = by_labeler[a.pk], by_labeler[b.pk]
@@ -131,7 +131,7 @@ def test_gold_agreement_per_labeler(scored_campaign) -> None:  # type: ignore[no
 
 
 @pytest.mark.django_db
-def test_inter_annotator_on_overlapped_solutions(scored_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_inter_annotator_on_overlapped_solutions(scored_campaign) -> None:
     campaign, _, _ = scored_campaign
     result = agreement.inter_annotator_agreement(agreement.load_labelings(campaign).labelings)
     assert result.overlapped_solutions == 3
@@ -148,7 +148,7 @@ def test_inter_annotator_on_overlapped_solutions(scored_campaign) -> None:  # ty
 
 
 @pytest.mark.django_db
-def test_snapshot_flags_and_pauses_low_quality_labelers(scored_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_snapshot_flags_and_pauses_low_quality_labelers(scored_campaign) -> None:
     campaign, a, b = scored_campaign
     campaign.pause_below_threshold = True
     campaign.save()
@@ -167,7 +167,7 @@ def test_snapshot_flags_and_pauses_low_quality_labelers(scored_campaign) -> None
 
 
 @pytest.mark.django_db
-def test_threshold_needs_enough_gold_items(scored_campaign) -> None:  # type: ignore[no-untyped-def]
+def test_threshold_needs_enough_gold_items(scored_campaign) -> None:
     campaign, _, b = scored_campaign
     campaign.quality_min_items = 4
     campaign.save()

@@ -29,7 +29,7 @@ def _jsonl(rows: list[Any]) -> bytes:
     return b"".join(json.dumps(row).encode() + b"\n" for row in rows)
 
 
-def _upload(client, slug: str, kind: str, rows: list[Any]) -> ImportJob:  # type: ignore[no-untyped-def]
+def _upload(client, slug: str, kind: str, rows: list[Any]) -> ImportJob:
     response = client.post(reverse("manage:imports", args=[slug]),
                            {"kind": kind, "file": SimpleUploadedFile(f"{kind}.jsonl", _jsonl(rows))})
     assert response.status_code == 302, response.content.decode()[:500]
@@ -38,7 +38,7 @@ def _upload(client, slug: str, kind: str, rows: list[Any]) -> ImportJob:  # type
                     what=f"import job {job_id} to finish")
 
 
-def _api(user) -> APIClient:  # type: ignore[no-untyped-def]
+def _api(user) -> APIClient:
     _, raw = create_token(user, name="script", scope="write")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
@@ -46,7 +46,7 @@ def _api(user) -> APIClient:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def write(tmp_path):  # type: ignore[no-untyped-def]
+def write(tmp_path):
     names = iter(range(1000))
 
     def make(rows: list[Any]) -> str:
@@ -58,7 +58,7 @@ def write(tmp_path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def two_campaigns(client, make_user):  # type: ignore[no-untyped-def]
+def two_campaigns(client, make_user):
     a, b = CampaignFactory(slug="a", name="A"), CampaignFactory(slug="b", name="B")
     admins = {}
     for campaign in (a, b):
@@ -67,7 +67,7 @@ def two_campaigns(client, make_user):  # type: ignore[no-untyped-def]
     return a, b, admins
 
 
-def test_b_admin_uploads_never_touch_a_problems(client, celery_worker_process, two_campaigns) -> None:  # type: ignore[no-untyped-def]
+def test_b_admin_uploads_never_touch_a_problems(client, celery_worker_process, two_campaigns) -> None:
     a, b, admins = two_campaigns
     client.force_login(admins["a"])
     job = _upload(client, "a", "problems", [SECRET, PUBLIC])
@@ -95,7 +95,7 @@ def test_b_admin_uploads_never_touch_a_problems(client, celery_worker_process, t
     assert not Solution.objects.filter(campaign=b).exists()
 
 
-def test_b_api_never_reads_a_problems(two_campaigns, write) -> None:  # type: ignore[no-untyped-def]
+def test_b_api_never_reads_a_problems(two_campaigns, write) -> None:
     a, b, admins = two_campaigns
     call_command("import_problems", "--campaign", "a", write([SECRET]))
     secret = Problem.objects.get(campaign=a)
@@ -116,7 +116,7 @@ def test_b_api_never_reads_a_problems(two_campaigns, write) -> None:  # type: ig
     assert "4242" in json.dumps(own)
 
 
-def test_the_staff_bank_is_copied_into_a_campaign_on_first_use(two_campaigns, write) -> None:  # type: ignore[no-untyped-def]
+def test_the_staff_bank_is_copied_into_a_campaign_on_first_use(two_campaigns, write) -> None:
     a, b, _ = two_campaigns
     call_command("import_problems", write([PUBLIC]))  # no --campaign: the staff bank
     bank = Problem.objects.get(campaign__isnull=True)
@@ -132,7 +132,7 @@ def test_the_staff_bank_is_copied_into_a_campaign_on_first_use(two_campaigns, wr
     assert list(Solution.objects.order_by("campaign__slug").values_list("is_correct", flat=True)) == [False, True]
 
 
-def test_only_staff_and_commands_reach_the_staff_bank(two_campaigns, write, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_only_staff_and_commands_reach_the_staff_bank(two_campaigns, write, make_user) -> None:
     """A campaign admin who guesses a bank problem's unique_id gets "not a known problem" through the API (and the
     bank's answer stays out of the campaign); the same file imported by staff copies the problem in."""
     a, _, admins = two_campaigns

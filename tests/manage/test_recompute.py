@@ -10,7 +10,7 @@ from tests.factories import CampaignFactory, MembershipFactory, UserFactory, fin
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-def test_recompute_shows_it_is_running_then_the_result(client, celery_worker_process, wait_for) -> None:  # type: ignore[no-untyped-def]
+def test_recompute_shows_it_is_running_then_the_result(client, celery_worker_process, wait_for) -> None:
     campaign = CampaignFactory(slug="recompute")
     labeler = UserFactory(username="rater")
     MembershipFactory(campaign=campaign, user=labeler, role=Role.LABELER)

@@ -27,7 +27,7 @@ from tests.factories import ImportJobFactory, MembershipFactory, ProblemFactory,
 
 
 @pytest.fixture
-def world(campaign_factory, member, personas):  # type: ignore[no-untyped-def]
+def world(campaign_factory, member, personas):
     campaign = campaign_factory("alpha", overlap=2)
     users = personas(campaign, labeler=member(campaign, "lab"), elsewhere=campaign_factory("beta"))
     solution = numbered_solution(campaign, 3)
@@ -59,7 +59,7 @@ def urls_for(campaign: Campaign, user_id: int, solution_id: int, job_id: int) ->
     ("anonymous", None), ("labeler", False), ("researcher", False), ("other_admin", False), ("owner", True),
     ("staff", True),
 ])
-def test_permission_matrix(client, world, who, allowed) -> None:  # type: ignore[no-untyped-def]
+def test_permission_matrix(client, world, who, allowed) -> None:
     campaign, users, solution, job = world
     if who != "anonymous":
         client.force_login(users[who])
@@ -80,7 +80,7 @@ def test_permission_matrix(client, world, who, allowed) -> None:  # type: ignore
 
 
 @pytest.mark.django_db
-def test_admin_of_one_campaign_sees_only_it(client, world) -> None:  # type: ignore[no-untyped-def]
+def test_admin_of_one_campaign_sees_only_it(client, world) -> None:
     _, users, _, _ = world
     client.force_login(users["other_admin"])
     page = client.get(reverse("manage:index")).content.decode()
@@ -88,7 +88,7 @@ def test_admin_of_one_campaign_sees_only_it(client, world) -> None:  # type: ign
 
 
 @pytest.mark.django_db
-def test_create_edit_archive_campaign(client, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_create_edit_archive_campaign(client, make_user) -> None:
     client.force_login(make_user("boss", is_staff=True))
     data = {"name": "Gen 2", "slug": "gen-2", "mode": "stepwise", "instructions": "Rate each step. $x^2$ **bold**",
             "overlap": 3, "qc_rate": 0.1, "screening_pass_threshold": 0.8, "lease_minutes": 20,
@@ -118,7 +118,7 @@ def test_create_edit_archive_campaign(client, make_user) -> None:  # type: ignor
 
 
 @pytest.mark.django_db
-def test_members_add_deactivate_and_labeler_page(client, world, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_members_add_deactivate_and_labeler_page(client, world, make_user) -> None:
     campaign, users, _, _ = world
     client.force_login(users["owner"])
     newbie = make_user("newbie")
@@ -144,7 +144,7 @@ def test_members_add_deactivate_and_labeler_page(client, world, make_user) -> No
     assert 'data-labeler-page="lab"' in page and '<span data-submitted>1</span>' in page
 
 
-def _grow(campaign: Campaign, n: int, labeler) -> None:  # type: ignore[no-untyped-def]
+def _grow(campaign: Campaign, n: int, labeler) -> None:
     """n solutions of 3 steps with a finished labeling each, inserted in bulk (as an import does: a thousand
     factory rows one by one would be most of the test's time)."""
     problem = ProblemFactory(text=f"bulk problem {n}", answer="1")
@@ -164,7 +164,7 @@ def _grow(campaign: Campaign, n: int, labeler) -> None:  # type: ignore[no-untyp
 
 
 @pytest.mark.django_db
-def test_dashboard_query_count_is_flat(client, campaign_factory, member, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_query_count_is_flat(client, campaign_factory, member, make_user) -> None:
     small, big = campaign_factory("small"), campaign_factory("big")
     lab = make_user("worker")
     for campaign in (small, big):
@@ -194,7 +194,7 @@ def test_dashboard_query_count_is_flat(client, campaign_factory, member, make_us
 
 
 @pytest.mark.django_db
-def test_dashboard_progress_numbers(client, world, member) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_progress_numbers(client, world, member) -> None:
     campaign, users, solution, _ = world
     second = member(campaign, "lab2")
     finished_labeling(solution, second, [1, 1, 1])           # overlap 2 reached: done
@@ -210,7 +210,7 @@ def test_dashboard_progress_numbers(client, world, member) -> None:  # type: ign
 
 
 @pytest.mark.django_db
-def test_adjudication_review_and_resolved_export(client, world, member) -> None:  # type: ignore[no-untyped-def]
+def test_adjudication_review_and_resolved_export(client, world, member) -> None:
     campaign, users, solution, _ = world
     second = member(campaign, "lab2")
     finished_labeling(solution, second, [1, 0, 1])  # lab said [1, 1, -1]: steps 2 and 3 disputed

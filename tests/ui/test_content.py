@@ -46,7 +46,7 @@ def test_sampling_progress_reads_as_samples_done_of_total() -> None:
 
 
 @pytest.mark.django_db
-def test_new_campaign_form_starts_at_working_defaults_with_range_and_help(client: Client, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_new_campaign_form_starts_at_working_defaults_with_range_and_help(client: Client, make_user) -> None:
     client.force_login(make_user("boss", is_staff=True))
     page = client.get(reverse("manage:new")).content.decode()
     values = dict(re.findall(r'<input type="number" name="(\w+)" value="([^"]*)"', page))
@@ -66,7 +66,7 @@ def test_new_campaign_form_starts_at_working_defaults_with_range_and_help(client
 
 
 @pytest.mark.django_db(transaction=True)
-def test_import_page_shows_each_format_and_its_sample_imports_as_is(client, celery_worker_process,  # type: ignore[no-untyped-def]
+def test_import_page_shows_each_format_and_its_sample_imports_as_is(client, celery_worker_process,
                                                                     campaign_factory, make_user) -> None:
     campaign = campaign_factory("samples")
     client.force_login(make_user("boss", is_staff=True))
@@ -94,7 +94,7 @@ def test_import_page_shows_each_format_and_its_sample_imports_as_is(client, cele
 
 
 @pytest.mark.django_db
-def test_dashboard_reads_as_words_and_keeps_imported_labelers_apart(client, campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_reads_as_words_and_keeps_imported_labelers_apart(client, campaign_factory, make_user) -> None:
     campaign = campaign_factory("dash")
     member = make_user("ann")
     Membership.objects.create(campaign=campaign, user=member, role=Role.LABELER)
@@ -102,7 +102,7 @@ def test_dashboard_reads_as_words_and_keeps_imported_labelers_apart(client, camp
     figure = {"value": 0.5, "items": 4}
     empty = {"value": None, "items": 0}
 
-    def row(user, value):  # type: ignore[no-untyped-def]
+    def row(user, value):
         return {"labeler_id": user.pk, "username": user.username, "flagged": False, "step_accuracy": value,
                 "first_error_exact": value, "first_error_within_one": value, "verdict_accuracy": value}
 
@@ -123,7 +123,7 @@ def test_dashboard_reads_as_words_and_keeps_imported_labelers_apart(client, camp
 
 
 @pytest.mark.django_db
-def test_dataset_versions_show_distribution_and_what_changed(client, campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_dataset_versions_show_distribution_and_what_changed(client, campaign_factory, make_user) -> None:
     campaign = campaign_factory("data")
     researcher = make_user("res")
     Membership.objects.create(campaign=campaign, user=researcher, role=Role.RESEARCHER)
@@ -146,7 +146,7 @@ def test_dataset_versions_show_distribution_and_what_changed(client, campaign_fa
 
 
 @pytest.mark.django_db
-def test_datasets_page_snapshots_a_campaign_from_a_button(client, campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_datasets_page_snapshots_a_campaign_from_a_button(client, campaign_factory, make_user) -> None:
     """An empty Datasets page offers the button that makes a version, for each campaign the user researches."""
     campaign, other = campaign_factory("mine"), campaign_factory("theirs")
     researcher = make_user("res")
@@ -165,7 +165,7 @@ def test_datasets_page_snapshots_a_campaign_from_a_button(client, campaign_facto
 
 
 @pytest.mark.django_db
-def test_nav_offers_each_role_only_what_it_may_open(client, campaign_factory, make_user) -> None:  # type: ignore[no-untyped-def]
+def test_nav_offers_each_role_only_what_it_may_open(client, campaign_factory, make_user) -> None:
     campaign = campaign_factory("nav")
     users = {role: make_user(f"u-{role}") for role in (Role.LABELER, Role.RESEARCHER, Role.ADMIN)}
     for role, user in users.items():

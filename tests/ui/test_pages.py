@@ -139,7 +139,7 @@ def _check_page(page: Page, label: str, width: int, checked: dict[str, int]) -> 
 
 
 @pytest.mark.parametrize("role", VISITORS)
-def test_every_page_as_each_role(browser: Browser, live_server, site: World, role: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_page_as_each_role(browser: Browser, live_server, site: World, role: str) -> None:
     role_index = ROLES.index(role)
     pages = [name for name in PAGES if RULES[name].access[role_index] == "+"]
     assert pages, f"{role} may open no page at all"
@@ -176,7 +176,7 @@ def test_every_page_as_each_role(browser: Browser, live_server, site: World, rol
     ("staff", "/manage/c/no-such-campaign/", 404),
 ])
 def test_error_pages_carry_the_site_layout(browser: Browser, live_server, site: World, role: str, path: str,
-                                           status: int) -> None:  # type: ignore[no-untyped-def]
+                                           status: int) -> None:
     Campaign.objects.get_or_create(slug="b", defaults={"name": "B"})
     context = _context(browser, live_server, site, role)
     page = context.new_page()
@@ -200,7 +200,7 @@ def test_error_pages_carry_the_site_layout(browser: Browser, live_server, site: 
 
 
 def test_the_500_page_carries_the_layout_and_hides_the_error(browser: Browser, live_server, site: World,
-                                                              settings) -> None:  # type: ignore[no-untyped-def]
+                                                              settings) -> None:
     settings.ROOT_URLCONF = "tests.ui.urls_fail"
     settings.DEBUG_PROPAGATE_EXCEPTIONS = False
     page = browser.new_page(base_url=live_server.url)

@@ -13,7 +13,7 @@ from tests.factories import CampaignFactory, DatasetVersionFactory, MembershipFa
 pytestmark = pytest.mark.django_db
 
 
-def test_campaign_page_offers_labeling_only_to_who_may_label(client) -> None:  # type: ignore[no-untyped-def]
+def test_campaign_page_offers_labeling_only_to_who_may_label(client) -> None:
     campaign = CampaignFactory(slug="offers")
     for role, may_label in ((Role.LABELER, True), (Role.ADMIN, True), (Role.RESEARCHER, False)):
         user = UserFactory(username=f"as-{role}")
@@ -27,7 +27,7 @@ def test_campaign_page_offers_labeling_only_to_who_may_label(client) -> None:  #
             assert reverse("pages:datasets") in page
 
 
-def test_datasets_page_shows_a_user_no_link_they_would_be_refused(client) -> None:  # type: ignore[no-untyped-def]
+def test_datasets_page_shows_a_user_no_link_they_would_be_refused(client) -> None:
     campaign = CampaignFactory(slug="ds")
     DatasetVersionFactory(campaign=campaign, files={"trl-stepwise": {"sha256": "ab", "rows": 1}})
     for role in (Role.LABELER, Role.RESEARCHER):
@@ -42,7 +42,7 @@ def test_datasets_page_shows_a_user_no_link_they_would_be_refused(client) -> Non
                 assert client.get(link).status_code not in (403, 404), link
 
 
-def test_a_lapsed_lease_is_explained_on_the_next_solutions_page(client) -> None:  # type: ignore[no-untyped-def]
+def test_a_lapsed_lease_is_explained_on_the_next_solutions_page(client) -> None:
     from datetime import timedelta
 
     from django.utils import timezone
@@ -74,7 +74,7 @@ def test_a_lapsed_lease_is_explained_on_the_next_solutions_page(client) -> None:
     assert "ran out" not in again  # said once, on the page the labeler landed on
 
 
-def test_campaign_settings_offer_automatic_training_and_say_a_slug_is_taken(client) -> None:  # type: ignore[no-untyped-def]
+def test_campaign_settings_offer_automatic_training_and_say_a_slug_is_taken(client) -> None:
     from annotate.models import AutoTrain, Campaign
 
     client.force_login(UserFactory(username="boss", is_staff=True))
@@ -100,7 +100,7 @@ def test_campaign_settings_offer_automatic_training_and_say_a_slug_is_taken(clie
     assert "phase 2" not in campaign.get_mode_display()
 
 
-def test_quality_figures_say_what_they_rest_on(client) -> None:  # type: ignore[no-untyped-def]
+def test_quality_figures_say_what_they_rest_on(client) -> None:
     from django.utils import timezone
 
     from annotate.models import CampaignMetrics
@@ -125,7 +125,7 @@ def test_quality_figures_say_what_they_rest_on(client) -> None:  # type: ignore[
     assert "24 gold solutions" in page and "10% of served solutions" in page
 
 
-def test_small_words(client) -> None:  # type: ignore[no-untyped-def]
+def test_small_words(client) -> None:
     from datetime import timedelta
 
     from django.utils import timezone
@@ -150,7 +150,7 @@ def test_small_words(client) -> None:  # type: ignore[no-untyped-def]
     assert "train a prm and an orm" not in board
 
 
-def test_math_verify_timeout_warning_says_what_it_means(caplog) -> None:  # type: ignore[no-untyped-def]
+def test_math_verify_timeout_warning_says_what_it_means(caplog) -> None:
     import logging
 
     import annotate.grading  # noqa: F401 — importing it installs the explanation on math-verify's logger

@@ -13,13 +13,13 @@ from webhooks.services import register_webhook
 pytestmark = pytest.mark.django_db
 
 
-def _client(user) -> Client:  # type: ignore[no-untyped-def]
+def _client(user) -> Client:
     client = Client()
     assert client.login(username=user.username, password=PASSWORD)
     return client
 
 
-def test_admins_register_and_read_the_log_others_are_refused(campaign_factory, member, settings) -> None:  # type: ignore[no-untyped-def]
+def test_admins_register_and_read_the_log_others_are_refused(campaign_factory, member, settings) -> None:
     campaign = campaign_factory("hooks")
     admin = member(campaign, "owner", Role.ADMIN)
     url = f"/manage/c/{campaign.slug}/webhooks/"

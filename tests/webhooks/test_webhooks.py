@@ -31,7 +31,7 @@ from webhooks.services import SIGNATURE_HEADER, WebhookRefused, register_webhook
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8000/hook", "http://localhost/hook", "http://10.1.2.3/hook",
                                  "http://169.254.169.254/latest/meta-data", "http://[::1]/hook",
                                  "http://192.168.0.10/hook"])
-def test_a_receiver_on_a_private_address_is_refused(campaign_factory, settings, url: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_receiver_on_a_private_address_is_refused(campaign_factory, settings, url: str) -> None:
     settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS = []
     with pytest.raises(WebhookRefused, match="private, loopback or link-local") as refused:
         register_webhook(campaign=campaign_factory(), url=url, events=[Event.JOB_FINISHED])
@@ -39,7 +39,7 @@ def test_a_receiver_on_a_private_address_is_refused(campaign_factory, settings, 
 
 
 @pytest.mark.django_db
-def test_the_allow_list_admits_a_named_host_and_events_are_checked(campaign_factory, settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_allow_list_admits_a_named_host_and_events_are_checked(campaign_factory, settings) -> None:
     settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     campaign = campaign_factory()
     hook, secret = register_webhook(campaign=campaign, url="http://127.0.0.1:9/hook", events=[Event.JOB_FAILED])
@@ -52,7 +52,7 @@ def test_the_allow_list_admits_a_named_host_and_events_are_checked(campaign_fact
 
 
 @pytest.mark.django_db
-def test_the_admin_refuses_a_private_address_and_shows_the_secret_once(campaign_factory, make_user, settings) -> None:  # type: ignore[no-untyped-def]
+def test_the_admin_refuses_a_private_address_and_shows_the_secret_once(campaign_factory, make_user, settings) -> None:
     settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS = []
     campaign = campaign_factory()
     staff = make_user("root", is_staff=True, is_superuser=True)
@@ -73,7 +73,7 @@ def test_the_admin_refuses_a_private_address_and_shows_the_secret_once(campaign_
 
 
 @pytest.mark.django_db
-def test_events_go_out_after_the_commit_only(campaign_factory, settings, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+def test_events_go_out_after_the_commit_only(campaign_factory, settings, django_capture_on_commit_callbacks) -> None:
     settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     campaign = campaign_factory()
     register_webhook(campaign=campaign, url="http://127.0.0.1:9/hook", events=[Event.JOB_FAILED])
@@ -131,7 +131,7 @@ def _verifies(secret: str, request: dict[str, Any]) -> bool:
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_deliveries_are_signed_and_retried_by_the_worker(campaign_factory, make_user, settings, receiver,  # type: ignore[no-untyped-def]
+def test_deliveries_are_signed_and_retried_by_the_worker(campaign_factory, make_user, settings, receiver,
                                                          killable_worker) -> None:
     # The worker's own deliveries and retries go to its queue too: the name killable_worker gives it.
     _, queue, log = killable_worker("webhooks", STEPLAB_WEBHOOK_ALLOWED_HOSTS="127.0.0.1",
