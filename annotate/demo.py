@@ -226,7 +226,7 @@ def import_mmlu_pool(campaign: Campaign, name: str, questions: list[dict[str, An
     from rewards.jobs.models import CandidatePool
     from rewards.jobs.services.pools import import_pool
 
-    if CandidatePool.objects.filter(name=name).exists():
+    if CandidatePool.objects.filter(name=name, campaign=campaign).exists():
         return 0
     ids = {row["question_id"] for row in questions}
     _pool, report = _with_temp_jsonl(_pool_rows(ids), lambda path: import_pool(
@@ -239,20 +239,19 @@ def headroom_pool_name(campaign: Campaign) -> str:
 
 
 def import_headroom_pool(campaign: Campaign) -> int:
-    """The math demo's pool with headroom: MMLU-Pro's math questions (options kept) and 11 models' answers."""
-    if default_compare_pool(campaign) is not None:
-        return 0
-    questions = _mmlu_questions(math=True)
-    _with_temp_jsonl(iter(questions), lambda path: import_problems(path, campaign))
-    return import_mmlu_pool(campaign, headroom_pool_name(campaign), questions)
-
-
-def default_compare_pool(campaign: Campaign) -> Any:
-    """The pool the demo's PRM-vs-ORM comparison should start from: the one with headroom (where small models
-    differ), else None. The compare form reads the campaign's default pool from here until campaigns record one."""
+    """The math demo's pool with headroom: MMLU-Pro's math questions (options kept) and 11 models' answers,
+    marked as the campaign's default for the PRM-vs-ORM comparison (the compare form preselects it)."""
     from rewards.jobs.models import CandidatePool
 
-    return CandidatePool.objects.filter(name=headroom_pool_name(campaign)).first()
+    name = headroom_pool_name(campaign)
+    imported = 0
+    if not CandidatePool.objects.filter(name=name, campaign=campaign).exists():
+        questions = _mmlu_questions(math=True)
+        _with_temp_jsonl(iter(questions), lambda path: import_problems(path, campaign))
+        imported = import_mmlu_pool(campaign, name, questions)
+    CandidatePool.objects.filter(campaign=campaign).update(comparison_default=False)
+    CandidatePool.objects.filter(campaign=campaign, name=name).update(comparison_default=True)
+    return imported
 
 
 def load_demo_mmlu() -> dict[str, int]:

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotate.models import Campaign, Membership, Problem, Role, Solution
-from tests.factories import finished_labeling
+from tests.factories import CampaignFactory, CandidatePoolFactory, finished_labeling
 
 pytestmark = pytest.mark.django_db
 
@@ -129,7 +129,7 @@ def test_generic_rows_bad_lines_are_named_by_line_and_field(tmp_path: Path, camp
 
 
 def test_demo_mmlu_loads_with_its_queue_pool_and_the_math_headroom_pool(settings, tmp_path: Path) -> None:
-    from annotate.demo import MMLU_SLUG, default_compare_pool, import_headroom_pool, load_demo_mmlu
+    from annotate.demo import MMLU_SLUG, headroom_pool_name, import_headroom_pool, load_demo_mmlu
     from rewards.jobs.models import Candidate, CandidatePool
     from rewards.jobs.services.comparisons import comparison_pool
 
@@ -146,10 +146,12 @@ def test_demo_mmlu_loads_with_its_queue_pool_and_the_math_headroom_pool(settings
     assert pool.pool_size == 11 and pool.split_rule == "sentence"
     assert load_demo_mmlu() == {}  # idempotent
 
-    math_demo = Campaign.objects.create(slug="demo", name="demo")
+    math_demo = CampaignFactory(slug="demo", name="demo")
+    # a larger pool (the demo's AIME one has 1,920 candidates) would be the default by size: the flag wins
+    CandidatePoolFactory(campaign=math_demo, candidate_count=1920, purpose="evaluation")
     assert import_headroom_pool(math_demo) == 660
-    headroom = default_compare_pool(math_demo)
-    assert headroom is not None and comparison_pool(math_demo) == headroom
+    headroom = CandidatePool.objects.get(campaign=math_demo, name=headroom_pool_name(math_demo))
+    assert comparison_pool(math_demo) == headroom and headroom.comparison_default
     candidates = Candidate.objects.filter(pool_problem__pool=headroom)
     pass_at_1 = candidates.filter(is_correct=True).count() / candidates.count()
     pass_at_11 = headroom.problems.filter(candidates__is_correct=True).distinct().count() / headroom.problem_count
