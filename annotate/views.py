@@ -32,9 +32,9 @@ from . import forms, permissions
 from .graders import get_grader
 from .models import Assignment, AssignmentStatus, Campaign, Invitation, MachineLabel, Problem
 from .scales import Scale, campaign_scale
-from .services import campaigns, labeling, suggestions
+from .services import campaigns, labeling, leases, suggestions
 from .services.campaigns import CampaignAdminError
-from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace
+from .workspace import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace, continuations, load_workspace
 
 
 @login_required
@@ -262,7 +262,7 @@ def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow
         if decision is not None and not stepwise:
             row.chosen, row.human_text = decision.chosen_completion, decision.human_text
         if not stepwise and state == "open":
-            allowed = labeling.continuations({c.index: c.rating for c in completions}, scale)
+            allowed = continuations({c.index: c.rating for c in completions}, scale)
             row.can_choose, row.choosable, row.can_write = allowed.can_choose, set(allowed.choosable), allowed.can_write
         rows.append(row)
     return rows
@@ -325,7 +325,7 @@ def _error_response(request: AppRequest, error: LabelingError, assignment_id: in
 def _workspace_error(request: AppRequest, assignment_id: int, message: str, status: int) -> HttpResponse:
     """A refused form POST (finish / next) re-shows the workspace with the reason; nothing saved is lost."""
     try:
-        ws = labeling.load_workspace(assignment_id, request.user)
+        ws = load_workspace(assignment_id, request.user)
     except NotAllowed as error:
         return _alert(request, str(error), 403)
     context = _workspace_context(request, ws, error=message,
@@ -382,7 +382,7 @@ def campaign_page(request: AppRequest, slug: str) -> HttpResponse:
 def start(request: AppRequest, slug: str) -> HttpResponse:
     campaign = get_object_or_404(Campaign, slug=slug)
     try:
-        outcome = labeling.lease_next_solution(campaign, request.user)
+        outcome = leases.lease_next_solution(campaign, request.user)
     except NotAllowed as error:
         return _alert(request, str(error), 403)
     return _go_next(request, outcome, slug)
@@ -407,9 +407,9 @@ def _refusal_in_place(view: AssignmentView) -> AssignmentView:
 @require_GET
 @_refusal_in_place
 def workspace(request: AppRequest, assignment_id: int) -> HttpResponse:
-    ws = labeling.load_workspace(assignment_id, request.user)
+    ws = load_workspace(assignment_id, request.user)
     if ws.assignment.status == AssignmentStatus.LEASED:
-        labeling.renew_lease(ws.assignment)  # an open page is a live lease
+        leases.renew_lease(ws.assignment)  # an open page is a live lease
     return render(request, "annotate/workspace.html", _workspace_context(request, ws))
 
 
@@ -432,7 +432,7 @@ def _row_action(form_class: type[django_forms.Form]) -> Callable[[RowAction], As
 
 def _marked_row(request: AppRequest, assignment: Assignment, step_index: int, mark: str) -> HttpResponse:
     """The row of a step whose mark (Unsure, bad split) was just set or cleared, announcing it as ``mark``."""
-    ws = labeling.load_workspace(assignment.pk, request.user, step_indexes=[step_index], checked=assignment)
+    ws = load_workspace(assignment.pk, request.user, step_indexes=[step_index], checked=assignment)
     return _rows_response(request, ws, step_index, f"Saved: step {step_index + 1} {mark}.")
 
 
@@ -489,13 +489,13 @@ def decide(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> Htt
     decision = labeling.decide_step(assignment_id, request.user, step_index=data["step_index"],
                                     chosen_completion=data["chosen_completion"],
                                     human_text=data["human_text"] or None)
-    ws = labeling.load_workspace(assignment_id, request.user,
+    ws = load_workspace(assignment_id, request.user,
                                  step_indexes=[data["step_index"], data["step_index"] + 1],
                                  checked=decision.assignment)
     return _rows_response(request, ws, data["step_index"], f"Saved: the continuation of step {data['step_index'] + 1}.")
 
 
-def _go_next(request: AppRequest, outcome: labeling.LeaseOutcome, slug: str) -> HttpResponse:
+def _go_next(request: AppRequest, outcome: leases.LeaseOutcome, slug: str) -> HttpResponse:
     """To the leased assignment's workspace, or back to the campaign's page saying why there is none."""
     if outcome.assignment is None:
         messages.info(request, outcome.reason)
@@ -519,7 +519,7 @@ def finish(request: AppRequest, assignment_id: int) -> HttpResponse:
     try:
         assignment = labeling.finish_assignment(assignment_id, request.user, reason=form.cleaned_data["reason"],
                                                 text=form.cleaned_data["reason_text"])
-        outcome = labeling.lease_next_solution(assignment.solution.campaign, request.user)
+        outcome = leases.lease_next_solution(assignment.solution.campaign, request.user)
     except LabelingError as error:
         if request.htmx:
             return _error_response(request, error, assignment_id)
@@ -537,7 +537,7 @@ def finish(request: AppRequest, assignment_id: int) -> HttpResponse:
 def next_solution(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Submit a complete pass (every step rated, no −1) or leave a finished one, and lease the next."""
     try:
-        outcome = labeling.finish_and_lease_next(assignment_id, request.user)
+        outcome = leases.finish_and_lease_next(assignment_id, request.user)
     except LabelingError as error:
         return _form_error(request, assignment_id, error)
     if outcome.assignment is not None:
@@ -552,7 +552,7 @@ def next_solution(request: AppRequest, assignment_id: int) -> HttpResponse:
 @require_POST
 @_refusal_in_place
 def heartbeat(request: AppRequest, assignment_id: int) -> HttpResponse:
-    expires = labeling.heartbeat(assignment_id, request.user)
+    expires = leases.heartbeat(assignment_id, request.user)
     response = HttpResponse(status=204)
     response["X-Lease-Expires"] = expires.isoformat()
     return response
@@ -579,6 +579,6 @@ def outcome(request: AppRequest, assignment_id: int) -> HttpResponse:
 @_refusal_in_place
 def resume(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Take an expired lease back (when its slot is still free) so the ratings given on it count."""
-    labeling.resume_expired_lease(assignment_id, request.user)
+    leases.resume_expired_lease(assignment_id, request.user)
     return redirect("annotate:workspace", assignment_id)
 
