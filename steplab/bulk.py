@@ -4,6 +4,9 @@ The importers (``annotate.services.importing`` and the ones built on it), the da
 pools and the benchmarks all write and read many rows at once through these; PostgreSQL gets ``COPY`` and
 array parameters, the embedded SQLite the plain ORM. ``import_transaction`` and ``fewer_collections`` frame a
 whole import; ``read_ahead`` overlaps parsing with the database's writing.
+
+Why one module of ~600 lines: the COPY writer, its per-type converters and the reads by id arrays share the
+column and type helpers (``_column``, ``_kind``, the per-vendor paths); apart, those would become public API.
 """
 from __future__ import annotations
 

@@ -2,6 +2,9 @@
 
 Every write locks the labeler's open assignment (``locked_open_assignment``) and answers in the page's words;
 the workspace read is ``annotate.workspace``, handing work out is ``annotate.services.leases``.
+
+Why one module of ~550 lines: every write here takes the same lock and keeps the same stop-at-first-error rule
+(``record_rating``, ``record_untouched_pass``, ``flag_step``, the finish checks); split, the rule would be split.
 """
 from __future__ import annotations
 
