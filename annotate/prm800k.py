@@ -34,9 +34,7 @@ from .models import (
     Problem,
     text_digest,
 )
-from .services.importing import (
-    RowError,
-)
+from .services.importing import RowError
 from .services.labeling import check_stop_at_first_error
 from .steps import ANSWER_HEADER, answer_from_steps
 

@@ -12,6 +12,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from steplab.bulk import select_by_ids
+
 from .models import (
     Assignment,
     Completion,
@@ -21,9 +23,6 @@ from .models import (
     StepDecision,
 )
 from .prm800k import HUMAN_COMPLETION_SCHEMA, QUESTION_KEYS, exported_labeler, question_from_fields
-from .services.importing import (
-    select_by_ids,
-)
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -6,7 +6,7 @@ from celery import shared_task
 from .models import Campaign, ImportJob
 from .services.agreement import compute_campaign_metrics
 from .services.campaigns import dispatch_pending_imports, run_import_job, sweep_import_files
-from .services.labeling import reap_expired_leases
+from .services.leases import reap_expired_leases
 
 
 @shared_task(name="annotate.reap_expired_leases")

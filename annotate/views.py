@@ -7,23 +7,18 @@ back as a message retargeted to ``#alerts`` with the status that says what happe
 """
 from __future__ import annotations
 
-import html
-import re
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any
 
-import markdown
-import nh3
 from django import forms as django_forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from steplab.http import AppRequest
@@ -31,10 +26,11 @@ from steplab.http import AppRequest
 from . import forms, permissions
 from .graders import get_grader
 from .models import Assignment, AssignmentStatus, Campaign, Invitation, MachineLabel, Problem
+from .rendering import answer_source, math_source, render_markdown, step_source
 from .scales import Scale, campaign_scale
-from .services import campaigns, labeling, suggestions
+from .services import campaigns, labeling, leases, suggestions
 from .services.campaigns import CampaignAdminError
-from .services.labeling import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace
+from .workspace import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace, continuations, load_workspace
 
 
 @login_required
@@ -73,94 +69,6 @@ def healthz(request: AppRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"ok": True})
-
-
-# --- Math and Markdown ----------------------------------------------------------------------------------------
-
-_MATH = re.compile(r"\$\$.+?\$\$|\\\[.+?\\\]|\\\(.+?\\\)|(?<!\\)\$[^$\n]+?(?<!\\)\$", re.S)
-
-
-def _wrap_bare_boxed(text: str) -> str:
-    r"""Put ``\(…\)`` around a ``\boxed{…}`` written outside math so KaTeX renders it too."""
-    out, position = [], 0
-    while (start := text.find("\\boxed{", position)) != -1:
-        depth, end = 0, start + len("\\boxed")
-        while end < len(text):
-            depth += {"{": 1, "}": -1}.get(text[end], 0)
-            end += 1
-            if depth == 0:
-                break
-        if depth != 0:  # unbalanced: leave as it is
-            break
-        out.append(text[position:start] + "\\(" + text[start:end] + "\\)")
-        position = end
-    out.append(text[position:])
-    return "".join(out)
-
-
-_ANSWER_BLOCK = re.compile(r"(^|\n)(#\s*Answer[ \t]*\n+)(.+?)\s*$", re.S)
-
-
-def _wrap_answer_block(text: str) -> str:
-    r"""A step's final ``# Answer`` block is bare LaTeX in PRM800K (``# Answer\n\n\dfrac{20}{3}``):
-    put it in ``\(…\)`` so it renders like the rest of the step, unless it already has math delimiters."""
-    match = _ANSWER_BLOCK.search(text)
-    if match is None or _MATH.search(match.group(3)) or "\\boxed" in match.group(3):
-        return text
-    return text[:match.start(3)] + "\\(" + match.group(3) + "\\)" + text[match.end(3):]
-
-
-def math_source(text: str) -> str:
-    r"""Text ready for KaTeX auto-render: math delimiters kept, bare ``\boxed{}`` wrapped. Still plain text."""
-    text = _wrap_answer_block(text)
-    pieces, position = [], 0
-    for match in _MATH.finditer(text):
-        pieces.append(_wrap_bare_boxed(text[position:match.start()]))
-        pieces.append(match.group(0))
-        position = match.end()
-    pieces.append(_wrap_bare_boxed(text[position:]))
-    return "".join(pieces)
-
-
-def answer_source(answer: str | None) -> str:
-    """The ground-truth answer as display math unless it already carries its own delimiters."""
-    if not answer:
-        return ""
-    if _MATH.search(answer) or "\\boxed" in answer:
-        return math_source(answer)
-    return f"\\({answer}\\)"
-
-
-_CODE_EXTENSIONS = ["codehilite"]
-# Pygments marks its tokens with classes (styled in workspace.css); nothing else may carry a class.
-_CODE_ATTRIBUTES = {**nh3.ALLOWED_ATTRIBUTES, **{tag: {"class"} for tag in ("span", "div", "code", "pre")}}
-_FENCE = re.compile(r"^\s*(```|~~~)", re.M)
-
-
-def render_markdown(text: str, *, code: bool = False) -> str:
-    """Markdown to sanitised HTML, with math passed through untouched for KaTeX: campaign instructions, and
-    (``code``) steps holding fenced code blocks, whose code Pygments highlights."""
-    stash: list[str] = []
-
-    def keep(match: re.Match[str]) -> str:
-        stash.append(match.group(0))
-        return f"\x00{len(stash) - 1}\x00"
-
-    protected = _MATH.sub(keep, text or "")
-    rendered = markdown.markdown(protected, extensions=["extra", "sane_lists", *(_CODE_EXTENSIONS if code else [])],
-                                 extension_configs={"codehilite": {"guess_lang": False}}, output_format="html")
-    rendered = re.sub(r"\x00(\d+)\x00", lambda m: html.escape(stash[int(m.group(1))], quote=False), rendered)
-    return nh3.clean(rendered, link_rel="noopener noreferrer nofollow", url_schemes={"http", "https", "mailto"},
-                     attributes=_CODE_ATTRIBUTES if code else None)
-
-
-def step_source(text: str) -> str:
-    """A step as the workspace shows it. Most steps are prose and math: plain text for KaTeX (``math_source``,
-    escaped by the template). A step with a fenced code block (programming, data answers) is Markdown: rendered,
-    highlighted and sanitised like the instructions (marked safe only after nh3), math outside code still KaTeX."""
-    if not _FENCE.search(text):
-        return math_source(text)
-    return mark_safe(render_markdown(text, code=True))  # noqa: S308 — nh3 sanitised it just above
 
 
 # --- View models ----------------------------------------------------------------------------------------------
@@ -262,7 +170,7 @@ def _rows(ws: Workspace, *, oob: AbstractSet[int] = frozenset()) -> list[StepRow
         if decision is not None and not stepwise:
             row.chosen, row.human_text = decision.chosen_completion, decision.human_text
         if not stepwise and state == "open":
-            allowed = labeling.continuations({c.index: c.rating for c in completions}, scale)
+            allowed = continuations({c.index: c.rating for c in completions}, scale)
             row.can_choose, row.choosable, row.can_write = allowed.can_choose, set(allowed.choosable), allowed.can_write
         rows.append(row)
     return rows
@@ -325,7 +233,7 @@ def _error_response(request: AppRequest, error: LabelingError, assignment_id: in
 def _workspace_error(request: AppRequest, assignment_id: int, message: str, status: int) -> HttpResponse:
     """A refused form POST (finish / next) re-shows the workspace with the reason; nothing saved is lost."""
     try:
-        ws = labeling.load_workspace(assignment_id, request.user)
+        ws = load_workspace(assignment_id, request.user)
     except NotAllowed as error:
         return _alert(request, str(error), 403)
     context = _workspace_context(request, ws, error=message,
@@ -382,7 +290,7 @@ def campaign_page(request: AppRequest, slug: str) -> HttpResponse:
 def start(request: AppRequest, slug: str) -> HttpResponse:
     campaign = get_object_or_404(Campaign, slug=slug)
     try:
-        outcome = labeling.lease_next_solution(campaign, request.user)
+        outcome = leases.lease_next_solution(campaign, request.user)
     except NotAllowed as error:
         return _alert(request, str(error), 403)
     return _go_next(request, outcome, slug)
@@ -407,9 +315,9 @@ def _refusal_in_place(view: AssignmentView) -> AssignmentView:
 @require_GET
 @_refusal_in_place
 def workspace(request: AppRequest, assignment_id: int) -> HttpResponse:
-    ws = labeling.load_workspace(assignment_id, request.user)
+    ws = load_workspace(assignment_id, request.user)
     if ws.assignment.status == AssignmentStatus.LEASED:
-        labeling.renew_lease(ws.assignment)  # an open page is a live lease
+        leases.renew_lease(ws.assignment)  # an open page is a live lease
     return render(request, "annotate/workspace.html", _workspace_context(request, ws))
 
 
@@ -432,7 +340,7 @@ def _row_action(form_class: type[django_forms.Form]) -> Callable[[RowAction], As
 
 def _marked_row(request: AppRequest, assignment: Assignment, step_index: int, mark: str) -> HttpResponse:
     """The row of a step whose mark (Unsure, bad split) was just set or cleared, announcing it as ``mark``."""
-    ws = labeling.load_workspace(assignment.pk, request.user, step_indexes=[step_index], checked=assignment)
+    ws = load_workspace(assignment.pk, request.user, step_indexes=[step_index], checked=assignment)
     return _rows_response(request, ws, step_index, f"Saved: step {step_index + 1} {mark}.")
 
 
@@ -489,13 +397,13 @@ def decide(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> Htt
     decision = labeling.decide_step(assignment_id, request.user, step_index=data["step_index"],
                                     chosen_completion=data["chosen_completion"],
                                     human_text=data["human_text"] or None)
-    ws = labeling.load_workspace(assignment_id, request.user,
+    ws = load_workspace(assignment_id, request.user,
                                  step_indexes=[data["step_index"], data["step_index"] + 1],
                                  checked=decision.assignment)
     return _rows_response(request, ws, data["step_index"], f"Saved: the continuation of step {data['step_index'] + 1}.")
 
 
-def _go_next(request: AppRequest, outcome: labeling.LeaseOutcome, slug: str) -> HttpResponse:
+def _go_next(request: AppRequest, outcome: leases.LeaseOutcome, slug: str) -> HttpResponse:
     """To the leased assignment's workspace, or back to the campaign's page saying why there is none."""
     if outcome.assignment is None:
         messages.info(request, outcome.reason)
@@ -519,7 +427,7 @@ def finish(request: AppRequest, assignment_id: int) -> HttpResponse:
     try:
         assignment = labeling.finish_assignment(assignment_id, request.user, reason=form.cleaned_data["reason"],
                                                 text=form.cleaned_data["reason_text"])
-        outcome = labeling.lease_next_solution(assignment.solution.campaign, request.user)
+        outcome = leases.lease_next_solution(assignment.solution.campaign, request.user)
     except LabelingError as error:
         if request.htmx:
             return _error_response(request, error, assignment_id)
@@ -537,7 +445,7 @@ def finish(request: AppRequest, assignment_id: int) -> HttpResponse:
 def next_solution(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Submit a complete pass (every step rated, no −1) or leave a finished one, and lease the next."""
     try:
-        outcome = labeling.finish_and_lease_next(assignment_id, request.user)
+        outcome = leases.finish_and_lease_next(assignment_id, request.user)
     except LabelingError as error:
         return _form_error(request, assignment_id, error)
     if outcome.assignment is not None:
@@ -552,7 +460,7 @@ def next_solution(request: AppRequest, assignment_id: int) -> HttpResponse:
 @require_POST
 @_refusal_in_place
 def heartbeat(request: AppRequest, assignment_id: int) -> HttpResponse:
-    expires = labeling.heartbeat(assignment_id, request.user)
+    expires = leases.heartbeat(assignment_id, request.user)
     response = HttpResponse(status=204)
     response["X-Lease-Expires"] = expires.isoformat()
     return response
@@ -579,6 +487,6 @@ def outcome(request: AppRequest, assignment_id: int) -> HttpResponse:
 @_refusal_in_place
 def resume(request: AppRequest, assignment_id: int) -> HttpResponse:
     """Take an expired lease back (when its slot is still free) so the ratings given on it count."""
-    labeling.resume_expired_lease(assignment_id, request.user)
+    leases.resume_expired_lease(assignment_id, request.user)
     return redirect("annotate:workspace", assignment_id)
 

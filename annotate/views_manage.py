@@ -35,11 +35,11 @@ from .models import (
     Membership,
     Solution,
 )
+from .rendering import math_source, render_markdown
 from .scales import Scale, campaign_scale
 from .selectors import solutions_with_split_reports
 from .services import adjudication, agreement, campaigns, resplit
 from .services.campaigns import CampaignAdminError
-from .views import math_source, render_markdown
 
 View = Callable[..., HttpResponse]
 

@@ -108,7 +108,7 @@ def _fill(slug: str, solutions: int, steps: int, overlap_share: float):  # type:
     from django.utils import timezone
 
     from annotate.models import Assignment, Campaign, Completion, Membership, Problem, Rating, Solution, Step
-    from annotate.services.importing import insert_rows
+    from steplab.bulk import insert_rows
 
     campaign = Campaign.objects.filter(slug=slug).first()
     if campaign is not None:

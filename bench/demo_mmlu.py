@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = """
 import json, time
-from annotate.demo import DEMO_SLUG, import_headroom_pool, load_demo_mmlu
+from demo.loader import DEMO_SLUG, import_headroom_pool, load_demo_mmlu
 from annotate.models import Campaign
 campaign, _ = Campaign.objects.get_or_create(slug=DEMO_SLUG, defaults={"name": "demo"})
 started = time.perf_counter()

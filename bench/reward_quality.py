@@ -70,8 +70,8 @@ def build_datasets(work: Path) -> dict[str, Any]:
     """The PRM (alternatives) and ORM (graded outcome) training files from the phase-1 labels."""
     import random
 
-    from annotate.demo import final_answer_of
     from annotate.grading import answers_match
+    from demo.loader import final_answer_of
     from rewards.exports import stepwise_paths
 
     answers = {}

@@ -42,9 +42,9 @@ from annotate import models
 from annotate.prm800k_export import ChunkData, LabelerNames, iter_prm800k_chunks, prm800k_rows
 from annotate.scales import PM1, Scale, campaign_scale
 from annotate.services.adjudication import resolved_step_ratings
-from annotate.services.importing import select_by_ids
 from rewards.formats import registry as formats
 from rewards.formats.labels import step_label
+from steplab.bulk import select_by_ids
 
 NEUTRAL_POLICIES = ("positive", "negative", "exclude")
 LABELED_REASONS = (models.FinishReason.SOLUTION, models.FinishReason.FOUND_ERROR)

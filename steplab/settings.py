@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "rewards",
     "rewards.jobs",
     "webhooks",
+    "demo",
     "drf_spectacular_sidecar",
 ]
 

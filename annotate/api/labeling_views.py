@@ -12,17 +12,17 @@ from rest_framework.response import Response
 
 from annotate import selectors
 from annotate.models import Assignment
-from annotate.services import labeling
 from annotate.services.whole_labeling import LabelingOutcome, LabelingRefused, apply_labeling, apply_labelings
+from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
 
 from . import labeling_serializers as ls
 
 
-def refusal(error: labeling.LabelingError) -> tuple[int, dict[str, str]]:
+def refusal(error: LabelingError) -> tuple[int, dict[str, str]]:
     """The HTTP status and body of a refused labeling: 403 not yours, 409 lease gone, 400 the input."""
-    if isinstance(error, labeling.NotAllowed):
+    if isinstance(error, NotAllowed):
         return status.HTTP_403_FORBIDDEN, {"field": "assignment", "detail": str(error)}
-    if isinstance(error, labeling.LeaseExpired):
+    if isinstance(error, LeaseExpired):
         return status.HTTP_409_CONFLICT, {"field": "assignment", "detail": str(error)}
     field = error.field if isinstance(error, LabelingRefused) else "assignment"
     return status.HTTP_400_BAD_REQUEST, {"field": field, "detail": str(error)}
@@ -49,7 +49,7 @@ def label_one(request: Request, assignment_id: int) -> Response:
         return Response(body, status=code)
     try:
         outcome = apply_labeling(ls.labeling_input(data.validated_data, assignment_id), request.user)
-    except labeling.LabelingError as error:
+    except LabelingError as error:
         code, body = refusal(error)
         return Response(body, status=code)
     return Response(_rendered([outcome])[assignment_id])
@@ -77,7 +77,7 @@ class LabelingViewSet(viewsets.ViewSet):
                 results.append((assignment_id, _not_found(assignment_id)))
                 continue
             outcome = next(outcomes)
-            results.append((assignment_id, refusal(outcome) if isinstance(outcome, labeling.LabelingError)
+            results.append((assignment_id, refusal(outcome) if isinstance(outcome, LabelingError)
                             else outcome))
         rendered = _rendered([r for _, r in results if isinstance(r, LabelingOutcome)])
         answer = []

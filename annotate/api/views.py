@@ -25,11 +25,12 @@ from rest_framework.settings import api_settings
 from annotate import permissions, selectors
 from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Problem, Solution
 from annotate.permissions import CanImportSolutions, CanReadMetrics, member_campaigns, research_campaigns
-from annotate.services import labeling
+from annotate.services import labeling, leases
 from annotate.services.campaign_problems import bank_access
 from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport
 from annotate.services.problems import import_solutions
+from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
 
 from . import labeling_serializers as ls
 from . import serializers as s
@@ -96,8 +97,8 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
         """Your open assignment in this campaign, else the next solution to label (the labeling page's rule)."""
         campaign = self.get_object()
         try:
-            outcome = labeling.lease_next_solution(campaign, request.user)
-        except labeling.NotAllowed as error:
+            outcome = leases.lease_next_solution(campaign, request.user)
+        except NotAllowed as error:
             raise PermissionDenied(str(error)) from None
         assignment = (selectors.assignments_with_ratings().filter(pk=outcome.assignment.pk).first()
                       if outcome.assignment else None)
@@ -196,11 +197,11 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
             raise NotFound("No such assignment of yours.")
         try:
             result = service(assignment_id, self.request.user, **data.validated_data)
-        except labeling.NotAllowed as error:
+        except NotAllowed as error:
             raise PermissionDenied(str(error)) from None
-        except labeling.LeaseExpired as error:
+        except LeaseExpired as error:
             return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
-        except labeling.LabelingError as error:
+        except LabelingError as error:
             raise ValidationError({error.field or "detail": [str(error)] if error.field else str(error)}) from None
         body = s.AssignmentSerializer(self.get_queryset().get(pk=assignment_id)).data
         return Response({**body, **extra(result)} if extra else body)

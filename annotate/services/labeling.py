@@ -1,20 +1,19 @@
-"""Work distribution and labeling rules: the one place pages, the API and Celery tasks go through.
+"""Labeling rules, written: ratings, marks, bad-split reports, continuations and the end of a pass.
 
-Leases: a solution is handed to at most ``campaign.overlap`` distinct labelers, never twice to the same
-labeler, claimed with ``SELECT … FOR UPDATE SKIP LOCKED`` so concurrent requests never over-assign.
-``Solution.label_count`` counts open and finished assignments; the reaper gives expired slots back.
+Every write locks the labeler's open assignment (``locked_open_assignment``) and answers in the page's words;
+the workspace read is ``annotate.workspace``, handing work out is ``annotate.services.leases``.
+
+Why one module of ~550 lines: every write here takes the same lock and keeps the same stop-at-first-error rule
+(``record_rating``, ``record_untouched_pass``, ``flag_step``, the finish checks); split, the rule would be split.
 """
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.contrib.auth.models import AnonymousUser
-from django.contrib.auth.models import User as AuthUser
-from django.db import models, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db import transaction
+from django.db.models import Count, Exists, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -24,18 +23,14 @@ from .. import permissions
 from ..graders import get_grader
 from ..models import (
     RATIONALE_MAX_CHARS,
-    RESPLIT_INTO,
     Assignment,
     AssignmentStatus,
     Campaign,
     Completion,
     FinishReason,
-    LeaseOrder,
-    MachineLabel,
     Membership,
     Rating,
     RatingRevision,
-    Role,
     Solution,
     SplitReport,
     Step,
@@ -43,206 +38,25 @@ from ..models import (
     StepRationale,
 )
 from ..scales import PM1, Scale, campaign_scale
+from ..workspace import (
+    LabelingError,
+    LeaseExpired,
+    NotAllowed,
+    Progress,
+    RatingNotOnScale,
+    User,
+    Workspace,
+    continuations,
+    decisions_of,
+    pass_progress,
+    rated_steps,
+    ratings_of,
+    step_contents,
+)
 from .suggestions import seen_when_rating, step_suggestions
 
-User = AuthUser | AnonymousUser
 
-
-class LabelingError(Exception):
-    """A labeling action the rules refuse; the message is shown to the labeler as is. ``field``: the input at
-    fault, where one is (the API reports the error under it)."""
-
-    field = ""
-
-
-class RatingNotOnScale(LabelingError):
-    """A rating that is not a value of the campaign's label scale."""
-
-    field = "rating"
-
-
-class LeaseExpired(LabelingError):
-    pass
-
-
-class NotAllowed(LabelingError):
-    pass
-
-
-@dataclass(frozen=True)
-class LeaseOutcome:
-    assignment: Assignment | None
-    reason: str = ""
-    #: the labeler's last lease, when it ran out before they submitted it and this is the first lease since: the
-    #: page they land on says what became of it
-    lapsed: Assignment | None = None
-
-    @property
-    def lapsed_words(self) -> str:
-        if self.lapsed is None:
-            return ""
-        rated = self.lapsed.ratings.count()
-        when = timezone.localtime(self.lapsed.lease_expires_at).strftime("%H:%M") if self.lapsed.lease_expires_at \
-            else "its end"
-        kept = (f" The {rated} rating{'s' if rated != 1 else ''} you gave are kept with it but count only once a "
-                "pass on it is submitted." if rated else "")
-        return (f"Your lease on your previous solution ran out at {when} before you submitted it, so it went back "
-                f"to the queue for the next labeler.{kept} This is a new solution.")
-
-
-def labeler_membership(campaign: Campaign, user: User, *, lock: bool = False) -> Membership:
-    if not user.is_authenticated:
-        raise NotAllowed("Log in to label.")
-    membership = permissions.labeling_membership(user, campaign, lock=lock)
-    if membership is None:
-        raise NotAllowed("You are not a labeler in this campaign.")
-    return membership
-
-
-def _lapsed_lease(campaign: Campaign, user: User) -> Assignment | None:
-    """The labeler's newest assignment here when its lease ran out unsubmitted (nothing leased since)."""
-    newest = Assignment.objects.filter(solution__campaign=campaign, labeler=user).order_by("-pk").first()  # type: ignore[misc]
-    return newest if newest is not None and newest.status == AssignmentStatus.EXPIRED else None
-
-
-def _open_assignment(campaign: Campaign, user: User) -> Assignment | None:
-    return (
-        # Only a signed-in labeler gets here (login_required, the API's authentication), never AnonymousUser.
-        Assignment.objects.filter(solution__campaign=campaign, labeler=user, status=AssignmentStatus.LEASED)  # type: ignore[misc]
-        .select_related("solution__campaign")
-        .order_by("pk")
-        .first()
-    )
-
-
-def _seen_by(user: User) -> Q:
-    """Solutions the labeler already had, as ``NOT IN (their assignments)``: PostgreSQL hashes the labeler's
-    few solution ids once (via the labeler index). The ``NOT EXISTS`` form planned as a merge anti-join over the
-    whole assignment table in solution order: 31 ms per lease at 100k assignments, against 0.4 ms."""
-    # Only a signed-in labeler gets here (login_required, the API's authentication), never AnonymousUser.
-    return Q(pk__in=Assignment.objects.filter(labeler=user).values("solution_id"))  # type: ignore[misc]
-
-
-def _claim(candidates: models.QuerySet[Solution], campaign: Campaign, user: User,
-           now: datetime) -> Assignment | None:
-    """Lock one candidate row (skipping rows other transactions hold), then assign it."""
-    open_candidates = candidates.filter(label_count__lt=campaign.overlap).exclude(_seen_by(user))
-    if campaign.lease_order == LeaseOrder.DISAGREEMENT_FIRST:
-        # consensus routing: human time goes first where the machine sources disagree; unlabeled ones last
-        open_candidates = open_candidates.order_by(F("machine_disagreement").desc(nulls_last=True), "pk")
-    else:
-        open_candidates = open_candidates.order_by("pk")
-    solution = open_candidates.select_for_update(skip_locked=True, of=("self",)).first()
-    if solution is None:
-        # Every open row may merely be locked by concurrent leases: wait for one rather than report "no work".
-        # PostgreSQL re-checks label_count on the locked row and moves on to the next one when it is full.
-        solution = open_candidates.select_for_update(of=("self",)).first()
-    if solution is None:
-        return None
-    return _assign(solution, campaign, user, now)
-
-
-def _assign(solution: Solution, campaign: Campaign, user: User, now: datetime) -> Assignment:
-    """Lease a claimed solution to the labeler; its label count includes open leases, so overlap holds."""
-    Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)
-    # Only a signed-in labeler gets here (login_required, the API's authentication), never AnonymousUser.
-    return Assignment.objects.create(  # type: ignore[misc]
-        solution=solution, labeler=user, status=AssignmentStatus.LEASED, leased_at=now, started_at=now,
-        lease_expires_at=now + timedelta(minutes=campaign.lease_minutes),
-    )
-
-
-def _screening_pending(campaign: Campaign, membership: Membership) -> bool:
-    return membership.role == Role.LABELER and membership.passed_screening is None and campaign.solutions.filter(
-        is_screening=True).exists()
-
-
-def lease_next_solution(campaign: Campaign, user: User, *, now: datetime | None = None,
-                        rng: random.Random | None = None) -> LeaseOutcome:
-    """The labeler's open lease (renewed), else a new one: screening first, QC at the campaign's rate."""
-    now = now or timezone.now()
-    if not campaign.is_active:
-        return LeaseOutcome(None, "This campaign is archived.")
-    with transaction.atomic():
-        membership = labeler_membership(campaign, user, lock=True)
-        current = _open_assignment(campaign, user)
-        if current is not None:
-            renew_lease(current, now=now)
-            return LeaseOutcome(current)
-        if membership.is_paused:
-            return LeaseOutcome(None, "Your labeling is paused by the campaign admins.")
-        lapsed = _lapsed_lease(campaign, user)
-        # A solution re-split after it was labeled keeps its labels but takes no new work: its successor does.
-        solutions = Solution.objects.filter(campaign=campaign).exclude(provenance__has_key=RESPLIT_INTO)
-        if _screening_pending(campaign, membership):
-            assignment = _claim_screening(solutions, campaign, user, now)
-            if assignment is not None:
-                return LeaseOutcome(assignment, lapsed=lapsed)
-            from .quality import decide_screening  # the screening set is done: grade it now
-
-            if not decide_screening(membership):
-                return LeaseOutcome(None, "You did not pass this campaign's screening set.")
-        elif membership.passed_screening is False:
-            return LeaseOutcome(None, "You did not pass this campaign's screening set.")
-        rng = rng or random.Random()
-        if campaign.qc_rate > 0 and rng.random() < campaign.qc_rate:
-            assignment = _claim_qc(solutions, campaign, user, now)
-            if assignment is not None:
-                return LeaseOutcome(assignment, lapsed=lapsed)
-        regular = solutions.filter(is_quality_control=False, is_screening=False)
-        assignment = _claim(regular, campaign, user, now)
-        if assignment is None:
-            return LeaseOutcome(None, "No work left in this campaign for you. Thank you!")
-        return LeaseOutcome(assignment, lapsed=lapsed)
-
-
-def _claim_gold(candidates: models.QuerySet[Solution], user: User, now: datetime,
-                campaign: Campaign) -> Assignment | None:
-    """QC and screening solutions go to every labeler (no overlap cap), each once."""
-    solution = candidates.exclude(_seen_by(user)).order_by("pk").first()
-    if solution is None:
-        return None
-    return _assign(solution, campaign, user, now)
-
-
-def _claim_screening(solutions: models.QuerySet[Solution], campaign: Campaign, user: User,
-                     now: datetime) -> Assignment | None:
-    return _claim_gold(solutions.filter(is_screening=True), user, now, campaign)
-
-
-def _claim_qc(solutions: models.QuerySet[Solution], campaign: Campaign, user: User,
-              now: datetime) -> Assignment | None:
-    return _claim_gold(solutions.filter(is_quality_control=True), user, now, campaign)
-
-
-def renew_lease(assignment: Assignment, *, now: datetime | None = None) -> datetime:
-    """Heartbeat: push the lease's expiry out by the campaign's lease length."""
-    now = now or timezone.now()
-    expires = now + timedelta(minutes=assignment.solution.campaign.lease_minutes)
-    Assignment.objects.filter(pk=assignment.pk, status=AssignmentStatus.LEASED).update(lease_expires_at=expires)
-    assignment.lease_expires_at = expires
-    return expires
-
-
-def reap_expired_leases(*, now: datetime | None = None) -> int:
-    """Expire leases past their time and give their slots back. Ratings already given are kept."""
-    now = now or timezone.now()
-    reaped = 0
-    with transaction.atomic():
-        expired = list(
-            Assignment.objects.select_for_update(skip_locked=True)
-            .filter(status=AssignmentStatus.LEASED, lease_expires_at__lt=now)
-            .values_list("pk", "solution_id")
-        )
-        if expired:
-            Assignment.objects.filter(pk__in=[pk for pk, _ in expired]).update(status=AssignmentStatus.EXPIRED)
-            for _, solution_id in expired:
-                Solution.objects.filter(pk=solution_id, label_count__gt=0).update(label_count=F("label_count") - 1)
-            reaped = len(expired)
-    return reaped
-
-
-def _locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
+def locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
                             count_steps: bool = False) -> Assignment:
     """Lock the labeler's open assignment and check its membership in one query (the writes' hot path).
 
@@ -371,28 +185,28 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         raise LabelingError("time_ms must not be negative.")
     now = now or timezone.now()
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, now, count_steps=True)
+        assignment = locked_open_assignment(assignment_id, user, now, count_steps=True)
         campaign = assignment.solution.campaign
         scale = campaign_scale(campaign)
         if rating is not None and rating not in scale.allowed:
             raise RatingNotOnScale(f"rating must be {', '.join(map(str, scale.ordinal[:-1]))} or {scale.ordinal[-1]}, "
                                 f"not {rating}.")
         stepwise = campaign.is_stepwise
-        ratings = _ratings_of(assignment)
-        decisions = {} if stepwise else _decisions_of(assignment)
+        ratings = ratings_of(assignment)
+        decisions = {} if stepwise else decisions_of(assignment)
         current = ratings.get((step_index, completion_index))
         shown = [step_index, step_index + 1]
         if stepwise and (scale.is_error(rating) or (current is not None and scale.is_error(current.rating))):
             # The later rows lock (or open again): re-render them all.
             # Set by annotate() in the query, which django-stubs does not follow.
             shown = list(range(step_index, max(assignment.step_total, step_index + 1)))  # type: ignore[attr-defined]
-        steps = _step_contents(assignment, shown)
+        steps = step_contents(assignment, shown)
         completion = next((c for step in steps if step.index == step_index for c in step.completions
                            if c.index == completion_index), None)
         if completion is None:
             raise LabelingError(f"Step {step_index} has no completion {completion_index}.")
         if stepwise:
-            _check_in_order(_rated_steps(ratings), step_index, rating, scale.error_values)
+            _check_in_order(rated_steps(ratings), step_index, rating, scale.error_values)
         else:
             _check_decided_before(decisions, step_index)
         new_rationale = _new_rationale(campaign, scale, current, rating, rationale)
@@ -407,7 +221,7 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
                                             flagged=new_flag, time_ms=time_ms, rationale=new_rationale,
                                             error_category=new_category, suggestions_seen=seen)
             # Set by annotate() in the query, which django-stubs does not follow.
-            current.step_index, current.completion_index = step_index, completion_index  # type: ignore[attr-defined]  # as _ratings_of has them
+            current.step_index, current.completion_index = step_index, completion_index  # type: ignore[attr-defined]  # as ratings_of has them
             ratings[(step_index, completion_index)] = current
             changed = True
         elif (current.rating != rating or current.flagged != new_flag or current.rationale != new_rationale
@@ -431,7 +245,7 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
                 ignore_conflicts=True)
         assignment.save(update_fields=["lease_expires_at", "updated_at"])
     # Set by annotate() in the query, which django-stubs does not follow.
-    progress = _progress(assignment.step_total, stepwise, ratings, decisions,  # type: ignore[attr-defined]
+    progress = pass_progress(assignment.step_total, stepwise, ratings, decisions,  # type: ignore[attr-defined]
                          scale.error_values)
     return RatingResult(current, changed, Workspace(assignment, steps, ratings, decisions, progress, suggestions),
                         removed)
@@ -516,7 +330,7 @@ def record_untouched_pass(assignment_id: int, user: User, *, ratings: Sequence[P
     the caller goes step by step through ``record_rating``, which applies or refuses in the page's words. The
     lock and its refusals (not yours, lease gone, finished) are ``record_rating``'s own."""
     now = now or timezone.now()
-    assignment = _locked_open_assignment(assignment_id, user, now, count_steps=True)
+    assignment = locked_open_assignment(assignment_id, user, now, count_steps=True)
     campaign = assignment.solution.campaign
     scale = campaign_scale(campaign)
     values = [rated.rating for rated in ratings]
@@ -551,7 +365,7 @@ def flag_step(assignment_id: int, user: User, *, step_index: int, flagged: bool,
     """Set or clear the "Unsure" mark (PRM800K's ``flagged``); a step can be marked before it is rated, but
     not after a −1 (stepwise: those steps are out of the pass)."""
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, timezone.now())
+        assignment = locked_open_assignment(assignment_id, user, timezone.now())
         completion = Completion.objects.filter(step__solution_id=assignment.solution_id, step__index=step_index,
                                                index=completion_index).first()
         if completion is None:
@@ -584,7 +398,7 @@ def report_bad_split(*, assignment_id: int, user: User, step_index: int, reporte
     if "\n" in note or "\r" in note or len(note) > RATIONALE_MAX_CHARS:
         raise LabelingError(f"The bad-split note must be one line of at most {RATIONALE_MAX_CHARS} characters.")
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, timezone.now())
+        assignment = locked_open_assignment(assignment_id, user, timezone.now())
         step = Step.objects.filter(solution_id=assignment.solution_id, index=step_index).first()
         if step is None:
             raise LabelingError(f"There is no step {step_index}.")
@@ -602,7 +416,7 @@ def decide_step(assignment_id: int, user: User, *, step_index: int, chosen_compl
     if (chosen_completion is None) == (human_text is None or not human_text.strip()):
         raise LabelingError("Choose one completion or write your own step (exactly one of the two).")
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, timezone.now())
+        assignment = locked_open_assignment(assignment_id, user, timezone.now())
         step = Step.objects.filter(solution_id=assignment.solution_id, index=step_index).first()
         if step is None:
             raise LabelingError(f"There is no step {step_index}.")
@@ -666,7 +480,7 @@ def finish_assignment(assignment_id: int, user: User, *, reason: str, text: str 
         raise LabelingError("Say why: a reason is required for “bad problem” and “give up”.")
     judged = reason in (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, now, count_steps=judged)
+        assignment = locked_open_assignment(assignment_id, user, now, count_steps=judged)
         if judged:
             _check_submittable(assignment, reason)
         _finish(assignment, reason, text, now, total_time_ms)
@@ -679,7 +493,7 @@ def submit_assignment(assignment_id: int, user: User, *, total_time_ms: int | No
     ``solution``. Until this runs, a −1 can still be changed."""
     now = now or timezone.now()
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, now, count_steps=True)
+        assignment = locked_open_assignment(assignment_id, user, now, count_steps=True)
         progress = _check_submittable(assignment, None)
         reason = FinishReason.FOUND_ERROR if progress.has_error else FinishReason.SOLUTION
         _finish(assignment, reason, "", now, total_time_ms)
@@ -690,8 +504,8 @@ def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
     """Refuse a ``solution`` / ``found_error`` finish the pass does not support (``None``: whichever fits)."""
     stepwise = assignment.solution.campaign.is_stepwise
     # Set by annotate() in the query, which django-stubs does not follow.
-    progress = _progress(assignment.step_total, stepwise,  # type: ignore[attr-defined]  # the step count comes with the lock
-                         _ratings_of(assignment) if stepwise else {}, {} if stepwise else _decisions_of(assignment),
+    progress = pass_progress(assignment.step_total, stepwise,  # type: ignore[attr-defined]  # the step count comes with the lock
+                         ratings_of(assignment) if stepwise else {}, {} if stepwise else decisions_of(assignment),
                          campaign_scale(assignment.solution.campaign).error_values)
     if reason == FinishReason.FOUND_ERROR and not progress.has_error:
         raise LabelingError("“Found error” needs a step rated −1.")
@@ -719,7 +533,7 @@ def record_outcome(assignment_id: int, user: User, *, correct: bool | None,
     """The labeler's rating of the solution's final answer (campaigns graded by people; None clears it). When
     the pass is submitted it becomes the solution's outcome label."""
     with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, now or timezone.now())
+        assignment = locked_open_assignment(assignment_id, user, now or timezone.now())
         if not _graded_by_people(assignment.solution.campaign):
             raise LabelingError("This campaign grades final answers against a ground truth: there is no final "
                                 "answer to rate.")
@@ -739,204 +553,3 @@ def _check_rationales(assignment: Assignment, stepwise: bool) -> None:
         where = f"Step {step + 1}" if stepwise else f"Step {step + 1}, candidate {candidate + 1},"
         raise LabelingError(f"{where} is rated −1 without a reason: this campaign requires a one-line reason for "
                             f"every −1. Type it in the step's reason field, then submit.")
-
-
-def heartbeat(assignment_id: int, user: User, *, now: datetime | None = None) -> datetime:
-    """The open workspace's keep-alive: renew the labeler's own open lease, or say clearly that it is gone."""
-    now = now or timezone.now()
-    with transaction.atomic():
-        assignment = _locked_open_assignment(assignment_id, user, now)
-        assignment.save(update_fields=["lease_expires_at", "updated_at"])
-    assert assignment.lease_expires_at is not None
-    return assignment.lease_expires_at
-
-
-def resume_expired_lease(assignment_id: int, user: User, *, now: datetime | None = None) -> Assignment:
-    """Take an expired lease back, ratings and all, while its solution still has a free slot.
-
-    Without this, ratings given before a lease was reaped would stay behind on a pass nobody can finish.
-    """
-    now = now or timezone.now()
-    with transaction.atomic():
-        assignment = (Assignment.objects.select_for_update(of=("self",)).select_related("solution__campaign")
-                      .filter(pk=assignment_id).first())
-        if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
-            raise NotAllowed("This is not your assignment.")
-        if assignment.status == AssignmentStatus.LEASED:
-            return assignment
-        if assignment.status != AssignmentStatus.EXPIRED:
-            raise LabelingError("This solution is already finished.")
-        campaign = assignment.solution.campaign
-        labeler_membership(campaign, user)
-        solution = Solution.objects.select_for_update().get(pk=assignment.solution_id)
-        gold = solution.is_quality_control or solution.is_screening
-        if not gold and solution.label_count >= campaign.overlap:
-            raise LeaseExpired("Your lease expired and this solution went to another labeler. The ratings you "
-                               "gave are kept; start labeling to get a new solution.")
-        if _open_assignment(campaign, user) is not None:
-            raise LabelingError("Finish your open solution first.")
-        Solution.objects.filter(pk=solution.pk).update(label_count=F("label_count") + 1)
-        assignment.status = AssignmentStatus.LEASED
-        assignment.lease_expires_at = now + timedelta(minutes=campaign.lease_minutes)
-        assignment.save(update_fields=["status", "lease_expires_at", "updated_at"])
-        return assignment
-
-
-@dataclass(frozen=True)
-class Progress:
-    total: int
-    done: int  # stepwise: steps rated; conversational: steps with a continuation
-    first_open: int  # index of the first step still to do (== total when none)
-    has_error: bool
-    first_error: int | None = None  # stepwise: the step rated −1 (every later step is locked)
-
-    @property
-    def submittable(self) -> bool:
-        """The pass can be submitted: every step done, or (stepwise) a −1 that ends it."""
-        return self.has_error or self.done >= self.total
-
-    def step_state(self, index: int, *, stepwise: bool, is_open: bool) -> str:
-        """What the labeler may do with step ``index`` now: ``open`` (rate it), ``locked`` (an earlier step comes
-        first) or ``done`` (read only: the pass is closed). Stepwise, every step up to the first one to rate can
-        change; after a −1, only up to the −1 (the rest stays locked until that −1 changes). Conversational,
-        only the first step without a continuation is open."""
-        if not is_open:
-            return "done"
-        if stepwise:
-            last = self.first_error if self.first_error is not None else self.first_open
-            return "open" if index <= last else "locked"
-        return "open" if index == self.first_open else ("locked" if index > self.first_open else "done")
-
-
-@dataclass(frozen=True)
-class Continuations:
-    """Conversational mode: how a step whose candidates were rated may be continued (``decide_step``'s rule)."""
-
-    all_rated: bool
-    choosable: frozenset[int]  # rated, and not −1
-    can_write: bool  # one's own step, when no candidate is rated +1
-
-    @property
-    def can_choose(self) -> bool:
-        return self.all_rated
-
-
-def continuations(ratings: dict[int, int | None], scale: Scale = PM1) -> Continuations:
-    """``ratings``: each candidate's index and rating (None: not rated yet). A candidate rated an error cannot
-    be continued with; one rated the scale's top value (+1) leaves no reason to write one's own step."""
-    all_rated = all(value is not None for value in ratings.values())
-    top = max(scale.allowed)
-    return Continuations(all_rated=all_rated,
-                         choosable=frozenset(index for index, value in ratings.items()
-                                             if value is not None and not scale.is_error(value)),
-                         can_write=all_rated and not any(value == top for value in ratings.values()))
-
-
-@dataclass(frozen=True)
-class StepContent:
-    index: int
-    completions: list[Completion]  # by index
-    split_reported: bool = False  # this labeler flagged the step as a bad split
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """Everything the workspace shows for one assignment, loaded in a fixed number of queries.
-
-    ``steps`` may be a few of the solution's steps (the rows a write re-renders); ``ratings``,
-    ``decisions`` and ``progress`` always cover the whole pass.
-    """
-
-    assignment: Assignment
-    steps: list[StepContent]
-    ratings: dict[tuple[int, int], Rating]  # (step index, completion index) -> rating
-    decisions: dict[int, StepDecision]  # step index -> decision
-    progress: Progress
-    # step index -> machine labels, filled only where the campaign shows them (annotate.services.suggestions)
-    suggestions: dict[int, list[MachineLabel]] = field(default_factory=dict)
-
-
-def _step_contents(assignment: Assignment, step_indexes: list[int] | None) -> list[StepContent]:
-    """The steps' texts and the labeler's bad-split flags in one query (every step has its completion 0, so none
-    is missed; the flag is a subquery, not a query of its own, on the rating's hot path)."""
-    reported = SplitReport.objects.filter(assignment_id=assignment.pk, step_id=OuterRef("step_id"))
-    completions = (Completion.objects.filter(step__solution_id=assignment.solution_id)
-                   .annotate(step_index=F("step__index"), split_reported=Exists(reported))
-                   .order_by("step__index", "index"))
-    if step_indexes is not None:
-        completions = completions.filter(step__index__in=step_indexes)
-    steps: list[StepContent] = []
-    for completion in completions:
-        if not steps or steps[-1].index != completion.step_index:
-            steps.append(StepContent(completion.step_index, [], completion.split_reported))
-        steps[-1].completions.append(completion)
-    return steps
-
-
-def _ratings_of(assignment: Assignment) -> dict[tuple[int, int], Rating]:
-    ratings = Rating.objects.filter(assignment=assignment).annotate(
-        step_index=F("completion__step__index"), completion_index=F("completion__index"))
-    return {(r.step_index, r.completion_index): r for r in ratings}
-
-
-def _decisions_of(assignment: Assignment) -> dict[int, StepDecision]:
-    decisions = StepDecision.objects.filter(assignment=assignment).annotate(step_index=F("step__index"))
-    return {d.step_index: d for d in decisions}
-
-
-def _rated_steps(ratings: dict[tuple[int, int], Rating]) -> dict[int, int]:
-    """Stepwise: step index -> the rating given to its step text (completion 0), for the steps rated."""
-    return {step: r.rating for (step, completion), r in ratings.items() if completion == 0 and r.rating is not None}
-
-
-def _progress(total: int, stepwise: bool, ratings: dict[tuple[int, int], Rating],
-              decisions: dict[int, StepDecision], errors: frozenset[int] = PM1.error_values) -> Progress:
-    """How far a pass is, from its ratings (stepwise; ``errors``: the scale's error values) or its decisions
-    (conversational)."""
-    first_error = None
-    if stepwise:
-        rated = _rated_steps(ratings)
-        done_indexes = set(rated)
-        first_error = min((index for index, value in rated.items() if value in errors), default=None)
-    else:
-        done_indexes = {index for index, d in decisions.items() if d.is_decided}
-    first_open = next((index for index in range(total) if index not in done_indexes), total)
-    return Progress(total=total, done=len(done_indexes), first_open=first_open, has_error=first_error is not None,
-                    first_error=first_error)
-
-
-def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | None = None,
-                   checked: Assignment | None = None) -> Workspace:
-    """The labeler's own assignment with its steps (all, or only ``step_indexes``), ratings and decisions.
-
-    ``checked`` is the same assignment as a write service just loaded and authorised (owner, active
-    membership) in this request; passing it saves the two queries that would check it again.
-    """
-    if checked is not None and checked.pk == assignment_id and checked.labeler_id == getattr(user, "pk", None):
-        assignment = checked
-    else:
-        found = (Assignment.objects.select_related("solution__campaign", "solution__problem")
-                 .filter(pk=assignment_id).first())
-        if found is None or found.labeler_id != getattr(user, "pk", None):
-            raise NotAllowed("This is not your assignment.")
-        assignment = found
-        if not permissions.can_label(user, assignment.solution.campaign):
-            raise NotAllowed("You are not an active labeler in this campaign.")
-    stepwise = assignment.solution.campaign.is_stepwise
-    steps = _step_contents(assignment, step_indexes)
-    total = len(steps) if step_indexes is None else Step.objects.filter(solution_id=assignment.solution_id).count()
-    ratings, decisions = _ratings_of(assignment), _decisions_of(assignment)
-    suggestions = step_suggestions(assignment.solution.campaign, assignment.solution, step_indexes)
-    errors = campaign_scale(assignment.solution.campaign).error_values
-    return Workspace(assignment, steps, ratings, decisions, _progress(total, stepwise, ratings, decisions, errors),
-                     suggestions)
-
-
-def finish_and_lease_next(assignment_id: int, user: User, *, now: datetime | None = None) -> LeaseOutcome:
-    """The "Submit" / "next solution" control: submit an open pass (rules apply), then lease the next one."""
-    assignment = Assignment.objects.select_related("solution__campaign").filter(pk=assignment_id).first()
-    if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
-        raise NotAllowed("This is not your assignment.")
-    if assignment.status == AssignmentStatus.LEASED:
-        submit_assignment(assignment_id, user, now=now)
-    return lease_next_solution(assignment.solution.campaign, user, now=now)

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
 
+from steplab import bulk
 from steplab.jsonlimits import MAX_ID
 
 from ..models import Campaign, Completion, LabelSourceKind, MachineLabel, Solution, Step, problem_key, says_correct
@@ -274,7 +275,7 @@ def _row_values(row: LabelRow, step_count: int) -> list[StepValue]:
 
 
 def import_machine_labels(path: Path | str, campaign: Campaign, *, source: str, skip_invalid: bool = False,
-                          progress: importing.ProgressCallback | None = None) -> importing.ImportReport:
+                          progress: bulk.ProgressCallback | None = None) -> importing.ImportReport:
     """Import a file of machine labels as the ``import`` source ``source``; every row is checked (shape, and
     that it names a solution of the campaign with enough steps) before anything is written."""
     path = Path(path)

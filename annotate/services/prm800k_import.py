@@ -13,6 +13,21 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from steplab.bulk import (
+    JsonText,
+    PreparedRows,
+    ProgressCallback,
+    allocate_ids,
+    bulk_insert,
+    fewer_collections,
+    import_transaction,
+    json_text,
+    prepare_columns,
+    read_ahead,
+    refresh_planner_statistics,
+    write_prepared,
+)
+
 from ..grading import answers_match
 from ..models import (
     Assignment,
@@ -41,23 +56,7 @@ from ..prm800k import (
     question_from_fields,
 )
 from .campaign_problems import new_problem, resolve_problems
-from .importing import (
-    ImportFailed,
-    ImportReport,
-    JsonText,
-    PreparedRows,
-    ProgressCallback,
-    allocate_ids,
-    bulk_insert,
-    fewer_collections,
-    import_transaction,
-    json_text,
-    prepare_columns,
-    read_ahead,
-    refresh_planner_statistics,
-    valid_rows,
-    write_prepared,
-)
+from .importing import ImportFailed, ImportReport, valid_rows
 
 
 class _Lookups:

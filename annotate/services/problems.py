@@ -19,6 +19,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 
+from steplab import bulk
+
 from ..graders import Grader, get_grader
 from ..models import Campaign, Completion, Problem, Solution, Step, problem_key
 from ..prm800k import content_digest
@@ -142,7 +144,7 @@ def regrade_solutions(problem_ids: Iterable[int], grader: Grader | None = None) 
 
 
 def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_invalid: bool = False,
-                    progress: importing.ProgressCallback | None = None) -> importing.ImportReport:
+                    progress: bulk.ProgressCallback | None = None) -> importing.ImportReport:
     """Create or update ``campaign``'s problems (``None``: the staff bank), matched on ``unique_id``, else on
     the normalised text (``normalized_problem_text``). A row whose text is already the problem of another
     ``unique_id`` is counted in ``duplicate_texts`` and changes nothing. Solutions of a problem whose answer
@@ -155,7 +157,7 @@ def import_problems(path: Path | str, campaign: Campaign | None = None, *, skip_
     created = updated = duplicates = 0
     answer_changed: set[int] = set()
     clashes: list[tuple[int, importing.RowError]] = []
-    with importing.import_transaction():
+    with bulk.import_transaction():
         for batch in importing.valid_rows(path, parse_problem, settings.STEPLAB_IMPORT_BATCH, progress):
             rows = [row for _, row in batch]
             by_source: dict[str, Problem] = {}
@@ -327,7 +329,7 @@ def _problem_key(row: SolutionRow) -> str:
 
 def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool = False,
                      split_rule: str | None = None, generation: int | None = None,
-                     progress: importing.ProgressCallback | None = None) -> importing.ImportReport:
+                     progress: bulk.ProgressCallback | None = None) -> importing.ImportReport:
     """Import generator samples into a campaign, split into steps (``split_rule``, default the campaign's step
     rule) and graded against the ground truth by the campaign's grader."""
     path = Path(path)
@@ -351,7 +353,7 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
         raise importing.ImportFailed(report)
     bad_lines = {number for number, _ in unknown}
     counts = {"solutions": 0, "steps": 0, "graded_correct": 0, "graded_wrong": 0, "ungraded": 0}
-    with importing.import_transaction():
+    with bulk.import_transaction():
         for batch in importing.valid_rows(path, parse, settings.STEPLAB_IMPORT_BATCH, progress):
             batch = [(n, r) for n, r in batch if n not in bad_lines]
             problems = _resolve_problems(campaign, [row for _, row in batch])
@@ -369,10 +371,10 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
                     provenance={"source": "import_solutions", "file": path.name, **row.provenance},
                     content_sha256=content_digest(problem.text, row.steps),
                 ))
-            importing.bulk_insert(solutions)
+            bulk.bulk_insert(solutions)
             steps = [Step(solution=s, index=i) for s, (_, row) in zip(solutions, batch, strict=True)
                      for i in range(len(row.steps))]
-            importing.bulk_insert(steps)
+            bulk.bulk_insert(steps)
             completions: list[Completion] = []
             step_iter = iter(steps)
             for _, row in batch:
@@ -380,10 +382,10 @@ def import_solutions(path: Path | str, campaign: Campaign, *, skip_invalid: bool
                     step = next(step_iter)
                     options = row.candidates[position] if row.candidates else [text]
                     completions.extend(Completion(step=step, index=i, text=o) for i, o in enumerate(options))
-            importing.bulk_insert(completions)
+            bulk.bulk_insert(completions)
             counts["solutions"] += len(solutions)
             counts["steps"] += len(steps)
             report.imported += len(batch)
-    importing.refresh_planner_statistics(Solution, Step, Completion)
+    bulk.refresh_planner_statistics(Solution, Step, Completion)
     report.created = counts
     return report

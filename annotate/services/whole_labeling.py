@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from ..models import Assignment, LabelingKey
+from ..workspace import LabelingError, LeaseExpired, NotAllowed, User
 from . import labeling
 
 
@@ -48,7 +49,7 @@ class LabelingInput:
     total_time_ms: int | None = None
 
 
-class LabelingRefused(labeling.LabelingError):
+class LabelingRefused(LabelingError):
     """A refusal that names the input at fault (``field``: ``ratings[2].rating``, ``finish_reason``, ...)."""
 
     def __init__(self, field: str, message: str) -> None:
@@ -62,12 +63,12 @@ class LabelingOutcome:
     replayed: bool  # the client key was seen before: nothing was applied this time
 
 
-def _claim_key(labeling_input: LabelingInput, user: labeling.User) -> LabelingKey | None:
+def _claim_key(labeling_input: LabelingInput, user: User) -> LabelingKey | None:
     """Record the client key, or return the row of the request that already used it. A concurrent request with
     the same key waits on the unique index until the first one commits, then finds its row."""
     owner = user.pk
     if owner is None:
-        raise labeling.NotAllowed("Log in to label.")
+        raise NotAllowed("Log in to label.")
     try:
         with transaction.atomic():
             LabelingKey.objects.create(user_id=owner, client_key=labeling_input.client_key,
@@ -77,7 +78,7 @@ def _claim_key(labeling_input: LabelingInput, user: labeling.User) -> LabelingKe
     return None
 
 
-def _rate_untouched_pass(labeling_input: LabelingInput, user: labeling.User, now: datetime) -> bool:
+def _rate_untouched_pass(labeling_input: LabelingInput, user: User, now: datetime) -> bool:
     """The common case in one insert (``labeling.record_untouched_pass``); False: the caller goes step by step.
     Reasons and categories always go step by step: ``record_rating`` checks them."""
     labels = labeling_input.ratings
@@ -90,7 +91,7 @@ def _rate_untouched_pass(labeling_input: LabelingInput, user: labeling.User, now
                  for label in labels if label.rating is not None])
 
 
-def _rate_step_by_step(labeling_input: LabelingInput, user: labeling.User, now: datetime) -> None:
+def _rate_step_by_step(labeling_input: LabelingInput, user: User, now: datetime) -> None:
     """Each rating through the page's rating service, in the order given; a refusal names the rating."""
     for position, label in enumerate(labeling_input.ratings):
         try:
@@ -98,16 +99,16 @@ def _rate_step_by_step(labeling_input: LabelingInput, user: labeling.User, now: 
                 labeling_input.assignment_id, user, step_index=label.step_index, rating=label.rating,
                 flagged=label.flagged, time_ms=label.time_ms, rationale=label.rationale,
                 error_category=label.error_category, now=now)
-        except (labeling.NotAllowed, labeling.LeaseExpired):
+        except (NotAllowed, LeaseExpired):
             raise
-        except labeling.LabelingError as error:
+        except LabelingError as error:
             raise LabelingRefused(f"ratings[{position}]", f"Step {label.step_index + 1}: {error}") from None
 
 
-def apply_labeling(labeling_input: LabelingInput, user: labeling.User, *,
+def apply_labeling(labeling_input: LabelingInput, user: User, *,
                    now: datetime | None = None) -> LabelingOutcome:
     """Rate the steps in the order given, then finish the pass, all or nothing. Refusals raise
-    ``labeling.NotAllowed`` (not yours), ``labeling.LeaseExpired`` (gone back to the pool) or ``LabelingRefused``
+    ``NotAllowed`` (not yours), ``LeaseExpired`` (gone back to the pool) or ``LabelingRefused``
     naming the step or field."""
     now = now or timezone.now()
     with transaction.atomic():
@@ -127,21 +128,21 @@ def apply_labeling(labeling_input: LabelingInput, user: labeling.User, *,
                 assignment = labeling.finish_assignment(
                     labeling_input.assignment_id, user, reason=labeling_input.finish_reason,
                     text=labeling_input.finish_text, total_time_ms=labeling_input.total_time_ms, now=now)
-        except (labeling.NotAllowed, labeling.LeaseExpired):
+        except (NotAllowed, LeaseExpired):
             raise
-        except labeling.LabelingError as error:
+        except LabelingError as error:
             raise LabelingRefused("finish_reason", str(error)) from None
     return LabelingOutcome(assignment, replayed=False)
 
 
-def apply_labelings(inputs: Sequence[LabelingInput], user: labeling.User, *,
-                    now: datetime | None = None) -> list[LabelingOutcome | labeling.LabelingError]:
+def apply_labelings(inputs: Sequence[LabelingInput], user: User, *,
+                    now: datetime | None = None) -> list[LabelingOutcome | LabelingError]:
     """Several labelings, each all or nothing on its own: a refused one holds back none of the others, and its
     refusal takes its place in the answer."""
-    outcomes: list[LabelingOutcome | labeling.LabelingError] = []
+    outcomes: list[LabelingOutcome | LabelingError] = []
     for labeling_input in inputs:
         try:
             outcomes.append(apply_labeling(labeling_input, user, now=now))
-        except labeling.LabelingError as error:
+        except LabelingError as error:
             outcomes.append(error)
     return outcomes

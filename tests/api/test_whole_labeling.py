@@ -20,7 +20,7 @@ from annotate.models import (
     Role,
     StepRationale,
 )
-from annotate.services import labeling
+from annotate.services import leases
 from annotate.services.whole_labeling import LabelingInput, StepLabel, apply_labeling
 from tests.factories import solution_with_steps
 
@@ -128,7 +128,7 @@ def test_lease_ownership_membership_and_scope(campaign_factory, make_user) -> No
     assert removed.status_code == 403 and removed.json() == {
         "field": "assignment", "detail": "You are not an active labeler in this campaign any more."}
     Membership.objects.filter(user=labeler).update(is_active=True)
-    labeling.reap_expired_leases(now=Assignment.objects.get(pk=assignment_id).lease_expires_at
+    leases.reap_expired_leases(now=Assignment.objects.get(pk=assignment_id).lease_expires_at
                                  + timedelta(seconds=1))
     expired = client.post(url, _body([1, 1, 1, 1]), format="json")
     assert expired.status_code == 409 and expired.json()["field"] == "assignment"

@@ -45,11 +45,11 @@ def _solution_rows(math500: Path, count: int) -> tuple[list[dict[str, Any]], lis
 def label_everything(campaign: Campaign, labeler: Any) -> int:
     """Label every solution through ``annotate.services.labeling``: reference steps +1 (every third 0),
     the perturbed final step −1. Returns the number of finished assignments."""
-    from annotate.services import labeling
+    from annotate.services import labeling, leases
 
     finished = 0
     while True:
-        outcome = labeling.lease_next_solution(campaign, labeler)
+        outcome = leases.lease_next_solution(campaign, labeler)
         if outcome.assignment is None:
             return finished
         assignment = outcome.assignment

@@ -105,7 +105,7 @@ def test_sentence_rule_on_real_mmlu_pro_responses(shared_data: Path) -> None:
 
 
 def test_a_step_with_a_code_block_is_markdown_highlighted_and_sanitised() -> None:
-    from annotate.views import step_source
+    from annotate.rendering import step_source
 
     hostile = ("Run it:\n\n```python\nx = \"<script>alert(1)</script>\"\nprint(x)\n```\n\n"
                "So $x^2$ holds. <img src=x onerror=alert(1)><script>alert(2)</script>")

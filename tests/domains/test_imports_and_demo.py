@@ -129,7 +129,7 @@ def test_generic_rows_bad_lines_are_named_by_line_and_field(tmp_path: Path, camp
 
 
 def test_demo_mmlu_loads_with_its_queue_pool_and_the_math_headroom_pool(settings, tmp_path: Path) -> None:
-    from annotate.demo import MMLU_SLUG, headroom_pool_name, import_headroom_pool, load_demo_mmlu
+    from demo.loader import MMLU_SLUG, headroom_pool_name, import_headroom_pool, load_demo_mmlu
     from rewards.jobs.models import Candidate, CandidatePool
     from rewards.jobs.services.comparisons import comparison_pool
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from annotate.demo import DEMO_SLUG, final_answer_of, grade_labeled_solutions, load_demo
 from annotate.models import Assignment, Campaign, Rating
+from demo.loader import DEMO_SLUG, final_answer_of, grade_labeled_solutions, load_demo
 from rewards.jobs.models import Candidate, CandidatePool
 
 pytestmark = pytest.mark.django_db

@@ -124,7 +124,7 @@ def test_bulk_checked_foreign_key_names_the_missing_key(campaign_factory) -> Non
     from django.db import IntegrityError, transaction
 
     from annotate.models import Step
-    from annotate.services.importing import insert_rows
+    from steplab.bulk import insert_rows
     from tests.factories import SolutionFactory
 
     solution = SolutionFactory(campaign=campaign_factory(), problem__text="1+1?")
@@ -140,7 +140,7 @@ def test_bulk_checked_foreign_key_names_the_missing_key(campaign_factory) -> Non
 def test_copy_text_keeps_every_character(campaign_factory) -> None:
     """The COPY rows are written in PostgreSQL's text format here: escapes, NULLs, JSON and timestamps."""
     from annotate.models import Completion, Step, StepDecision
-    from annotate.services.importing import insert_rows
+    from steplab.bulk import insert_rows
     from tests.factories import AssignmentFactory, SolutionFactory
 
     text = "a\\b \\N \t tab \n newline \r\n crlf \\\\frac{1}{2} ünï €"
@@ -163,7 +163,7 @@ def test_without_the_privilege_the_row_triggers_check_the_keys(campaign_factory)
     from django.db import IntegrityError, connection, transaction
 
     from annotate.models import Step
-    from annotate.services.importing import insert_rows
+    from steplab.bulk import insert_rows
     from tests.factories import SolutionFactory
 
     solution = SolutionFactory(campaign=campaign_factory(), problem__text="2+2?")
@@ -190,7 +190,7 @@ def test_bulk_check_locks_the_referenced_rows_until_commit(campaign_factory) -> 
     from django.db import transaction
 
     from annotate.models import Solution
-    from annotate.services.importing import insert_rows
+    from steplab.bulk import insert_rows
     from tests.factories import ProblemFactory
 
     problem = ProblemFactory(text="3+3?")

@@ -268,7 +268,7 @@ def world(db, tmp_path, settings, campaign_factory, personas) -> World:
     solution = Solution.objects.create(campaign=a, problem=problem)
     for index in range(2):
         Completion.objects.create(step=Step.objects.create(solution=solution, index=index), index=0, text=f"s{index}")
-    from annotate.services.labeling import lease_next_solution
+    from annotate.services.leases import lease_next_solution
 
     leased = lease_next_solution(a, users["labeler_in"]).assignment
     assert leased is not None

@@ -53,7 +53,8 @@ def _labeling_setup(campaign_factory, make_user, steps: int = 3):
 
 def test_postgres_restart_fails_cleanly_then_recovers(client, campaign_factory, make_user) -> None:
     _need_root_and("pg_ctlcluster")
-    from annotate.services.labeling import lease_next_solution, record_rating
+    from annotate.services.labeling import record_rating
+    from annotate.services.leases import lease_next_solution
 
     campaign, user = _labeling_setup(campaign_factory, make_user)
     assignment = lease_next_solution(campaign, user).assignment
@@ -85,7 +86,8 @@ def _redis_up() -> bool:
 
 def test_labeling_keeps_working_while_redis_is_down(client, campaign_factory, make_user) -> None:
     _need_root_and("redis-server")
-    from annotate.services.labeling import lease_next_solution, record_rating
+    from annotate.services.labeling import record_rating
+    from annotate.services.leases import lease_next_solution
 
     campaign, user = _labeling_setup(campaign_factory, make_user)
     try:

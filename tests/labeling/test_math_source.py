@@ -1,7 +1,7 @@
 """Math passes through to KaTeX untouched; bare \\boxed{} gets delimiters; instructions are sanitised Markdown."""
 from __future__ import annotations
 
-from annotate.views import answer_source, math_source, render_markdown
+from annotate.rendering import answer_source, math_source, render_markdown
 
 
 def test_bare_boxed_is_wrapped_but_math_is_left_alone() -> None:

@@ -22,10 +22,10 @@ from annotate.models import (
 )
 from annotate.prm800k_export import iter_prm800k_rows
 from annotate.selectors import solutions_with_split_reports
-from annotate.services import labeling
-from annotate.services.labeling import LabelingError
+from annotate.services import labeling, leases
 from annotate.services.prm800k_import import import_prm800k
 from annotate.services.resplit import ResplitError, resplit_solution, steps_from_text
+from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
 from rewards.exports import ExportOptions, iter_stepwise_rows
 from tests.api.conftest import token_client
 from tests.factories import PASSWORD, solution_with_steps
@@ -41,7 +41,7 @@ def lab(campaign_factory, personas):
     campaign = campaign_factory("why", step_rationale=StepRationale.REQUIRED)
     solution = solution_with_steps(campaign, STEPS)
     people = personas(campaign)
-    assignment = labeling.lease_next_solution(campaign, people.labeler).assignment
+    assignment = leases.lease_next_solution(campaign, people.labeler).assignment
     assert assignment is not None and assignment.solution_id == solution.pk
     return campaign, solution, people, assignment
 
@@ -79,7 +79,7 @@ def test_optional_reason_does_not_block_and_off_refuses_one(lab, campaign_factor
     off = campaign_factory("no-why")
     solution_with_steps(off, STEPS)
     labeler = member(off, "off-labeler")
-    lease = labeling.lease_next_solution(off, labeler).assignment
+    lease = leases.lease_next_solution(off, labeler).assignment
     assert lease is not None
     with pytest.raises(LabelingError, match="This campaign takes no reasons on −1 steps."):
         _rate(lease, labeler, 0, -1, rationale="wrong")
@@ -217,9 +217,9 @@ def test_resplit_before_any_rating_replaces_the_steps_in_place_and_releases_open
     assert after.content_sha256 != before.content_sha256 and after.label_count == 0
     assert not SplitReport.objects.exists() and not Rating.objects.exists()
     # The labeler whose page showed the old steps is told the lease is gone, not given a step they never saw.
-    with pytest.raises(labeling.LeaseExpired):
+    with pytest.raises(LeaseExpired):
         _rate(assignment, people.labeler, 0, 1)
-    again = labeling.lease_next_solution(campaign, people.owner).assignment
+    again = leases.lease_next_solution(campaign, people.owner).assignment
     assert again is not None and again.solution_id == solution.pk
 
 
@@ -241,7 +241,7 @@ def test_resplit_after_ratings_makes_a_new_solution_and_the_old_keeps_its_labels
     _rate(assignment, people.labeler, 1, -1, rationale="y is 3")
     labeling.submit_assignment(assignment.pk, people.labeler)
     other = member(campaign, "second-labeler")
-    lease = labeling.lease_next_solution(campaign, other).assignment
+    lease = leases.lease_next_solution(campaign, other).assignment
     assert lease is not None and lease.solution_id == new.pk  # the old solution takes no new work
     with pytest.raises(ResplitError, match=f"already re-split into solution {new.pk}"):
         resplit_solution(solution_id=old.pk, user=people.owner, steps=["One."])
@@ -348,6 +348,6 @@ def test_trl_stepwise_rows_carry_rationales_beside_the_steps(lab) -> None:
 def test_a_labeler_elsewhere_cannot_report_on_someone_elses_pass(lab, member) -> None:
     campaign, _, _, assignment = lab
     stranger = member(campaign, "stranger")
-    with pytest.raises(labeling.NotAllowed):
+    with pytest.raises(NotAllowed):
         labeling.report_bad_split(assignment_id=assignment.pk, user=stranger, step_index=0)
     assert not SplitReport.objects.exists()

@@ -17,7 +17,7 @@ from annotate.models import (
     Role,
     StepDecision,
 )
-from annotate.services.labeling import reap_expired_leases
+from annotate.services.leases import reap_expired_leases
 from tests.factories import PASSWORD, solution_with_steps
 
 pytestmark = pytest.mark.django_db
@@ -282,7 +282,8 @@ def test_an_earlier_minus_one_removes_the_later_ratings_and_says_so(campaign_fac
 
 
 def test_a_null_rating_cannot_leave_a_gap(stepwise, member) -> None:
-    from annotate.services.labeling import LabelingError, record_rating
+    from annotate.services.labeling import record_rating
+    from annotate.workspace import LabelingError
 
     labeler = member(stepwise, "ann")
     assignment = start(login(labeler), "algebra")

@@ -152,7 +152,7 @@ def test_best_prm_is_newest_version_then_most_accurate(hand_pool) -> None:
 def test_provenance_and_verifier_score_round_trip_through_prm800k_export(hand_pool, make_user,
                                                                          tmp_path: Path, campaign_factory) -> None:
     from annotate.models import Role, Solution
-    from annotate.services import labeling
+    from annotate.services import labeling, leases
     from annotate.services.prm800k_import import import_prm800k
     from tests.factories import MembershipFactory
 
@@ -160,7 +160,7 @@ def test_provenance_and_verifier_score_round_trip_through_prm800k_export(hand_po
     labeler = make_user("lab-export")
     MembershipFactory(campaign=hand_pool.campaign, user=labeler, role=Role.LABELER)
     for value in (-1, 1):  # one labeling finds an error at step 0, the other accepts every step
-        assignment = labeling.lease_next_solution(hand_pool.campaign, labeler).assignment
+        assignment = leases.lease_next_solution(hand_pool.campaign, labeler).assignment
         for index in range(3):
             if labeling.record_rating(assignment.pk, labeler, step_index=index, rating=value).found_error:
                 break

@@ -80,10 +80,10 @@ def test_bad_input_names_the_field(client, users, hand_pool) -> None:
 
 
 def _label(campaign, labeler, *, errors: int, accepts: int) -> None:
-    from annotate.services import labeling
+    from annotate.services import labeling, leases
 
     for value in [-1] * errors + [1] * accepts:
-        assignment = labeling.lease_next_solution(campaign, labeler).assignment
+        assignment = leases.lease_next_solution(campaign, labeler).assignment
         for index in range(3):
             if labeling.record_rating(assignment.pk, labeler, step_index=index, rating=value).found_error:
                 break

@@ -10,9 +10,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from annotate.models import LabelSourceKind, LeaseOrder, MachineLabel, Rating, Solution, SuggestionMode
-from annotate.services import labeling
+from annotate.services import labeling, leases
 from annotate.services.agreement import compute_campaign_metrics
 from annotate.services.machine_labels import StepValue, record_machine_labels
+from annotate.workspace import load_workspace
 from tests.factories import finished_labeling, numbered_solution
 
 pytestmark = pytest.mark.django_db
@@ -113,13 +114,13 @@ def test_disagreement_first_leases_where_sources_disagree(campaign_factory, memb
                           source="p")
     order = []
     for name in ("a", "b", "c"):
-        order.append(labeling.lease_next_solution(campaign, member(campaign, name)).assignment.solution_id)
+        order.append(leases.lease_next_solution(campaign, member(campaign, name)).assignment.solution_id)
     assert order == [torn.pk, calm.pk, unlabeled.pk]
 
     in_order = campaign_factory("plain")
     first, second = numbered_solution(in_order, 2), numbered_solution(in_order, 2)
     record_machine_labels(labels={second.pk: [StepValue(0, 0.5, 2)]}, kind="mc", source="smollm2")
-    assert labeling.lease_next_solution(in_order, member(in_order, "d")).assignment.solution_id == first.pk
+    assert leases.lease_next_solution(in_order, member(in_order, "d")).assignment.solution_id == first.pk
 
 
 @pytest.mark.parametrize(("mode", "seen_first", "seen_again"), [
@@ -133,8 +134,8 @@ def test_each_rating_records_what_its_labeler_had_seen(campaign_factory, member,
     solution = numbered_solution(campaign, 3)
     record_machine_labels(labels={solution.pk: [StepValue(0, 1.0, 4)]}, kind="mc", source="smollm2")
     user = member(campaign, "ann")
-    assignment = labeling.lease_next_solution(campaign, user).assignment
-    workspace = labeling.load_workspace(assignment.pk, user)
+    assignment = leases.lease_next_solution(campaign, user).assignment
+    workspace = load_workspace(assignment.pk, user)
     assert bool(workspace.suggestions) == (mode != SuggestionMode.HIDDEN)
     labeling.record_rating(assignment.pk, user, step_index=0, rating=1)
     assert Rating.objects.get(assignment=assignment).suggestions_seen == seen_first
@@ -149,9 +150,9 @@ def test_gold_and_screening_solutions_never_show_machine_labels(campaign_factory
     gold = numbered_solution(campaign, 2, is_quality_control=True, gold_first_error=-1)
     record_machine_labels(labels={gold.pk: [StepValue(0, 0.0, 4)]}, kind="mc", source="smollm2")
     user = member(campaign, "ann", passed_screening=True)
-    assignment = labeling.lease_next_solution(campaign, user).assignment
+    assignment = leases.lease_next_solution(campaign, user).assignment
     assert assignment.solution_id == gold.pk
-    assert labeling.load_workspace(assignment.pk, user).suggestions == {}
+    assert load_workspace(assignment.pk, user).suggestions == {}
     labeling.record_rating(assignment.pk, user, step_index=0, rating=1)
     assert Rating.objects.get(assignment=assignment).suggestions_seen == "none"
 

@@ -21,8 +21,8 @@ from annotate.models import (
     Solution,
     Step,
 )
-from annotate.services.importing import insert_rows, refresh_planner_statistics
 from rewards.exports import ExportOptions, iter_format_rows
+from steplab.bulk import insert_rows, refresh_planner_statistics
 from tests.factories import ImportJobFactory, MembershipFactory, ProblemFactory, finished_labeling, numbered_solution
 
 

@@ -48,7 +48,7 @@ def test_a_lapsed_lease_is_explained_on_the_next_solutions_page(client) -> None:
     from django.utils import timezone
 
     from annotate.models import Assignment, AssignmentStatus
-    from annotate.services.labeling import reap_expired_leases
+    from annotate.services.leases import reap_expired_leases
     from tests.factories import RatingFactory, numbered_solution
 
     campaign = CampaignFactory(slug="lapse", lease_minutes=30)

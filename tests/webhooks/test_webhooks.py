@@ -18,7 +18,7 @@ import pytest
 from django.db import transaction
 
 from annotate.models import ImportJob, Membership, Role
-from annotate.services import labeling
+from annotate.services import leases
 from annotate.services.whole_labeling import LabelingInput, StepLabel, apply_labeling
 from steplab.jobs import JobStatus, finish
 from tests.factories import numbered_solution
@@ -147,7 +147,7 @@ def test_deliveries_are_signed_and_retried_by_the_worker(campaign_factory, make_
                                  events=[Event.CAMPAIGN_PROGRESS])
     labeler = make_user("judge")
     Membership.objects.create(campaign=campaign, user=labeler, role=Role.LABELER)
-    assignment = labeling.lease_next_solution(campaign, labeler).assignment
+    assignment = leases.lease_next_solution(campaign, labeler).assignment
     assert assignment is not None
     # The one solution labeled: every milestone (25/50/75/100 %) is reached by this commit, announced once each.
     apply_labeling(LabelingInput(assignment_id=assignment.pk, client_key="k",

@@ -28,8 +28,8 @@ from django.utils import timezone
 from annotate.models import AssignmentStatus, Campaign, Completion, Solution, Step
 from annotate.permissions import NotAllowed, can_start_labeling_round, require
 from annotate.prm800k import content_digest
-from annotate.services.importing import bulk_insert
 from rewards.active import ScoredCandidate, SelectionError, StrategyConfigError, make_strategy
+from steplab.bulk import bulk_insert
 from webhooks.models import Event
 from webhooks.services import emit_on_commit
 

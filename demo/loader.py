@@ -1,4 +1,4 @@
-"""The demo campaign: real, openly licensed data from ``annotate/demo_data`` (see its README for origin and license).
+"""The demo campaign: real, openly licensed data from ``demo/data`` (see its README for origin and license).
 
 Loading is idempotent: a campaign that already holds solutions is left as it is, only the accounts are
 ensured (and labeled solutions still without a verdict are graded). Everything goes through the same importers
@@ -23,14 +23,14 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from .graders import get_grader
-from .grading import answers_match
-from .models import Campaign, CampaignMode, Membership, Role, Solution
-from .services.prm800k_import import import_prm800k
-from .services.problems import import_problems, import_solutions
-from .steps import answer_from_steps
+from annotate.graders import get_grader
+from annotate.grading import answers_match
+from annotate.models import Campaign, CampaignMode, Membership, Role, Solution
+from annotate.services.prm800k_import import import_prm800k
+from annotate.services.problems import import_problems, import_solutions
+from annotate.steps import answer_from_steps
 
-DEMO_DATA = Path(__file__).resolve().parent / "demo_data"
+DEMO_DATA = Path(__file__).resolve().parent / "data"
 DEMO_SLUG = "demo"
 MMLU_SLUG = "demo-mmlu"
 MMLU_DATA = DEMO_DATA / "mmlu_pro"

@@ -15,10 +15,10 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
-from annotate.demo import DEMO_SLUG, MMLU_SLUG, load_demo
 from annotate.models import AutoTrain, Campaign
 from annotate.selectors import graded_solutions
 from annotate.services.campaigns import update_campaign
+from demo.loader import DEMO_SLUG, MMLU_SLUG, load_demo
 from steplab.celery import WORKER_QUEUES, worker_command
 
 
