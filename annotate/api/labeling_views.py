@@ -42,11 +42,13 @@ def _rendered(outcomes: list[LabelingOutcome]) -> dict[int, dict[str, Any]]:
 
 def label_one(request: Request, assignment_id: int) -> Response:
     """``POST /api/assignments/{id}/labeling/``: see ``AssignmentViewSet.labeling``."""
-    data = ls.LabelingInputSerializer(data=request.data)
-    data.is_valid(raise_exception=True)
+    # whose assignment it is comes first, as on the per-step endpoints: another labeler's id is a 404 whatever
+    # the body holds
     if not Assignment.objects.filter(pk=assignment_id, labeler_id=request.user.pk).exists():
         code, body = _not_found(assignment_id)
         return Response(body, status=code)
+    data = ls.LabelingInputSerializer(data=request.data)
+    data.is_valid(raise_exception=True)
     try:
         outcome = apply_labeling(ls.labeling_input(data.validated_data, assignment_id), request.user)
     except LabelingError as error:

@@ -131,6 +131,7 @@ RULES: dict[str, Rule] = {
     "manage:adjudication": Rule(MANAGERS, kwargs=slug),
     "manage:review": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "solution_id": w.solution.pk}),
     "manage:split_reports": Rule(MANAGERS, kwargs=slug),
+    "webhooks:campaign": Rule(MANAGERS, kwargs=slug),
     "manage:resplit": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "solution_id": w.solution.pk}),
     # REST API (session auth here; tokens are covered in tests/api)
     "api:schema": Rule(PUBLIC),  # the API's contract is public; every endpoint it describes checks access
@@ -154,6 +155,10 @@ RULES: dict[str, Rule] = {
                                 data={"step_index": 0, "flagged": True}),
     "api:assignment-bad-split": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
                                      data={"step_index": 0}),
+    "api:assignment-labeling": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
+                                    data={"ratings": [{"step_index": 0, "rating": 1}], "client_key": "matrix"}),
+    # the bulk form names its assignments in the body: anyone signed in may post, each item is checked as above
+    "api:labeling-list": Rule(LOGGED_IN, method="post", data={"labelings": []}),
     "api:assignment-decide": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),
                                   data={"step_index": 0, "chosen_completion": 0}),
     "api:assignment-finish": Rule(LABELER_IN, method="post", kwargs=pk(lambda w: w.assignment.pk),

@@ -156,7 +156,8 @@ def _bad_value(row: dict[str, Any], draw: st.DrawFn, keys: list[str], values: li
 
 SOLUTION_MUTATIONS: list[Mutation] = [
     lambda row, draw: (_set(_set(row, ["problem_id"], None), ["problem"], None), "problem_id"),
-    lambda row, draw: (_set(row, ["problem_id"], draw(st.sampled_from([5, ["p"], True]))), "problem_id"),
+    # an integer is a unique id too (MMLU-Pro's question_id): the wrong shapes are these
+    lambda row, draw: (_set(row, ["problem_id"], draw(st.sampled_from([5.5, ["p"], True]))), "problem_id"),
     lambda row, draw: (_set(row, ["answer"], draw(st.sampled_from([5, ["4"], {}]))), "answer"),
     lambda row, draw: (_set(row, ["steps"], draw(st.sampled_from([[], "one step", {"0": "a"}, 3]))), "steps"),
     _bad_step,
