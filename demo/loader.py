@@ -199,6 +199,9 @@ def import_demo_pool(campaign: Campaign) -> int:
         return 0
     pool, report = _unzipped(DEMO_DATA / "aime2025_k64.jsonl.gz",
                              lambda path: import_pool(path, name, campaign=campaign))
+    # the file went through a temporary copy: "Source" names the data, not that copy
+    CandidatePool.objects.filter(pk=pool.pk).update(
+        source="demo data: aime2025_k64.jsonl.gz (FrozenWolf-Cyber/Math-PRM, Apache-2.0)")
     return report.imported
 
 
@@ -229,8 +232,10 @@ def import_mmlu_pool(campaign: Campaign, name: str, questions: list[dict[str, An
     if CandidatePool.objects.filter(name=name, campaign=campaign).exists():
         return 0
     ids = {row["question_id"] for row in questions}
-    _pool, report = _with_temp_jsonl(_pool_rows(ids), lambda path: import_pool(
+    pool, report = _with_temp_jsonl(_pool_rows(ids), lambda path: import_pool(
         path, name, campaign=campaign, split_rule="sentence", grader=get_grader("multiple_choice")))
+    CandidatePool.objects.filter(pk=pool.pk).update(
+        source="demo data: mmlu_pro/responses.jsonl.gz (TIGER-AI-Lab/MMLU-Pro, Apache-2.0)")
     return report.imported
 
 
