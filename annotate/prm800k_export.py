@@ -38,7 +38,8 @@ class ChunkData:
 
     steps_by_solution: dict[int, list[int]]
     completions_by_step: dict[int, list[tuple[int, int, str]]]
-    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str]]  # (value, flagged, rationale)
+    # (value, flagged, rationale, error category): the category is read by the TRL rows, never written to PRM800K
+    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str, str]]
     decisions: dict[tuple[int, int], tuple[int | None, Any]]
 
 
@@ -106,11 +107,11 @@ def _chunk_data(chunk: list[Assignment]) -> ChunkData:
                                                              "step_id", step_ids, order_by=("step_id", "index")):
         completions_by_step[step_id].append((completion_id, index, text))
     assignment_ids = [a.pk for a in chunk]
-    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str]] = {
-        (assignment_id, completion_id): (value, flagged, rationale)
-        for assignment_id, completion_id, value, flagged, rationale in
-        select_by_ids(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale"], "assignment_id",
-                      assignment_ids)}
+    ratings: dict[tuple[int, int], tuple[int | None, bool | None, str, str]] = {
+        (assignment_id, completion_id): (value, flagged, rationale, category)
+        for assignment_id, completion_id, value, flagged, rationale, category in
+        select_by_ids(Rating, ["assignment_id", "completion_id", "rating", "flagged", "rationale", "error_category"],
+                      "assignment_id", assignment_ids)}
     decisions: dict[tuple[int, int], tuple[int | None, Any]] = {
         (assignment_id, step_id): (chosen, human) for assignment_id, step_id, chosen, human in
         select_by_ids(StepDecision, ["assignment_id", "step_id", "chosen_completion", "human_completion"],
@@ -126,7 +127,7 @@ def _human(value: Any) -> Any:
 
 
 def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[int, list[tuple[int, int, str]]],
-         ratings: dict[tuple[int, int], tuple[int | None, bool | None, str]],
+         ratings: dict[tuple[int, int], tuple[int | None, bool | None, str, str]],
          decisions: dict[tuple[int, int], tuple[int | None, Any]], rated_completions: set[int],
          usernames: dict[int, str]) -> dict[str, Any]:
     """One PRM800K row from the relational data plus the solution's ``source_extra`` (what import recorded)."""
@@ -144,7 +145,7 @@ def _row(assignment: Assignment, step_ids: list[int], completions_by_step: dict[
             continue
         rendered: list[dict[str, Any]] = []
         for completion_id, index, text in completions:
-            value, flagged, rationale = ratings.get((assignment.pk, completion_id), (None, None, ""))
+            value, flagged, rationale, _category = ratings.get((assignment.pk, completion_id), (None, None, "", ""))
             rating: float | None = value
             if value is not None and (float_ratings is True or (position, index) in float_positions):
                 rating = float(value)

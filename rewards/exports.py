@@ -4,7 +4,8 @@ format's declaration, its files and Parquet schema), streamed in constant memory
 * ``prm800k`` — the lossless PRM800K JSONL (``annotate.prm800k``), one row per finished labeling.
 * ``trl-stepwise`` — TRL's stepwise-supervision type: ``prompt``, ``completions`` (step texts),
   ``labels`` (bools), plus ``ratings`` (the raw −1/0/+1), ``rationales`` (always present, parallel to
-  ``completions``: the labeler's one-line reason for a −1, null where none), ``split``, ``problem_id``,
+  ``completions``: the labeler's one-line reason for a −1, null where none), ``error_categories`` (likewise: the
+  campaign's error category the labeler named on an error step), ``split``, ``problem_id``,
   ``solution_id``.
   Step mode (``steps``): ``chosen`` — one row per labeled solution, the path the labeler continued with;
   ``alternatives`` — that row plus, for every other rated candidate at a position of the path, one row
@@ -209,7 +210,7 @@ def _stepwise_inputs(data: ChunkData) -> tuple[dict[tuple[int, int], tuple[int, 
     """A chunk's completions by (step id, index) and its rating values, as the stepwise rows read them."""
     texts = {(step_id, index): (cid, text)
              for step_id, entries in data.completions_by_step.items() for cid, index, text in entries}
-    return texts, {key: value for key, (value, _, _) in data.ratings.items()}
+    return texts, {key: value for key, (value, _, _, _) in data.ratings.items()}
 
 
 def _resolved_row(assignment: models.Assignment, step_ids: list[int], texts: dict[tuple[int, int], tuple[int, str]],
@@ -236,16 +237,19 @@ def _resolved_row(assignment: models.Assignment, step_ids: list[int], texts: dic
 
 
 def _trl_row(assignment: models.Assignment, steps: Labeled, options: ExportOptions, *,
-             assignment_id: int | None, reasons: dict[str, str] | None = None, scale: Scale = PM1) -> dict[str, Any]:
-    """``reasons``: the labeling's error step texts and their rationales (a rationale only sits on an error)."""
+             assignment_id: int | None, reasons: dict[str, str] | None = None,
+             categories: dict[str, str] | None = None, scale: Scale = PM1) -> dict[str, Any]:
+    """``reasons`` / ``categories``: the labeling's error step texts and their rationales / the error category
+    the labeler named (both only sit on an error)."""
     problem = assignment.solution.problem
-    reasons = reasons or {}
+    reasons, categories = reasons or {}, categories or {}
     return {
         "prompt": problem.text,
         "completions": [text for text, _, _ in steps],
         "labels": [label for _, label, _ in steps],
         "ratings": [rating for _, _, rating in steps],
         "rationales": [reasons.get(text) if scale.is_error(rating) else None for text, _, rating in steps],
+        "error_categories": [categories.get(text) if scale.is_error(rating) else None for text, _, rating in steps],
         "split": split_of(problem.text_sha256, options.seed, options.test_fraction),
         "problem_id": problem.source_id or problem.text_sha256[:16],
         "solution_id": assignment.solution_id,
@@ -258,6 +262,7 @@ def _stepwise_rows(assignment: models.Assignment, step_ids: list[int], data: Chu
                    scale: Scale = PM1) -> StepwiseRows:
     positions: list[StepPosition] = []
     reasons: dict[str, str] = {}
+    categories: dict[str, str] = {}
     for step_id in step_ids:
         chosen, human = data.decisions.get((assignment.pk, step_id), (None, None))
         human_text = human.get("text") if isinstance(human, dict) else human
@@ -265,14 +270,18 @@ def _stepwise_rows(assignment: models.Assignment, step_ids: list[int], data: Chu
                            for cid, _, text in data.completions_by_step.get(step_id, ()))
         positions.append(StepPosition(candidates, chosen, human_text or None))
         for cid, _, text in data.completions_by_step.get(step_id, ()):
-            rationale = data.ratings.get((assignment.pk, cid), (None, None, ""))[2]
+            _, _, rationale, category = data.ratings.get((assignment.pk, cid), (None, None, "", ""))
             if rationale:
                 reasons.setdefault(text, rationale)
+            if category:
+                categories.setdefault(text, category)
     path, alternatives = stepwise_paths(positions, options.neutral, scale)
     return StepwiseRows(
-        _trl_row(assignment, path, options, assignment_id=assignment.pk, reasons=reasons, scale=scale)
+        _trl_row(assignment, path, options, assignment_id=assignment.pk, reasons=reasons, categories=categories,
+                 scale=scale)
         if path else None,
-        [_trl_row(assignment, steps, options, assignment_id=assignment.pk, reasons=reasons, scale=scale)
+        [_trl_row(assignment, steps, options, assignment_id=assignment.pk, reasons=reasons, categories=categories,
+                  scale=scale)
          for steps in alternatives],
     )
 

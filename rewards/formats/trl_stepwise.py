@@ -22,7 +22,8 @@ def schema() -> Any:
 
     return pa.schema([
         ("prompt", pa.string()), ("completions", pa.list_(pa.string())), ("labels", pa.list_(pa.bool_())),
-        ("ratings", pa.list_(pa.int8())), ("rationales", pa.list_(pa.string())), ("split", pa.string()),
+        ("ratings", pa.list_(pa.int8())), ("rationales", pa.list_(pa.string())),
+        ("error_categories", pa.list_(pa.string())), ("split", pa.string()),
         ("problem_id", pa.string()),
         ("solution_id", pa.int64()), ("assignment_id", pa.int64()),
     ])

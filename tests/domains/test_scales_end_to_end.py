@@ -193,3 +193,16 @@ def test_dashboard_counts_results_per_domain_and_error_categories(make_user, mem
     assert '<td data-correct>1</td><td data-wrong>0</td>' in page and '<td data-error-steps>1</td>' in page
     assert '<li data-error-category="factual error">factual error: 1</li>' in page
     assert '<li data-error-category="invalid inference">invalid inference: 0</li>' in page
+
+
+def test_error_categories_travel_in_the_trl_stepwise_rows(campaign_factory, member) -> None:
+    """The category a labeler named on an error step is exported beside its rationale (the PRM800K rows leave it
+    out: they stay the release's shape byte for byte)."""
+    campaign = campaign_factory("cats", error_categories=["calculation", "factual error"])
+    solution_with_steps(campaign, STEPS, answer="B")
+    _label(campaign, member(campaign, "ann"), [1, -1], category="calculation")
+    [row] = list(iter_format_rows(campaign, "trl-stepwise", ExportOptions()))
+    assert row["ratings"] == [1, -1] and row["error_categories"] == [None, "calculation"]
+    [prm800k] = list(iter_format_rows(campaign, "prm800k", ExportOptions()))
+    assert all("error_category" not in completion
+               for step in prm800k["label"]["steps"] for completion in step["completions"] or [])
