@@ -60,7 +60,7 @@ def build_campaign(slug: str, labeler: Any, *, graded: bool = True) -> Any:
     campaign = CampaignFactory(slug=slug, name=f"Loop {slug}")
     MembershipFactory(campaign=campaign, user=labeler)
     for text, answer, _ in _problems(slug):
-        problem = ProblemFactory(text=text, answer=answer)
+        problem = ProblemFactory(campaign=campaign, text=text, answer=answer)  # problems are the campaign's own
         for wrong in (False, True):
             solution = SolutionFactory(campaign=campaign, problem=problem, generator="loop-test",
                                        is_correct=(not wrong) if graded else None)
