@@ -63,7 +63,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def prepare_database(args: argparse.Namespace, env: dict[str, str]) -> None:
+def import_history(args: argparse.Namespace, env: dict[str, str]) -> None:
+    """A fresh database holding ``args.solutions`` PRM800K-shaped labeled solutions (shared with
+    bench/whole_solution.py)."""
     import psycopg
 
     name = args.database_url.rsplit("/", 1)[-1]
@@ -80,6 +82,10 @@ def prepare_database(args: argparse.Namespace, env: dict[str, str]) -> None:
                        cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
         print(f"existing data: {args.solutions} solutions / {ratings} step ratings imported in "
               f"{time.perf_counter() - started:.1f} s", flush=True)
+
+
+def prepare_database(args: argparse.Namespace, env: dict[str, str]) -> None:
+    import_history(args, env)
     # Each solution already has its imported labeling; leave room for one more labeler per solution.
     setup = f"""
 from django.contrib.auth import get_user_model

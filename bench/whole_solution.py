@@ -32,8 +32,7 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from import_export import generate  # noqa: E402  (same PRM800K-shaped generator as the import benchmark)
-from labeling_load import free_port, percentile  # noqa: E402
+from labeling_load import free_port, import_history, percentile  # noqa: E402
 from serving import wait_until_healthy  # noqa: E402
 
 SLUG = "bench"
@@ -46,22 +45,6 @@ class LabelerStats:
     path_of: dict[int, str] = field(default_factory=dict)  # assignment -> how it was labeled
     client_ms: dict[str, list[float]] = field(default_factory=lambda: {path: [] for path in PATHS})
     errors: list[str] = field(default_factory=list)
-
-
-def prepare_database(args: argparse.Namespace, env: dict[str, str]) -> None:
-    import psycopg
-
-    name = args.database_url.rsplit("/", 1)[-1]
-    admin_url = args.database_url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "existing.jsonl"
-        generate(source, args.solutions, args.steps)
-        subprocess.run([sys.executable, "manage.py", "import_prm800k", str(source), "--campaign", SLUG],
-                       cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
 
 
 def make_labelers(args: argparse.Namespace, env: dict[str, str]) -> tuple[int, list[str]]:
@@ -181,7 +164,7 @@ def main() -> None:
     if args.reuse_database:  # a database of an earlier code version: bring its schema up to date
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     else:
-        prepare_database(args, env)
+        import_history(args, env)
     campaign, tokens = make_labelers(args, env)
 
     port = free_port()
