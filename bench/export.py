@@ -47,8 +47,8 @@ def download_child(gigabytes: float) -> None:
     from django.test import Client
 
     from annotate.models import Campaign, Membership, Role
+    from api.services import create_token
     from rewards.models import DatasetVersion
-    from rewards.services.tokens import create_token
 
     size = int(gigabytes * 1024**3)
     name = "datasets/bench/big/blob.jsonl"

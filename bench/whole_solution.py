@@ -54,7 +54,7 @@ import json, uuid
 from django.contrib.auth import get_user_model
 from django.db.models import Max
 from annotate.models import Campaign, Membership, Solution
-from rewards.services.tokens import create_token
+from api.services import create_token
 campaign = Campaign.objects.get(slug={SLUG!r})
 top = Solution.objects.filter(campaign=campaign).aggregate(m=Max('label_count'))['m'] or 0
 campaign.overlap = top + 1

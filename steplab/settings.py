@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "rewards",
     "rewards.jobs",
     "webhooks",
+    "api",
     "demo",
     "drf_spectacular_sidecar",
 ]
@@ -227,12 +228,12 @@ CACHES = {
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rewards.api.auth.ApiTokenAuthentication",
+        "api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
-        "rewards.api.auth.TokenScope",
+        "api.auth.TokenScope",
     ],
     "DEFAULT_PAGINATION_CLASS": "rewards.api.pagination.Pagination",
     # a browser refused on an API link gets the site's 403/404 page (steplab/middleware.py)

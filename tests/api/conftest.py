@@ -7,8 +7,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from annotate.models import Role
+from api.services import create_token
 from rewards.services.datasets import create_dataset_version
-from rewards.services.tokens import create_token
 from tests.datasets.conftest import math500_campaign, storage_dirs  # noqa: F401  (fixtures)
 
 

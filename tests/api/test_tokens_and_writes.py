@@ -10,7 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from annotate.models import Assignment, Membership, Rating, Role, Solution
-from rewards.models import ApiToken, hash_token
+from api.models import ApiToken, hash_token
 
 from .conftest import token_client
 

@@ -9,8 +9,8 @@ import pytest
 from django.core.files.storage import default_storage
 
 from annotate.models import Assignment, AssignmentStatus, Membership, Rating, Role
+from api.services import create_token
 from rewards.services.datasets import create_dataset_version
-from rewards.services.tokens import create_token
 from steplab_client import ChecksumMismatch, Steplab, SteplabError
 from tests.datasets.conftest import math500_campaign, storage_dirs  # noqa: F401  (fixtures)
 from tests.factories import numbered_solution

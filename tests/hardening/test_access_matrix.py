@@ -20,6 +20,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from annotate.models import Assignment, Campaign, Completion, ImportJob, Problem, Role, Solution, Step
 from annotate.services import campaigns
+from api.services import create_token
 from rewards.jobs.models import TrainingJob
 from rewards.jobs.services import (
     comparisons,
@@ -32,7 +33,6 @@ from rewards.jobs.services import (
     training,
 )
 from rewards.models import DatasetVersion
-from rewards.services.tokens import create_token
 from tests.factories import PASSWORD
 
 ROLES = ("anonymous", "labeler_in", "labeler_out", "researcher", "admin", "staff")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from rewards.services.tokens import create_token
+from api.services import create_token
 
 pytestmark = pytest.mark.django_db
 

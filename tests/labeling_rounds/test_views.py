@@ -42,7 +42,7 @@ def test_only_admins_and_staff_start_generations(client, users, hand_pool, who, 
 
 
 def test_anonymous_and_tokens(client, users, hand_pool) -> None:
-    from rewards.services.tokens import create_token
+    from api.services import create_token
 
     url = f"/models/api/campaigns/{hand_pool.campaign.slug}/generations/"
     assert client.post(url, {"strategy": "random", "batch_size": 1}, content_type="application/json").status_code == 401

@@ -13,7 +13,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from annotate.models import ImportJob, Problem, Role, Solution
-from rewards.services.tokens import create_token
+from api.services import create_token
 from steplab.jobs import JobStatus
 from tests.factories import CampaignFactory, MembershipFactory
 from tests.waiting import wait_for

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.db.models import Q
 from django.utils import timezone
 
-from rewards.models import TOKEN_PREFIX, ApiToken, hash_token
+from .models import TOKEN_PREFIX, ApiToken, hash_token
 
 
 class TokenError(Exception):

@@ -7,8 +7,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
-from rewards.models import ApiToken
-from rewards.services.tokens import authenticate_token
+from .models import ApiToken
+from .services import authenticate_token
 
 
 class ApiTokenAuthentication(authentication.BaseAuthentication):
@@ -42,7 +42,7 @@ class TokenScope(permissions.BasePermission):
 
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "rewards.api.auth.ApiTokenAuthentication"
+    target_class = "api.auth.ApiTokenAuthentication"
     name = "apiToken"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
