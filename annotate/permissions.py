@@ -13,17 +13,22 @@ command, a periodic task) and calls ``require(predicate, user, campaign, message
 caller (page, API, command, task) goes through the same rule. Pages and the API ask the same predicate only to
 answer early (403 before reading a body) or to hide what the user may not see (404); they turn ``NotAllowed``
 into a 403. The DRF classes at the end are the same predicates as object permissions, for the API's viewsets.
+
+Labeling is held to the same layer: leasing, the workspace read and every rating write call ``require`` with
+``is_signed_in``, ``owns_assignment`` (a pass is its labeler's alone), ``labels_under`` / ``can_label`` /
+``labels_on`` (an active labeling membership), passing ``error=`` the labeling refusal (``annotate.workspace.
+NotAllowed``, a ``LabelingError``) so that pages and the API answer those refusals as labeling errors, as before.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from rest_framework import permissions
 from rest_framework.request import Request
 
-from .models import Campaign, Membership, Role
+from .models import Assignment, Campaign, Membership, Role
 
 LABELING_ROLES = (Role.LABELER, Role.ADMIN)
 RESEARCH_ROLES = (Role.ADMIN, Role.RESEARCHER)
@@ -62,14 +67,49 @@ def role_in(user: Any, campaign: Campaign) -> str | None:
 def labeling_membership(user: Any, campaign: Campaign, *, lock: bool = False) -> Membership | None:
     """The membership a labeler works under (screening, quality flags), or None when they may not label here."""
     membership = membership_of(user, campaign, lock=lock)
-    return membership if membership is not None and membership.role in LABELING_ROLES else None
+    return membership if labels_under(user, membership) else None
+
+
+def labeler_may_label() -> Exists:
+    """``labels_on`` as a subquery over assignments (``solution__campaign_id``, ``labeler_id``): a rating write
+    annotates its locked assignment with it as ``labeler_may_label``, so the check costs no second query."""
+    return Exists(Membership.objects.filter(
+        campaign_id=OuterRef("solution__campaign_id"), user_id=OuterRef("labeler_id"), is_active=True,
+        role__in=LABELING_ROLES))
 
 
 # --- predicates --------------------------------------------------------------------------------------------------
 
+def is_signed_in(user: Any, target: object = None) -> bool:
+    """Signed in with an active account: what labeling asks before anything else ("Log in to label.")."""
+    return _signed_in(user)
+
+
+def labels_under(user: Any, membership: Membership | None) -> bool:
+    """``can_label`` on a membership already in hand (a lease locks it first): the user's own active membership
+    in a role that labels."""
+    return (membership is not None and membership.is_active and membership.role in LABELING_ROLES
+            and membership.user_id == getattr(user, "pk", None))
+
+
 def can_label(user: Any, campaign: Campaign) -> bool:
     """Labelers and campaign admins with an active membership; staff labels only as a member."""
-    return member_role(user, campaign) in LABELING_ROLES
+    return labels_under(user, membership_of(user, campaign))
+
+
+def owns_assignment(user: Any, assignment: Assignment | None) -> bool:
+    """A pass is its labeler's alone: nobody else reads or writes it, not its campaign's admins, not staff (a
+    missing assignment is refused the same way, so ids reveal nothing)."""
+    return assignment is not None and assignment.labeler_id == getattr(user, "pk", None)
+
+
+def labels_on(user: Any, assignment: Assignment) -> bool:
+    """The assignment's labeler (the user) still labels in its campaign: one removed mid-lease writes no more.
+    Answered from the ``labeler_may_label`` annotation when the assignment was loaded with it."""
+    known = getattr(assignment, "labeler_may_label", None)
+    if known is None:
+        return can_label(user, assignment.solution.campaign)
+    return bool(known) and owns_assignment(user, assignment)
 
 
 def can_research(user: Any, campaign: Campaign | None) -> bool:
@@ -129,13 +169,17 @@ class NotAllowed(PermissionError):
 
 
 Predicate = Callable[[Any, Campaign], bool]
+Target = TypeVar("Target")
 
 
-def require(predicate: Predicate, user: Any, campaign: Campaign | None, message: str) -> None:
-    """What a service acting for ``user`` calls first: ``NotAllowed`` unless ``predicate`` lets them.
-    ``user=None`` is the system (a command, a periodic task), which runs with the operator's authority."""
-    if user is not None and not predicate(user, campaign):  # type: ignore[arg-type]  # can_run_models takes None
-        raise NotAllowed(message)
+def require(predicate: Callable[[Any, Target], bool], user: Any, target: Target, message: str, *,
+            error: type[Exception] = NotAllowed) -> None:
+    """What a service acting for ``user`` calls first: ``error`` (``NotAllowed``) unless ``predicate`` lets them
+    act on ``target`` (a campaign, an assignment, a membership). ``user=None`` is the system (a command, a periodic
+    task), which runs with the operator's authority. Labeling passes its own ``NotAllowed`` (a ``LabelingError``):
+    its pages and API answer it with the labeling error's status and words."""
+    if user is not None and not predicate(user, target):
+        raise error(message)
 
 
 # --- campaign sets -----------------------------------------------------------------------------------------------

@@ -177,11 +177,11 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
     else:
         found = (Assignment.objects.select_related("solution__campaign", "solution__problem")
                  .filter(pk=assignment_id).first())
-        if found is None or found.labeler_id != getattr(user, "pk", None):
-            raise NotAllowed("This is not your assignment.")
+        permissions.require(permissions.owns_assignment, user, found, "This is not your assignment.", error=NotAllowed)
+        assert found is not None  # owns_assignment refuses None
         assignment = found
-        if not permissions.can_label(user, assignment.solution.campaign):
-            raise NotAllowed("You are not an active labeler in this campaign.")
+        permissions.require(permissions.can_label, user, assignment.solution.campaign,
+                            "You are not an active labeler in this campaign.", error=NotAllowed)
     stepwise = assignment.solution.campaign.is_stepwise
     steps = step_contents(assignment, step_indexes)
     total = len(steps) if step_indexes is None else Step.objects.filter(solution_id=assignment.solution_id).count()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -28,7 +28,6 @@ from ..models import (
     Campaign,
     Completion,
     FinishReason,
-    Membership,
     Rating,
     RatingRevision,
     Solution,
@@ -63,18 +62,15 @@ def locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
     ``count_steps`` also counts the solution's steps into ``assignment.step_total``, for callers that
     answer with the pass's progress.
     """
-    active_member = Membership.objects.filter(
-        campaign_id=OuterRef("solution__campaign_id"), user_id=OuterRef("labeler_id"), is_active=True,
-        role__in=permissions.LABELING_ROLES)
     queryset = (Assignment.objects.select_for_update(of=("self",)).select_related("solution__campaign")
-                .annotate(is_active_member=Exists(active_member)))
+                .annotate(labeler_may_label=permissions.labeler_may_label()))
     if count_steps:
         queryset = queryset.annotate(step_total=Coalesce(Subquery(
             Step.objects.filter(solution_id=OuterRef("solution_id")).order_by().values("solution_id")
             .annotate(n=Count("pk")).values("n")), 0))
     assignment = next(iter(queryset.filter(pk=assignment_id)), None)  # by primary key: no .first() ORDER BY
-    if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
-        raise NotAllowed("This is not your assignment.")
+    permissions.require(permissions.owns_assignment, user, assignment, "This is not your assignment.", error=NotAllowed)
+    assert assignment is not None  # owns_assignment refuses None
     if assignment.status == AssignmentStatus.EXPIRED:
         raise LeaseExpired(
             "Your lease on this solution expired and it went back to the pool. The ratings you gave before "
@@ -83,8 +79,8 @@ def locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
     if assignment.status != AssignmentStatus.LEASED:
         raise LabelingError("This solution is already finished; ratings can no longer change.")
     # A labeler removed from the campaign mid-lease can no longer write to it.
-    if not assignment.is_active_member:
-        raise NotAllowed("You are not an active labeler in this campaign any more.")
+    permissions.require(permissions.labels_on, user, assignment,
+                        "You are not an active labeler in this campaign any more.", error=NotAllowed)
     # A clock-expired lease that the reaper has not taken yet is still the labeler's: keep it and renew.
     assignment.lease_expires_at = now + timedelta(minutes=assignment.solution.campaign.lease_minutes)
     return assignment

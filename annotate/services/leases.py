@@ -51,11 +51,13 @@ class LeaseOutcome:
 
 
 def labeler_membership(campaign: Campaign, user: User, *, lock: bool = False) -> Membership:
-    if not user.is_authenticated:
-        raise NotAllowed("Log in to label.")
-    membership = permissions.labeling_membership(user, campaign, lock=lock)
-    if membership is None:
-        raise NotAllowed("You are not a labeler in this campaign.")
+    """The membership the user labels under, locked when asked (a labeler's leases queue up on it); the rule is
+    ``permissions.labels_under`` on the membership in hand, so the check costs no second query."""
+    permissions.require(permissions.is_signed_in, user, campaign, "Log in to label.", error=NotAllowed)
+    membership = permissions.membership_of(user, campaign, lock=lock)
+    permissions.require(permissions.labels_under, user, membership, "You are not a labeler in this campaign.",
+                        error=NotAllowed)
+    assert membership is not None  # labels_under refuses None
     return membership
 
 
@@ -221,8 +223,9 @@ def resume_expired_lease(assignment_id: int, user: User, *, now: datetime | None
     with transaction.atomic():
         assignment = (Assignment.objects.select_for_update(of=("self",)).select_related("solution__campaign")
                       .filter(pk=assignment_id).first())
-        if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
-            raise NotAllowed("This is not your assignment.")
+        permissions.require(permissions.owns_assignment, user, assignment, "This is not your assignment.",
+                            error=NotAllowed)
+        assert assignment is not None  # owns_assignment refuses None
         if assignment.status == AssignmentStatus.LEASED:
             return assignment
         if assignment.status != AssignmentStatus.EXPIRED:
@@ -246,8 +249,8 @@ def resume_expired_lease(assignment_id: int, user: User, *, now: datetime | None
 def finish_and_lease_next(assignment_id: int, user: User, *, now: datetime | None = None) -> LeaseOutcome:
     """The "Submit" / "next solution" control: submit an open pass (rules apply), then lease the next one."""
     assignment = Assignment.objects.select_related("solution__campaign").filter(pk=assignment_id).first()
-    if assignment is None or assignment.labeler_id != getattr(user, "pk", None):
-        raise NotAllowed("This is not your assignment.")
+    permissions.require(permissions.owns_assignment, user, assignment, "This is not your assignment.", error=NotAllowed)
+    assert assignment is not None  # owns_assignment refuses None
     if assignment.status == AssignmentStatus.LEASED:
         submit_assignment(assignment_id, user, now=now)
     return lease_next_solution(assignment.solution.campaign, user, now=now)

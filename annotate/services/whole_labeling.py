@@ -20,6 +20,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from .. import permissions
 from ..models import Assignment, LabelingKey
 from ..workspace import LabelingError, LeaseExpired, NotAllowed, User
 from . import labeling
@@ -66,9 +67,9 @@ class LabelingOutcome:
 def _claim_key(labeling_input: LabelingInput, user: User) -> LabelingKey | None:
     """Record the client key, or return the row of the request that already used it. A concurrent request with
     the same key waits on the unique index until the first one commits, then finds its row."""
+    permissions.require(permissions.is_signed_in, user, None, "Log in to label.", error=NotAllowed)
     owner = user.pk
-    if owner is None:
-        raise NotAllowed("Log in to label.")
+    assert owner is not None  # is_signed_in refuses the anonymous user
     try:
         with transaction.atomic():
             LabelingKey.objects.create(user_id=owner, client_key=labeling_input.client_key,

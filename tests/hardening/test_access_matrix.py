@@ -503,3 +503,98 @@ def test_services_hold_callers_outside_views_to_the_same_rule(world: World, name
         call(world, None)
     assert not isinstance(system.value, NotAllowed)
     assert not wrong, f"{name}: " + "; ".join(wrong)
+
+
+# --- labeling services, as each persona -------------------------------------------------------------------------
+# Leasing, the workspace read and every rating write check their rules with ``permissions.require`` and refuse
+# with the labeling ``NotAllowed`` (a LabelingError: pages and the API answer it as before). The calls name
+# ``world.assignment`` (the labeler's open lease) with a step past the end, so an allowed caller meets the input
+# error, never a write.
+
+@dataclass(frozen=True)
+class LabelingCall:
+    access: str  # six characters, as ROLES (anonymous included)
+    call: Callable[[World, Any], object]
+    refused: str  # the refusal's words for the signed-in roles it refuses
+    anonymous: str = "This is not your assignment."
+
+
+def _labeling_calls() -> dict[str, LabelingCall]:
+    from annotate.services import labeling, leases, whole_labeling
+    from annotate.workspace import load_workspace
+
+    mine = "This is not your assignment."
+    return {
+        "lease_next_solution": LabelingCall(LEASERS, lambda w, user: leases.lease_next_solution(w.a, user),
+                                            "You are not a labeler in this campaign.", "Log in to label."),
+        "heartbeat": LabelingCall(LABELER_IN, lambda w, user: leases.heartbeat(w.assignment.pk, user), mine),
+        "resume_expired_lease": LabelingCall(LABELER_IN, lambda w, user: leases.resume_expired_lease(
+            w.assignment.pk, user), mine),
+        "finish_and_lease_next": LabelingCall(LABELER_IN, lambda w, user: leases.finish_and_lease_next(
+            w.assignment.pk, user), mine),
+        "load_workspace": LabelingCall(LABELER_IN, lambda w, user: load_workspace(w.assignment.pk, user), mine),
+        "record_rating": LabelingCall(LABELER_IN, lambda w, user: labeling.record_rating(
+            w.assignment.pk, user, step_index=99, rating=1), mine),
+        "flag_step": LabelingCall(LABELER_IN, lambda w, user: labeling.flag_step(
+            w.assignment.pk, user, step_index=99, flagged=True), mine),
+        "decide_step": LabelingCall(LABELER_IN, lambda w, user: labeling.decide_step(
+            w.assignment.pk, user, step_index=99, chosen_completion=0), mine),
+        "finish_assignment": LabelingCall(LABELER_IN, lambda w, user: labeling.finish_assignment(
+            w.assignment.pk, user, reason="solution"), mine),
+        "submit_assignment": LabelingCall(LABELER_IN, lambda w, user: labeling.submit_assignment(
+            w.assignment.pk, user), mine),
+        "apply_labeling": LabelingCall(LABELER_IN, lambda w, user: whole_labeling.apply_labeling(
+            whole_labeling.LabelingInput(assignment_id=w.assignment.pk, client_key=f"matrix-{user.pk}",
+                                         ratings=[whole_labeling.StepLabel(step_index=99, rating=1)]), user),
+            mine, "Log in to label."),
+    }
+
+
+LABELING_CALLS = sorted(_labeling_calls())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", LABELING_CALLS)
+def test_labeling_services_hold_every_persona_to_the_labeling_rule(world: World, name: str) -> None:
+    from django.contrib.auth.models import AnonymousUser
+
+    from annotate import permissions
+    from annotate.workspace import NotAllowed
+
+    rule = _labeling_calls()[name]
+    wrong = []
+    for role, expected in zip(ROLES, rule.access, strict=True):
+        user = AnonymousUser() if role == "anonymous" else world.users[role]
+        try:
+            rule.call(world, user)
+        except NotAllowed as refusal:
+            got, words = "-", str(refusal)
+            want = rule.anonymous if role == "anonymous" else rule.refused
+            if words != want:
+                wrong.append(f"{role}: refused with {words!r}, expected {want!r}")
+        except permissions.NotAllowed as refusal:  # the generic refusal would reach pages as another error
+            got = "?"
+            wrong.append(f"{role}: refused with the generic NotAllowed ({refusal})")
+        except Exception:  # noqa: BLE001 - past the check: the deliberately wrong input is refused
+            got = "+"
+        else:
+            got = "+"
+        if got != expected and got != "?":
+            wrong.append(f"{role}: expected {'allowed' if expected == '+' else 'refused'}")
+    assert not wrong, f"{name}: " + "; ".join(wrong)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", [name for name in LABELING_CALLS
+                                  if name not in ("lease_next_solution", "resume_expired_lease")])
+def test_a_labeler_removed_mid_lease_is_refused_by_every_labeling_service(world: World, name: str) -> None:
+    """Deactivated in the campaign while holding a lease: their own assignment no longer lets them read or write
+    (the owner check passes, the membership rule refuses). Not here: leasing (the matrix's outsiders cover it)
+    and resuming, which hands back a lease still open without writing anything."""
+    from annotate.models import Membership
+    from annotate.workspace import NotAllowed
+
+    labeler = world.users["labeler_in"]
+    Membership.objects.filter(campaign=world.a, user=labeler).update(is_active=False)
+    with pytest.raises(NotAllowed, match="You are not an active labeler in this campaign"):
+        _labeling_calls()[name].call(world, labeler)
