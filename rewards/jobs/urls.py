@@ -28,7 +28,9 @@ urlpatterns = [
     path("dashboard/figures/<str:name>.<str:fmt>", views.figure, name="figure"),
     path("dashboard/<slug:slug>/", views.dashboard, name="campaign_dashboard"),
     path("dashboard/<slug:slug>/figures/<str:name>.<str:fmt>", views.figure, name="campaign_figure"),
-    path("dashboard/<slug:slug>/generations/start/", views.generation_start, name="generation_start"),
+    path("dashboard/<slug:slug>/labeling-rounds/start/", views.labeling_round_start, name="labeling_round_start"),
+    # deprecated alias: the first path and name of the labeling round's start, kept for forms and scripts
+    path("dashboard/<slug:slug>/generations/start/", views.labeling_round_start, name="generation_start"),
     path("dashboard/<slug:slug>/sampling/start/", views.sampling_start, name="sampling_start"),
     path("dashboard/<slug:slug>/machine-labels/start/", views.machine_labels_start, name="machine_labels_start"),
     path("dashboard/<slug:slug>/compare/", views.compare_start, name="compare_start"),

@@ -358,8 +358,8 @@ def _json_config(text: str) -> Any:
 
 @login_required
 @require_POST
-def generation_start(request: HttpRequest, slug: str) -> HttpResponse:
-    """The dashboard's "start next generation" button (staff and campaign admins)."""
+def labeling_round_start(request: HttpRequest, slug: str) -> HttpResponse:
+    """The dashboard's "start the next labeling round" form (staff and campaign admins)."""
     campaign = _startable_campaign(request, slug, "generations", can_start_labeling_round)
     form = {key: request.POST.get(key, "").strip() for key in ("strategy", "batch_size", "config")}
     try:

@@ -197,7 +197,8 @@ RULES: dict[str, Rule] = {
     "jobs:figure": Rule(RESEARCH, kwargs=lambda w: {"name": "best-of-n", "fmt": "json"}),
     "jobs:campaign_dashboard": Rule(RESEARCH, kwargs=slug),
     "jobs:campaign_figure": Rule(RESEARCH, kwargs=lambda w: {"slug": w.a.slug, "name": "generations", "fmt": "csv"}),
-    "jobs:generation_start": Rule(MANAGERS, method="post", kwargs=slug),
+    "jobs:labeling_round_start": Rule(MANAGERS, method="post", kwargs=slug),
+    "jobs:generation_start": Rule(MANAGERS, method="post", kwargs=slug),  # its deprecated alias
     "jobs:sampling_start": Rule(MANAGERS, method="post", kwargs=slug),
     "jobs:machine_labels_start": Rule(MANAGERS, method="post", kwargs=slug),
     "jobs:api_generations": Rule(RESEARCH, kwargs=slug),
@@ -401,7 +402,7 @@ def test_numbers_past_the_database_integers_are_a_400_naming_the_field(world: Wo
             assert response.status_code == 400 and field in response.content.decode(), (name, data, headers)
     admin = Client()
     admin.force_login(world.users["admin"])
-    response = admin.post(reverse("jobs:generation_start", kwargs={"slug": world.a.slug}),
+    response = admin.post(reverse("jobs:labeling_round_start", kwargs={"slug": world.a.slug}),
                           {"strategy": "random", "batch_size": "9" * 30, "config": ""})
     assert response.status_code == 400 and "batch_size" in response.content.decode()
 

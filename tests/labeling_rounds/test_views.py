@@ -1,4 +1,5 @@
-"""Who may start generations (button and API), the dashboard's generation figures and its query count."""
+"""Who may start labeling rounds (button and API), the old start path as an alias, the dashboard's labeling-round
+figures and its query count."""
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,7 @@ def test_only_admins_and_staff_start_generations(client, users, hand_pool, who, 
 
     slug = hand_pool.campaign.slug
     client.force_login(users[who])
-    response = client.post(f"/models/dashboard/{slug}/generations/start/",
+    response = client.post(f"/models/dashboard/{slug}/labeling-rounds/start/",
                            {"strategy": "convincing_wrong", "batch_size": "2", "config": '{"max_per_problem": 1}'})
     assert response.status_code == button
     assert LabelingRound.objects.count() == (1 if button == 302 else 0)
@@ -46,7 +47,8 @@ def test_anonymous_and_tokens(client, users, hand_pool) -> None:
 
     url = f"/models/api/campaigns/{hand_pool.campaign.slug}/generations/"
     assert client.post(url, {"strategy": "random", "batch_size": 1}, content_type="application/json").status_code == 401
-    assert client.post(f"/models/dashboard/{hand_pool.campaign.slug}/generations/start/").status_code == 302  # login
+    start = f"/models/dashboard/{hand_pool.campaign.slug}/labeling-rounds/start/"
+    assert client.post(start).status_code == 302  # to the login page
     _, read = create_token(users["owner"], name="read", scope="read")
     _, write = create_token(users["owner"], name="write", scope="write")
     body = {"strategy": "random", "batch_size": 1}
@@ -72,11 +74,32 @@ def test_bad_input_names_the_field(client, users, hand_pool) -> None:
                                        content_type="application/json").json()
     assert "pool" in client.post(url, {"strategy": "random", "batch_size": 1, "pool": 999999},
                                  content_type="application/json").json()
-    page = client.post(f"/models/dashboard/{slug}/generations/start/",
+    page = client.post(f"/models/dashboard/{slug}/labeling-rounds/start/",
                        {"strategy": "uncertain", "batch_size": "2", "config": "{max"})
     assert page.status_code == 400 and 'data-error-for="config"' in page.content.decode()
-    page = client.post(f"/models/dashboard/{slug}/generations/start/", {"strategy": "uncertain", "batch_size": "x"})
+    page = client.post(f"/models/dashboard/{slug}/labeling-rounds/start/", {"strategy": "uncertain", "batch_size": "x"})
     assert page.status_code == 400 and 'data-error-for="batch_size"' in page.content.decode()
+
+
+def test_the_old_start_path_is_a_deprecated_alias(client, users, hand_pool) -> None:
+    """The dashboard's form posts to ``labeling-rounds/start/``; ``generations/start/`` (and its URL name) still
+    starts a round the same way, for forms and scripts made before the rename."""
+    from django.urls import reverse
+
+    from rewards.jobs.models import LabelingRound
+
+    slug = hand_pool.campaign.slug
+    current, alias = f"/models/dashboard/{slug}/labeling-rounds/start/", f"/models/dashboard/{slug}/generations/start/"
+    assert (reverse("jobs:labeling_round_start", args=[slug]), reverse("jobs:generation_start", args=[slug])) == (
+        current, alias)
+    client.force_login(users["owner"])
+    assert f'action="{current}" data-start-generation' in client.get(f"/models/dashboard/{slug}/").content.decode()
+    refused = client.post(alias, {"strategy": "uncertain", "batch_size": "x"})
+    assert refused.status_code == 400 and 'data-error-for="batch_size"' in refused.content.decode()
+    response = client.post(alias, {"strategy": "convincing_wrong", "batch_size": "2"})
+    assert (response.status_code, response["Location"]) == (302, f"/models/dashboard/{slug}/")
+    assert list(LabelingRound.objects.values_list("number", "strategy", "created_by")) == [
+        (1, "convincing_wrong", users["owner"].pk)]
 
 
 def _label(campaign, labeler, *, errors: int, accepts: int) -> None:
