@@ -64,12 +64,6 @@ def role_in(user: Any, campaign: Campaign) -> str | None:
     return Role.ADMIN if is_staff(user) else member_role(user, campaign)
 
 
-def labeling_membership(user: Any, campaign: Campaign, *, lock: bool = False) -> Membership | None:
-    """The membership a labeler works under (screening, quality flags), or None when they may not label here."""
-    membership = membership_of(user, campaign, lock=lock)
-    return membership if labels_under(user, membership) else None
-
-
 def labeler_may_label() -> Exists:
     """``labels_on`` as a subquery over assignments (``solution__campaign_id``, ``labeler_id``): a rating write
     annotates its locked assignment with it as ``labeler_may_label``, so the check costs no second query."""

@@ -172,7 +172,7 @@ def load_workspace(assignment_id: int, user: User, *, step_indexes: list[int] | 
     ``checked`` is the same assignment as a write service just loaded and authorised (owner, active
     membership) in this request; passing it saves the two queries that would check it again.
     """
-    if checked is not None and checked.pk == assignment_id and checked.labeler_id == getattr(user, "pk", None):
+    if checked is not None and checked.pk == assignment_id and permissions.owns_assignment(user, checked):
         assignment = checked
     else:
         found = (Assignment.objects.select_related("solution__campaign", "solution__problem")
