@@ -6,8 +6,9 @@ transaction, so a refused step leaves the pass as it was. A client key makes a r
 the labeling the first request made and applies nothing again.
 
 The common case for a program (an untouched stepwise pass, steps 0, 1, … in order, every one rated, nothing
-after the first error, no reasons or categories) is written at once by ``labeling.record_untouched_pass``: one
-lock, one read, one insert of the ratings.
+after the first error, no reasons or categories) is written at once by ``labeling.record_untouched_pass`` and
+ended by ``labeling.finish_written_pass``: one lock, one read of the steps, one insert of the ratings, one update
+of the assignment, and the answer is built from what is in memory.
 Anything else (a pass the labeler began on the page, a gap, a rating after a −1, a reason) goes step by step
 through ``labeling.record_rating``, which applies it or refuses it with the page's own words.
 """
@@ -61,6 +62,7 @@ class LabelingRefused(LabelingError):
 class LabelingOutcome:
     assignment: Assignment
     replayed: bool  # the client key was seen before: nothing was applied this time
+    written: labeling.WrittenPass | None = None  # the pass as written at once, for an answer without a read back
 
 
 def _claim_key(labeling_input: LabelingInput, user: User) -> LabelingKey | None:
@@ -78,13 +80,13 @@ def _claim_key(labeling_input: LabelingInput, user: User) -> LabelingKey | None:
     return None
 
 
-def _rate_untouched_pass(labeling_input: LabelingInput, user: User, now: datetime) -> bool:
-    """The common case in one insert (``labeling.record_untouched_pass``); False: the caller goes step by step.
+def _rate_untouched_pass(labeling_input: LabelingInput, user: User, now: datetime) -> labeling.WrittenPass | None:
+    """The common case in one insert (``labeling.record_untouched_pass``); None: the caller goes step by step.
     Reasons and categories always go step by step: ``record_rating`` checks them."""
     labels = labeling_input.ratings
-    if (not labels or [label.step_index for label in labels] != list(range(len(labels)))
-            or any(label.rating is None or label.rationale or label.error_category for label in labels)):
-        return False
+    if (not labels or any(label.step_index != position or label.rating is None or label.rationale
+                          or label.error_category for position, label in enumerate(labels))):
+        return None
     return labeling.record_untouched_pass(
         labeling_input.assignment_id, user, now=now,
         ratings=[labeling.PlainRating(rating=label.rating, flagged=bool(label.flagged), time_ms=label.time_ms)
@@ -118,10 +120,15 @@ def apply_labeling(labeling_input: LabelingInput, user: User, *,
                 raise LabelingRefused("client_key", f"This client key was already used for assignment "
                                       f"{earlier.assignment_id}; use a new key for each labeling.")
             return LabelingOutcome(Assignment.objects.get(pk=earlier.assignment_id), replayed=True)
-        if not _rate_untouched_pass(labeling_input, user, now):
+        written = _rate_untouched_pass(labeling_input, user, now)
+        if written is None:
             _rate_step_by_step(labeling_input, user, now)
         try:
-            if labeling_input.finish_reason is None:
+            if written is not None:
+                assignment = labeling.finish_written_pass(
+                    written, reason=labeling_input.finish_reason, text=labeling_input.finish_text,
+                    total_time_ms=labeling_input.total_time_ms, now=now)
+            elif labeling_input.finish_reason is None:
                 assignment = labeling.submit_assignment(labeling_input.assignment_id, user,
                                                         total_time_ms=labeling_input.total_time_ms, now=now)
             else:
@@ -132,7 +139,7 @@ def apply_labeling(labeling_input: LabelingInput, user: User, *,
             raise
         except LabelingError as error:
             raise LabelingRefused("finish_reason", str(error)) from None
-    return LabelingOutcome(assignment, replayed=False)
+    return LabelingOutcome(assignment, replayed=False, written=written)
 
 
 def apply_labelings(inputs: Sequence[LabelingInput], user: User, *,
