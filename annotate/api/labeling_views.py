@@ -7,7 +7,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -50,18 +50,18 @@ def _rendered(outcomes: list[LabelingOutcome]) -> dict[int, dict[str, Any]]:
 
 def label_one(request: Request, assignment_id: int) -> Response:
     """``POST /api/assignments/{id}/labeling/``: see ``AssignmentViewSet.labeling``."""
-    data = ls.LabelingInputSerializer(data=request.data)
     try:
+        data = ls.LabelingInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         outcome = apply_labeling(ls.labeling_input(data.validated_data, assignment_id), request.user)
-    except (ValidationError, LabelingError) as error:
+    except (ParseError, ValidationError, LabelingError) as error:
         # Whose assignment it is comes first, as on the per-step endpoints: another labeler's id is a 404
         # whatever the body holds. Asked only of a refused request: the service's lock refuses another's
         # assignment anyway, so an accepted one needs no query of its own for it.
         if not Assignment.objects.filter(pk=assignment_id, labeler_id=request.user.pk).exists():
             code, body = _not_found(assignment_id)
             return Response(body, status=code)
-        if isinstance(error, ValidationError):
+        if not isinstance(error, LabelingError):
             raise
         code, body = refusal(error)
         return Response(body, status=code)

@@ -122,6 +122,11 @@ def test_lease_ownership_membership_and_scope(campaign_factory, make_user) -> No
     stranger, _ = token_client(make_user("stranger"), "write")
     mine_not = stranger.post(url, _body([1, 1, 1, 1]), format="json")
     assert mine_not.status_code == 404 and mine_not.json()["field"] == "assignment"
+    for body in ({"ratings": "none", "client_key": ""}, "{not json"):  # whatever the body holds
+        answer = stranger.post(url, body, format="json") if isinstance(body, dict) else stranger.post(
+            url, body, content_type="application/json")
+        assert answer.status_code == 404 and answer.json()["field"] == "assignment", answer.content
+    assert stranger.post("/api/assignments/999999999/labeling/", _body([1]), format="json").status_code == 404
     read_only, _ = token_client(labeler, "read")
     assert read_only.post(url, _body([1, 1, 1, 1]), format="json").status_code == 403
     Membership.objects.filter(user=labeler).update(is_active=False)
