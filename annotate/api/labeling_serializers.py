@@ -123,7 +123,7 @@ def written_answer(outcome: LabelingOutcome) -> dict[str, Any] | None:
                      "rationale": r.rationale} for (step, completion), r in ratings],
         "decisions": [{"step_index": step, "chosen_completion": decision.chosen_completion,
                        "human_text": decision.human_text}
-                      for (step, _), decision in zip(ratings, written.decisions, strict=True)],
+                      for ((step, _), _rating), decision in zip(ratings, written.decisions, strict=True)],
         "lease_expires_at": _moment(assignment.lease_expires_at),
         "steps": [{"index": step.index, "completions": [{"index": c.index, "text": c.text} for c in step.completions]}
                   for step in written.steps],
