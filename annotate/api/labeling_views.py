@@ -39,11 +39,11 @@ def _rendered(outcomes: list[LabelingOutcome]) -> dict[int, dict[str, Any]]:
     one prefetched query set."""
     answers = {outcome.assignment.pk: answer for outcome in outcomes
                if (answer := ls.written_answer(outcome)) is not None}
-    replayed = {outcome.assignment.pk: outcome.replayed for outcome in outcomes
-                if outcome.assignment.pk not in answers}
-    if replayed:
-        rows = selectors.assignments_with_ratings().filter(pk__in=replayed)
-        answers.update({row.pk: {**ls.LabelingOutSerializer(row).data, "replayed": replayed[row.pk]}
+    read_back = {outcome.assignment.pk: outcome.replayed for outcome in outcomes
+                 if outcome.assignment.pk not in answers}
+    if read_back:
+        rows = selectors.assignments_with_ratings().filter(pk__in=read_back)
+        answers.update({row.pk: {**ls.LabelingOutSerializer(row).data, "replayed": read_back[row.pk]}
                         for row in rows})
     return answers
 
