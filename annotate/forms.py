@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .models import RATIONALE_MAX_CHARS, FinishReason
+from .models import ERROR_CATEGORY_MAX_CHARS, RATIONALE_MAX_CHARS, FinishReason
 from .scales import RATING_MAX, RATING_MIN
 
 #: indexes are stored as 32-bit integers: a larger one is a bad request, not a database error
@@ -37,7 +37,7 @@ class RatingForm(_StepForm):
         "required": "rating is required (-1, 0 or 1).", "invalid": "rating must be a whole number.",
         "min_value": "rating must be -1, 0 or 1 (or a value of the campaign's scale).",
         "max_value": "rating must be -1, 0 or 1 (or a value of the campaign's scale)."})
-    error_category = forms.CharField(required=False, max_length=64, error_messages={
+    error_category = forms.CharField(required=False, max_length=ERROR_CATEGORY_MAX_CHARS, error_messages={
         "max_length": "error_category is too long (at most %(limit_value)d characters)."})
     time_ms = forms.IntegerField(min_value=0, max_value=7 * 24 * 3600 * 1000, required=False, error_messages={
         "invalid": "time_ms must be a whole number of milliseconds.", "min_value": "time_ms must not be negative.",

@@ -62,6 +62,8 @@ class StepRationale(models.TextChoices):
 
 #: a rationale is one line (generative verifiers read it beside the step), at most this many characters
 RATIONALE_MAX_CHARS = 500
+#: an error category's name as a rating stores it (``Rating.error_category``); every input path checks this bound
+ERROR_CATEGORY_MAX_CHARS = 64
 
 
 class Campaign(models.Model):
@@ -435,7 +437,7 @@ class Rating(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # db_default: the PRM800K importer COPYs ratings with an explicit column list.
-    error_category = models.CharField(max_length=64, blank=True, default="", db_default="",
+    error_category = models.CharField(max_length=ERROR_CATEGORY_MAX_CHARS, blank=True, default="", db_default="",
                                       help_text="The campaign's error category named on an error step (empty: none).")
 
     class Meta:

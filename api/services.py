@@ -50,6 +50,8 @@ def authenticate_token(raw: str) -> ApiToken | None:
         return None
     now = timezone.now()
     stale = now - timedelta(seconds=settings.STEPLAB_TOKEN_TOUCH_SECONDS)
+    if token.last_used_at is not None and token.last_used_at >= stale:
+        return token  # touched within the interval, as just read: no UPDATE round trip on every request
     # Conditional UPDATE: concurrent requests write at most once per interval.
     if ApiToken.objects.filter(pk=token.pk).filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale)).update(
             last_used_at=now):

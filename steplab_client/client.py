@@ -230,8 +230,8 @@ class Steplab:
         return answer
 
     def wait_for_job(self, job_id: int, *, timeout: float = 3600.0, poll_s: float = 2.0) -> dict[str, Any]:
-        """Poll the job until it succeeded, failed or was cancelled, and return it; ``TimeoutError`` after
-        ``timeout`` seconds."""
+        """Poll the job until it succeeded, failed or was cancelled, and return it: a failed job is returned, not
+        raised (its ``error`` and ``log_tail`` say why). ``TimeoutError`` after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while True:
             job = self.job(job_id)

@@ -7,6 +7,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status, viewsets
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -34,24 +35,34 @@ def _not_found(assignment_id: int) -> tuple[int, dict[str, str]]:
 
 
 def _rendered(outcomes: list[LabelingOutcome]) -> dict[int, dict[str, Any]]:
-    """The finished assignments as the API shows them, read in one prefetched query set."""
-    replayed = {outcome.assignment.pk: outcome.replayed for outcome in outcomes}
-    rows = selectors.assignments_with_ratings().filter(pk__in=replayed)
-    return {row.pk: {**ls.LabelingOutSerializer(row).data, "replayed": replayed[row.pk]} for row in rows}
+    """The finished assignments as the API shows them: a pass written at once from memory, the others read in
+    one prefetched query set."""
+    answers = {outcome.assignment.pk: answer for outcome in outcomes
+               if (answer := ls.written_answer(outcome)) is not None}
+    read_back = {outcome.assignment.pk: outcome.replayed for outcome in outcomes
+                 if outcome.assignment.pk not in answers}
+    if read_back:
+        rows = selectors.assignments_with_ratings().filter(pk__in=read_back)
+        answers.update({row.pk: {**ls.LabelingOutSerializer(row).data, "replayed": read_back[row.pk]}
+                        for row in rows})
+    return answers
 
 
 def label_one(request: Request, assignment_id: int) -> Response:
     """``POST /api/assignments/{id}/labeling/``: see ``AssignmentViewSet.labeling``."""
-    # whose assignment it is comes first, as on the per-step endpoints: another labeler's id is a 404 whatever
-    # the body holds
-    if not Assignment.objects.filter(pk=assignment_id, labeler_id=request.user.pk).exists():
-        code, body = _not_found(assignment_id)
-        return Response(body, status=code)
-    data = ls.LabelingInputSerializer(data=request.data)
-    data.is_valid(raise_exception=True)
     try:
+        data = ls.LabelingInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
         outcome = apply_labeling(ls.labeling_input(data.validated_data, assignment_id), request.user)
-    except LabelingError as error:
+    except (ParseError, ValidationError, LabelingError) as error:
+        # Whose assignment it is comes first, as on the per-step endpoints: another labeler's id is a 404
+        # whatever the body holds. Asked only of a refused request: the service's lock refuses another's
+        # assignment anyway, so an accepted one needs no query of its own for it.
+        if not Assignment.objects.filter(pk=assignment_id, labeler_id=request.user.pk).exists():
+            code, body = _not_found(assignment_id)
+            return Response(body, status=code)
+        if not isinstance(error, LabelingError):
+            raise
         code, body = refusal(error)
         return Response(body, status=code)
     return Response(_rendered([outcome])[assignment_id])

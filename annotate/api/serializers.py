@@ -6,7 +6,7 @@ from typing import Any, TypedDict
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from annotate.models import Assignment, Campaign, FinishReason, Problem, Solution
+from annotate.models import ERROR_CATEGORY_MAX_CHARS, Assignment, Campaign, FinishReason, Problem, Solution
 from annotate.scales import RATING_MAX, RATING_MIN
 from annotate.steps import SPLIT_RULES
 
@@ -165,7 +165,7 @@ class RateInputSerializer(serializers.Serializer):
     rationale = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, max_length=1_000,
                                       help_text="one-line reason for a −1 (campaigns with step_rationale on); "
                                                 "absent keeps the −1's reason, empty clears it")
-    error_category = serializers.CharField(required=False, allow_blank=True, max_length=64,
+    error_category = serializers.CharField(required=False, allow_blank=True, max_length=ERROR_CATEGORY_MAX_CHARS,
                                            help_text="one of the campaign's error categories, on an error step; "
                                                      "absent keeps it, empty clears it")
 

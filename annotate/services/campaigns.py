@@ -24,6 +24,7 @@ from steplab.jobs import JobStatus
 from .. import permissions
 from ..graders import DEFAULT_GRADER, GraderConfigError, get_grader
 from ..models import (
+    ERROR_CATEGORY_MAX_CHARS,
     Assignment,
     AssignmentStatus,
     Campaign,
@@ -57,7 +58,7 @@ CAMPAIGN_FIELDS = ("name", "slug", "mode", "instructions", "overlap", "qc_rate",
                    "step_rationale", "step_scale", "error_categories", "grader", "grader_config", "step_rule",
                    "auto_train", "auto_train_max_steps")
 MAX_ERROR_CATEGORIES = 9
-MAX_ERROR_CATEGORY_CHARS = 64
+MAX_ERROR_CATEGORY_CHARS = ERROR_CATEGORY_MAX_CHARS  # a category's name fits the rating's column
 
 
 def check_domain_settings(fields: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -43,6 +43,7 @@ from ..workspace import (
     NotAllowed,
     Progress,
     RatingNotOnScale,
+    StepContent,
     User,
     Workspace,
     continuations,
@@ -318,35 +319,89 @@ class PlainRating:
     time_ms: int | None = None
 
 
+@dataclass(frozen=True)
+class WrittenPass:
+    """A whole pass ``record_untouched_pass`` wrote, as it stands in memory: the locked assignment (its
+    ``step_total`` set), the ratings as ``ratings_of`` has them, the step decisions and the solution's steps. The
+    finish and the API's answer read it instead of reading the rows back."""
+
+    assignment: Assignment
+    ratings: dict[tuple[int, int], Rating]
+    decisions: list[StepDecision]
+    steps: list[StepContent]
+
+
 def record_untouched_pass(assignment_id: int, user: User, *, ratings: Sequence[PlainRating],
-                          now: datetime | None = None) -> bool:
+                          now: datetime | None = None) -> WrittenPass | None:
     """Write a whole stepwise pass in one insert: ``ratings`` are steps 0, 1, … in order. Done only when the
     pass is untouched and the ratings keep the page's rules as a whole (every value on the campaign's scale,
-    nothing after its first error value, no more ratings than steps); False otherwise, and nothing is written:
+    nothing after its first error value, no more ratings than steps); None otherwise, and nothing is written:
     the caller goes step by step through ``record_rating``, which applies or refuses in the page's words. The
-    lock and its refusals (not yours, lease gone, finished) are ``record_rating``'s own."""
+    lock and its refusals (not yours, lease gone, finished) are ``record_rating``'s own. Two reads: the locked
+    assignment, then the solution's steps with whether the pass holds a rating yet."""
     now = now or timezone.now()
-    assignment = locked_open_assignment(assignment_id, user, now, count_steps=True)
+    assignment = locked_open_assignment(assignment_id, user, now)
     campaign = assignment.solution.campaign
     scale = campaign_scale(campaign)
     values = [rated.rating for rated in ratings]
-    # step_total: set by annotate() in the query, which django-stubs does not follow.
-    if (not ratings or not campaign.is_stepwise or len(ratings) > assignment.step_total  # type: ignore[attr-defined]
-            or any(value not in scale.allowed for value in values)
-            or check_stop_at_first_error(values, scale) is not None
-            or Rating.objects.filter(assignment=assignment).exists()):
-        return False
-    completions = list(Completion.objects.filter(step__solution_id=assignment.solution_id, index=0,
-                                                 step__index__lt=len(ratings)).order_by("step__index"))
+    if (not ratings or not campaign.is_stepwise or any(value not in scale.allowed for value in values)
+            or check_stop_at_first_error(values, scale) is not None):
+        return None
+    steps, begun = _steps_and_begun(assignment)
+    if begun or len(ratings) > len(steps):
+        return None
+    # Set as annotate() sets it on the lock's query (count_steps), which django-stubs does not follow.
+    assignment.step_total = len(steps)  # type: ignore[attr-defined]
     shown = step_suggestions(campaign, assignment.solution, range(len(ratings)))
-    Rating.objects.bulk_create([
-        Rating(assignment=assignment, completion=completion, rating=rated.rating, flagged=rated.flagged,
+    written = Rating.objects.bulk_create([
+        Rating(assignment=assignment, completion=step.completions[0], rating=rated.rating, flagged=rated.flagged,
                time_ms=rated.time_ms,
-               suggestions_seen=seen_when_rating(campaign, has_labels=bool(shown.get(index)), rated_before=False))
-        for index, (completion, rated) in enumerate(zip(completions, ratings, strict=True))])
-    StepDecision.objects.bulk_create([StepDecision(assignment=assignment, step_id=c.step_id, chosen_completion=0)
-                                      for c in completions], ignore_conflicts=True)
-    return True
+               suggestions_seen=seen_when_rating(campaign, has_labels=bool(shown.get(step.index)), rated_before=False))
+        for step, rated in zip(steps, ratings, strict=False)])
+    by_step: dict[tuple[int, int], Rating] = {}
+    for index, rating in enumerate(written):
+        # Set by annotate() in ratings_of, which django-stubs does not follow.
+        rating.step_index, rating.completion_index = index, 0  # type: ignore[attr-defined]
+        by_step[(index, 0)] = rating
+    decisions = StepDecision.objects.bulk_create(
+        [StepDecision(assignment=assignment, step_id=step.completions[0].step_id, chosen_completion=0)
+         for step in steps[:len(ratings)]], ignore_conflicts=True)
+    return WrittenPass(assignment, by_step, decisions, steps)
+
+
+def _steps_and_begun(assignment: Assignment) -> tuple[list[StepContent], bool]:
+    """The solution's steps with their completions (every step has its completion 0) and whether the pass holds
+    a rating yet, in one query: the check is an uncorrelated subquery, and it reads under the lock."""
+    completions = (Completion.objects.filter(step__solution_id=assignment.solution_id)
+                   .annotate(step_index=F("step__index"),
+                             begun=Exists(Rating.objects.filter(assignment_id=assignment.pk)))
+                   .order_by("step__index", "index"))
+    steps: list[StepContent] = []
+    begun = False
+    for completion in completions:
+        begun = completion.begun
+        if not steps or steps[-1].index != completion.step_index:
+            steps.append(StepContent(completion.step_index, []))
+        steps[-1].completions.append(completion)
+    return steps, begun
+
+
+def finish_written_pass(written: WrittenPass, *, reason: str | None, text: str = "",
+                        total_time_ms: int | None = None, now: datetime | None = None) -> Assignment:
+    """End a pass ``record_untouched_pass`` just wrote, in its transaction, under the rules of ``submit_assignment``
+    (``reason`` None) or ``finish_assignment``, on the ratings in memory: no second lock, no read back."""
+    now = now or timezone.now()
+    assignment = written.assignment
+    if reason is None:
+        progress = _check_submittable(assignment, None, written.ratings)
+        reason = FinishReason.FOUND_ERROR if progress.has_error else FinishReason.SOLUTION
+        text = ""
+    else:
+        text = _checked_finish(reason, text)
+        if reason in (FinishReason.SOLUTION, FinishReason.FOUND_ERROR):
+            _check_submittable(assignment, reason, written.ratings)
+    _finish(assignment, reason, text, now, total_time_ms)
+    return assignment
 
 
 def _check_decided_before(decisions: dict[int, StepDecision], step_index: int) -> None:
@@ -469,11 +524,7 @@ def finish_assignment(assignment_id: int, user: User, *, reason: str, text: str 
     """End a labeler's pass: ``solution`` needs every step rated and no −1, ``found_error`` a −1 (stepwise,
     nothing rated after it by construction); bad problem/give up need a reason."""
     now = now or timezone.now()
-    if reason not in FinishReason.values:
-        raise LabelingError(f"Unknown finish reason {reason!r}.")
-    text = (text or "").strip()
-    if reason in (FinishReason.BAD_PROBLEM, FinishReason.GIVE_UP) and not text:
-        raise LabelingError("Say why: a reason is required for “bad problem” and “give up”.")
+    text = _checked_finish(reason, text)
     judged = reason in (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
     with transaction.atomic():
         assignment = locked_open_assignment(assignment_id, user, now, count_steps=judged)
@@ -481,6 +532,16 @@ def finish_assignment(assignment_id: int, user: User, *, reason: str, text: str 
             _check_submittable(assignment, reason)
         _finish(assignment, reason, text, now, total_time_ms)
     return assignment
+
+
+def _checked_finish(reason: str, text: str) -> str:
+    """A finish reason's text as stored; refuses an unknown reason, and bad problem / give up without a text."""
+    if reason not in FinishReason.values:
+        raise LabelingError(f"Unknown finish reason {reason!r}.")
+    text = (text or "").strip()
+    if reason in (FinishReason.BAD_PROBLEM, FinishReason.GIVE_UP) and not text:
+        raise LabelingError("Say why: a reason is required for “bad problem” and “give up”.")
+    return text
 
 
 def submit_assignment(assignment_id: int, user: User, *, total_time_ms: int | None = None,
@@ -496,12 +557,16 @@ def submit_assignment(assignment_id: int, user: User, *, total_time_ms: int | No
     return assignment
 
 
-def _check_submittable(assignment: Assignment, reason: str | None) -> Progress:
-    """Refuse a ``solution`` / ``found_error`` finish the pass does not support (``None``: whichever fits)."""
+def _check_submittable(assignment: Assignment, reason: str | None,
+                       ratings: dict[tuple[int, int], Rating] | None = None) -> Progress:
+    """Refuse a ``solution`` / ``found_error`` finish the pass does not support (``None``: whichever fits).
+    ``ratings``: the stepwise pass's ratings when the caller holds them (else read here)."""
     stepwise = assignment.solution.campaign.is_stepwise
+    if stepwise and ratings is None:
+        ratings = ratings_of(assignment)
     # Set by annotate() in the query, which django-stubs does not follow.
     progress = pass_progress(assignment.step_total, stepwise,  # type: ignore[attr-defined]  # the step count comes with the lock
-                         ratings_of(assignment) if stepwise else {}, {} if stepwise else decisions_of(assignment),
+                         ratings or {}, {} if stepwise else decisions_of(assignment),
                          campaign_scale(assignment.solution.campaign).error_values)
     if reason == FinishReason.FOUND_ERROR and not progress.has_error:
         raise LabelingError("“Found error” needs a step rated −1.")

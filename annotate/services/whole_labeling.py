@@ -6,8 +6,9 @@ transaction, so a refused step leaves the pass as it was. A client key makes a r
 the labeling the first request made and applies nothing again.
 
 The common case for a program (an untouched stepwise pass, steps 0, 1, … in order, every one rated, nothing
-after the first error, no reasons or categories) is written at once by ``labeling.record_untouched_pass``: one
-lock, one read, one insert of the ratings.
+after the first error, no reasons or categories) is written at once by ``labeling.record_untouched_pass`` and
+ended by ``labeling.finish_written_pass``: one lock, one read of the steps, one insert of the ratings, one update
+of the assignment, and the answer is built from what is in memory.
 Anything else (a pass the labeler began on the page, a gap, a rating after a −1, a reason) goes step by step
 through ``labeling.record_rating``, which applies it or refuses it with the page's own words.
 """
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from .. import permissions
@@ -62,30 +63,38 @@ class LabelingRefused(LabelingError):
 class LabelingOutcome:
     assignment: Assignment
     replayed: bool  # the client key was seen before: nothing was applied this time
+    written: labeling.WrittenPass | None = None  # the pass as written at once, for an answer without a read back
 
 
 def _claim_key(labeling_input: LabelingInput, user: User) -> LabelingKey | None:
     """Record the client key, or return the row of the request that already used it. A concurrent request with
-    the same key waits on the unique index until the first one commits, then finds its row."""
+    the same key waits on the unique index until the first one commits, then finds its row.
+
+    One ``INSERT … ON CONFLICT DO NOTHING RETURNING``: the ORM's insert says whether it inserted only by raising,
+    which inside the labeling's transaction needs a savepoint around it, two more round trips on every request
+    for the rare retry. PostgreSQL and SQLite both speak it."""
     permissions.require(permissions.is_signed_in, user, None, "Log in to label.", error=NotAllowed)
     owner = user.pk
     assert owner is not None  # is_signed_in refuses the anonymous user
-    try:
-        with transaction.atomic():
-            LabelingKey.objects.create(user_id=owner, client_key=labeling_input.client_key,
-                                       assignment_id=labeling_input.assignment_id)
-    except IntegrityError:
-        return LabelingKey.objects.get(user_id=owner, client_key=labeling_input.client_key)
-    return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {connection.ops.quote_name(LabelingKey._meta.db_table)} "
+            "(user_id, client_key, assignment_id, created_at) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (user_id, client_key) DO NOTHING RETURNING id",
+            [owner, labeling_input.client_key, labeling_input.assignment_id,
+             connection.ops.adapt_datetimefield_value(timezone.now())])
+        if cursor.fetchone() is not None:
+            return None
+    return LabelingKey.objects.get(user_id=owner, client_key=labeling_input.client_key)
 
 
-def _rate_untouched_pass(labeling_input: LabelingInput, user: User, now: datetime) -> bool:
-    """The common case in one insert (``labeling.record_untouched_pass``); False: the caller goes step by step.
+def _rate_untouched_pass(labeling_input: LabelingInput, user: User, now: datetime) -> labeling.WrittenPass | None:
+    """The common case in one insert (``labeling.record_untouched_pass``); None: the caller goes step by step.
     Reasons and categories always go step by step: ``record_rating`` checks them."""
     labels = labeling_input.ratings
-    if (not labels or [label.step_index for label in labels] != list(range(len(labels)))
-            or any(label.rating is None or label.rationale or label.error_category for label in labels)):
-        return False
+    if (not labels or any(label.step_index != position or label.rating is None or label.rationale
+                          or label.error_category for position, label in enumerate(labels))):
+        return None
     return labeling.record_untouched_pass(
         labeling_input.assignment_id, user, now=now,
         ratings=[labeling.PlainRating(rating=label.rating, flagged=bool(label.flagged), time_ms=label.time_ms)
@@ -119,10 +128,15 @@ def apply_labeling(labeling_input: LabelingInput, user: User, *,
                 raise LabelingRefused("client_key", f"This client key was already used for assignment "
                                       f"{earlier.assignment_id}; use a new key for each labeling.")
             return LabelingOutcome(Assignment.objects.get(pk=earlier.assignment_id), replayed=True)
-        if not _rate_untouched_pass(labeling_input, user, now):
+        written = _rate_untouched_pass(labeling_input, user, now)
+        if written is None:
             _rate_step_by_step(labeling_input, user, now)
         try:
-            if labeling_input.finish_reason is None:
+            if written is not None:
+                assignment = labeling.finish_written_pass(
+                    written, reason=labeling_input.finish_reason, text=labeling_input.finish_text,
+                    total_time_ms=labeling_input.total_time_ms, now=now)
+            elif labeling_input.finish_reason is None:
                 assignment = labeling.submit_assignment(labeling_input.assignment_id, user,
                                                         total_time_ms=labeling_input.total_time_ms, now=now)
             else:
@@ -133,7 +147,7 @@ def apply_labeling(labeling_input: LabelingInput, user: User, *,
             raise
         except LabelingError as error:
             raise LabelingRefused("finish_reason", str(error)) from None
-    return LabelingOutcome(assignment, replayed=False)
+    return LabelingOutcome(assignment, replayed=False, written=written)
 
 
 def apply_labelings(inputs: Sequence[LabelingInput], user: User, *,

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 
 from annotate.models import (
+    ERROR_CATEGORY_MAX_CHARS,
     Assignment,
     AssignmentStatus,
     LabelingKey,
@@ -121,6 +122,11 @@ def test_lease_ownership_membership_and_scope(campaign_factory, make_user) -> No
     stranger, _ = token_client(make_user("stranger"), "write")
     mine_not = stranger.post(url, _body([1, 1, 1, 1]), format="json")
     assert mine_not.status_code == 404 and mine_not.json()["field"] == "assignment"
+    for body in ({"ratings": "none", "client_key": ""}, "{not json"):  # whatever the body holds
+        answer = stranger.post(url, body, format="json") if isinstance(body, dict) else stranger.post(
+            url, body, content_type="application/json")
+        assert answer.status_code == 404 and answer.json()["field"] == "assignment", answer.content
+    assert stranger.post("/api/assignments/999999999/labeling/", _body([1]), format="json").status_code == 404
     read_only, _ = token_client(labeler, "read")
     assert read_only.post(url, _body([1, 1, 1, 1]), format="json").status_code == 403
     Membership.objects.filter(user=labeler).update(is_active=False)
@@ -231,8 +237,11 @@ def test_one_request_stores_what_the_step_by_step_path_stores(campaign_factory, 
     steps, steps_id, _ = _leased(campaign_factory, make_user, slug="whole-b", username="b")
     values = [1, 0, -1]
     ratings = [{"step_index": i, "rating": v, "flagged": i == 1, "time_ms": 700 + i} for i, v in enumerate(values)]
-    assert whole.post(f"/api/assignments/{whole_id}/labeling/", {"ratings": ratings, "client_key": "w"},
-                      format="json").status_code == 200
+    answer = whole.post(f"/api/assignments/{whole_id}/labeling/", {"ratings": ratings, "client_key": "w"},
+                        format="json")
+    assert answer.status_code == 200
+    # built from what is in memory, it is what reading the assignment back shows
+    assert answer.json() == {**whole.get(f"/api/assignments/{whole_id}/").json(), "replayed": False}
     for row in ratings:
         assert steps.post(f"/api/assignments/{steps_id}/rate/", row, format="json").status_code == 200
     assert steps.post(f"/api/assignments/{steps_id}/finish/", {"reason": "found_error"},
@@ -272,10 +281,35 @@ def test_an_error_category_is_one_of_the_campaigns_and_is_stored(campaign_factor
     assert done.status_code == 200 and done.json()["finish_reason"] == "found_error"
     assert list(Rating.objects.filter(assignment_id=assignment_id).order_by("completion__step__index")
                 .values_list("rating", "error_category")) == [(1, ""), (-1, "calculation")]
-    too_long = client.post(url.format(assignment_id), {
-        "ratings": [{"step_index": 0, "rating": -1, "error_category": "x" * 101}], "client_key": "f"},
-        format="json")
-    assert too_long.status_code == 400 and "error_category" in too_long.json()["ratings"]["0"]
+
+
+@pytest.mark.django_db
+def test_an_error_category_over_the_columns_length_is_refused_alike_on_both_paths(campaign_factory,
+                                                                                   make_user) -> None:
+    """The whole-solution and the per-step input read one bound, the rating column's: one character over it is
+    refused the same way by both, naming the field; at the bound, both take it."""
+    longest = "x" * ERROR_CATEGORY_MAX_CHARS
+    client, assignment_id, _ = _leased(campaign_factory, make_user, error_categories=[longest])
+    url = f"/api/assignments/{assignment_id}"
+    over = longest + "x"
+    whole = client.post(f"{url}/labeling/", {
+        "ratings": [{"step_index": 0, "rating": -1, "error_category": over}], "client_key": "f"}, format="json")
+    per_step = client.post(f"{url}/rate/", {"step_index": 0, "rating": -1, "error_category": over}, format="json")
+    assert whole.status_code == per_step.status_code == 400
+    message = [f"Ensure this field has no more than {ERROR_CATEGORY_MAX_CHARS} characters."]
+    assert whole.json() == {"ratings": {"0": {"error_category": message}}}
+    assert per_step.json() == {"error_category": message}
+    assert _stored(assignment_id) == []
+    whole_at_the_bound = client.post(f"{url}/labeling/", {
+        "ratings": [{"step_index": 0, "rating": -1, "error_category": longest}], "client_key": "g"}, format="json")
+    assert whole_at_the_bound.status_code == 200, whole_at_the_bound.content
+    other, other_id, _ = _leased(campaign_factory, make_user, slug="categories-2", username="judge2",
+                                 error_categories=[longest])
+    per_step_at_the_bound = other.post(f"/api/assignments/{other_id}/rate/",
+                                       {"step_index": 0, "rating": -1, "error_category": longest}, format="json")
+    assert per_step_at_the_bound.status_code == 200, per_step_at_the_bound.content
+    assert list(Rating.objects.filter(assignment_id__in=[assignment_id, other_id])
+                .values_list("error_category", flat=True)) == [longest, longest]
 
 
 FOUR_VALUES = {"name": "four", "values": [

@@ -3,6 +3,7 @@ download and verify dataset files, load them into ``datasets``, lease and submit
 for a job."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,11 @@ from django.core.files.storage import default_storage
 
 from annotate.models import Assignment, AssignmentStatus, Membership, Rating, Role
 from api.services import create_token
+from rewards.jobs.models import RewardModel
+from rewards.jobs.services.training import dataset_file
 from rewards.services.datasets import create_dataset_version
 from steplab_client import ChecksumMismatch, Steplab, SteplabError
+from tests.conftest import FAST_HYPER
 from tests.datasets.conftest import math500_campaign, storage_dirs  # noqa: F401  (fixtures)
 from tests.factories import numbered_solution
 
@@ -83,14 +87,42 @@ def test_lease_and_submit_whole_solutions(live_server, campaign_factory, make_us
 
 
 def test_start_and_wait_for_a_job(researcher_lab) -> None:
-    """No worker runs here: the job stays queued, so waiting times out; once cancelled, the wait returns it."""
+    """A job not finished within the wait's timeout raises ``TimeoutError`` saying where it stands; once
+    cancelled, the wait returns it. (A job the session's worker, if one runs, has taken is running.)"""
     lab, version = researcher_lab
-    job = lab.start_training(kind="prm", dataset_version=version.pk, hyper={"max_steps": 2})
+    job = lab.start_training(kind="prm", dataset_version=version.pk, hyper={"max_steps": 5000})
     assert (job["status"], job["dataset_version"]) == ("queued", version.pk)
-    with pytest.raises(TimeoutError, match="still queued"):
+    with pytest.raises(TimeoutError, match="still (queued|running)"):
         lab.wait_for_job(job["id"], timeout=0.5, poll_s=0.1)
     lab.cancel_job(job["id"])
-    assert lab.wait_for_job(job["id"], timeout=30, poll_s=0.1)["status"] == "cancelled"
+    assert lab.wait_for_job(job["id"], timeout=60, poll_s=0.1)["status"] == "cancelled"
     with pytest.raises(SteplabError) as bad:
         lab.start_training(kind="crm", dataset_version=version.pk)
     assert bad.value.status == 400 and "kind" in bad.value.body
+
+
+@pytest.mark.worker
+@pytest.mark.training
+def test_wait_returns_a_real_job_finished_or_failed(celery_worker_process, researcher_lab) -> None:
+    """A real training job (CPU MiniLM, three steps) through the job machinery and the real Celery worker: the
+    wait returns it succeeded, with its metrics and its registered model. A job whose data the trainer refuses is
+    returned failed (as the wait documents: it does not raise), with the trainer's own words."""
+    lab, version = researcher_lab
+    started = lab.start_training(kind="prm", dataset_version=version.pk, hyper=FAST_HYPER)
+    done = lab.wait_for_job(started["id"], timeout=600, poll_s=0.5)
+    assert done["status"] == "succeeded", done["error"]
+    assert (done["id"], done["step"], done["total_steps"], done["progress"]) == (started["id"], 3, 3, 1.0)
+    assert done["metrics"]["train"]["steps"] == 3 and done["finished_at"] is not None
+    assert RewardModel.objects.get(job_id=done["id"]).pk == done["reward_model"]
+
+    # The very file the trainer reads for this version, with one row's labels cut short.
+    data = dataset_file(version, "prm")
+    row = json.loads(data.read_text(encoding="utf-8").splitlines()[0])
+    assert len(row["completions"]) > 1
+    data.write_text(json.dumps(row) + "\n" + json.dumps({**row, "labels": row["labels"][:1]}) + "\n",
+                    encoding="utf-8")
+    refused = lab.start_training(kind="prm", dataset_version=version.pk, hyper=FAST_HYPER)
+    failed = lab.wait_for_job(refused["id"], timeout=600, poll_s=0.5)
+    assert failed["status"] == "failed" and failed["finished_at"] is not None
+    assert "line 2: field 'labels'" in failed["error"], failed["error"]
+    assert failed["reward_model"] is None
