@@ -128,26 +128,30 @@ def report(results: dict[str, dict[str, Any]]) -> None:
         print(f"  {domain}: " + "; ".join(result["verdict"]))
 
 
+def _negative_weight(value: str) -> float | str:
+    return value if value == "balanced" else float(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--feature-cache", type=Path, default=None,
                         help="folder that keeps the models and the text vectors between runs (default: a temporary "
                              "folder, everything encoded again)")
-    parser.add_argument("--base-model", default="default")
+    parser.add_argument("--trials", type=int, default=400, help="random draws of N answers per question")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0, help="training split, best-of-N draws and bootstrap")
+    parser.add_argument("--aggregation", default="min", choices=("min", "product"), help="the PRM's step scores")
+    # the training recipe: reward_quality's options, with its defaults (its ``train`` reads them)
     parser.add_argument("--method", default="head", choices=("head", "finetune", "lora"))
+    parser.add_argument("--base-model", default="default")
     parser.add_argument("--features", default="context", help="head: the step-feature recipe")
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--negative-weight", type=_negative_weight, default="balanced",
+                        help='"balanced" or a number')
     parser.add_argument("--steps", type=int, default=60, help="fine-tuning only: optimizer steps per model")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
-    parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument("--negative-weight", default="balanced", help='"balanced" or a number')
-    parser.add_argument("--aggregation", default="min", choices=("min", "product"))
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--trials", type=int, default=400, help="random draws of N answers per question")
-    parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    if args.negative_weight != "balanced":
-        args.negative_weight = float(args.negative_weight)
     import torch
 
     torch.set_num_threads(args.threads)
