@@ -99,7 +99,7 @@ def domain_rows(run: EvaluationRun) -> list[dict[str, Any]]:
         return []
     n = str(ns[-1])
     rows = []
-    for domain, figures in (run.results.get("domains") or {}).items():
+    for domain, figures in sorted((run.results.get("domains") or {}).items()):  # jsonb keeps no key order
         intervals = figures.get("intervals") or {}
         bounds = intervals.get("methods") or {}
         row: dict[str, Any] = {"domain": domain, "problems": figures["problems"], "n": int(n), "cells": [],
