@@ -210,11 +210,24 @@ def _mmlu_rows(name: str) -> Iterator[dict[str, Any]]:
         yield json.loads(line)
 
 
-def _mmlu_questions(*, math: bool) -> list[dict[str, Any]]:
+def mmlu_questions(*, math: bool) -> list[dict[str, Any]]:
+    """The demo's MMLU-Pro questions: the math ones (the headroom pool) or the other domains' (demo-mmlu)."""
     return [row for row in _mmlu_rows("questions.jsonl.gz") if (row["category"] == "math") == math]
 
 
-def _pool_rows(question_ids: set[int]) -> Iterator[dict[str, Any]]:
+def mmlu_pool_questions(questions: list[dict[str, Any]],
+                        per_domain: int = MMLU_POOL_QUESTIONS_PER_DOMAIN) -> list[dict[str, Any]]:
+    """The questions of demo-mmlu's best-of-N pool: the first ``per_domain`` of each category, in file order."""
+    counts: dict[str, int] = {}
+    pooled = []
+    for row in questions:
+        if counts.get(row["category"], 0) < per_domain:
+            counts[row["category"]] = counts.get(row["category"], 0) + 1
+            pooled.append(row)
+    return pooled
+
+
+def pool_rows(question_ids: set[int]) -> Iterator[dict[str, Any]]:
     """MMLU-Pro answers as a pool's per-candidate rows: the question by its id, the answer text, and where it came
     from (the benchmark's own reading of the letter, ``pred``, rides along as provenance)."""
     for row in _mmlu_rows("responses.jsonl.gz"):
@@ -232,7 +245,7 @@ def import_mmlu_pool(campaign: Campaign, name: str, questions: list[dict[str, An
     if CandidatePool.objects.filter(name=name, campaign=campaign).exists():
         return 0
     ids = {row["question_id"] for row in questions}
-    pool, report = _with_temp_jsonl(_pool_rows(ids), lambda path: import_pool(
+    pool, report = _with_temp_jsonl(pool_rows(ids), lambda path: import_pool(
         path, name, campaign=campaign, split_rule="sentence", grader=get_grader("multiple_choice")))
     CandidatePool.objects.filter(pk=pool.pk).update(
         source="demo data: mmlu_pro/responses.jsonl.gz (TIGER-AI-Lab/MMLU-Pro, Apache-2.0)")
@@ -251,7 +264,7 @@ def import_headroom_pool(campaign: Campaign) -> int:
     name = headroom_pool_name(campaign)
     imported = 0
     if not CandidatePool.objects.filter(name=name, campaign=campaign).exists():
-        questions = _mmlu_questions(math=True)
+        questions = mmlu_questions(math=True)
         _with_temp_jsonl(iter(questions), lambda path: import_problems(path, campaign))
         imported = import_mmlu_pool(campaign, name, questions)
     CandidatePool.objects.filter(campaign=campaign).update(comparison_default=False)
@@ -268,19 +281,14 @@ def load_demo_mmlu() -> dict[str, int]:
     })
     if campaign.solutions.exists():
         return {}
-    questions = _mmlu_questions(math=False)
+    questions = mmlu_questions(math=False)
     counts = {"problems": _with_temp_jsonl(iter(questions), lambda path: import_problems(path, campaign)).imported}
     ids = {row["question_id"] for row in questions}
     queue = (row for row in _mmlu_rows("responses.jsonl.gz")
              if row["question_id"] in ids and row["model"] in MMLU_QUEUE_MODELS)
     counts["to_label"] = _with_temp_jsonl(queue, lambda path: import_solutions(path, campaign)).imported
-    per_domain: dict[str, int] = {}
-    pooled = []
-    for row in questions:
-        if per_domain.get(row["category"], 0) < MMLU_POOL_QUESTIONS_PER_DOMAIN:
-            per_domain[row["category"]] = per_domain.get(row["category"], 0) + 1
-            pooled.append(row)
-    counts["pool_candidates"] = import_mmlu_pool(campaign, f"{MMLU_SLUG}: 11 models per question", pooled)
+    counts["pool_candidates"] = import_mmlu_pool(campaign, f"{MMLU_SLUG}: 11 models per question",
+                                                 mmlu_pool_questions(questions))
     return counts
 
 

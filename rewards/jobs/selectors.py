@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
-from annotate.models import AssignmentStatus, Campaign, FinishReason, MachineLabel, Solution
+from annotate.models import Assignment, AssignmentStatus, Campaign, FinishReason, MachineLabel, Solution
 from rewards.evaluation.intervals import no_flag_advice, verdict
 from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD
 from rewards.models import DatasetVersion
@@ -91,6 +91,34 @@ def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
     return rows
 
 
+def domain_rows(run: EvaluationRun) -> list[dict[str, Any]]:
+    """One row per domain at the evaluation's largest N: each method's percent with its interval, and the paired
+    PRM − ORM / PRM − majority differences in points with theirs and the domain's verdict."""
+    ns = run.results.get("ns") or []
+    if not ns:
+        return []
+    n = str(ns[-1])
+    rows = []
+    for domain, figures in sorted((run.results.get("domains") or {}).items()):  # jsonb keeps no key order
+        intervals = figures.get("intervals") or {}
+        bounds = intervals.get("methods") or {}
+        row: dict[str, Any] = {"domain": domain, "problems": figures["problems"], "n": int(n), "cells": [],
+                               "verdict": verdict(intervals.get("paired") or {})}
+        for method in METHOD_LABELS:
+            mean = ((figures["methods"].get(method) or {}).get(n) or {}).get("mean")
+            low_high = (bounds.get(method) or {}).get(n) or {}
+            row[method] = mean
+            row["cells"].append({"method": method, "value": percent(mean), "low": percent(low_high.get("low")),
+                                 "high": percent(low_high.get("high"))})
+        for pair, by_n in (intervals.get("paired") or {}).items():
+            paired = by_n.get(n) or {}
+            row[pair] = paired.get("diff")
+            row["cells"].append({"method": pair, "value": percent(paired.get("diff")),
+                                 "low": percent(paired.get("low")), "high": percent(paired.get("high"))})
+        rows.append(row)
+    return rows
+
+
 def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
     rows, seen = [], set()
     for job in scorings:
@@ -168,6 +196,7 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
                   "prm": _scoring_label(run.prm_scoring), "orm": _scoring_label(run.orm_scoring)} for run in runs],
         "figures": {
             "best-of-n": best_of_n_rows(latest) if latest else [],
+            "per-domain": domain_rows(latest) if latest else [],
             "step-metrics": step_rows,
             "data-efficiency": [{"kind": kind, **point} for kind, points in
                                 (latest.data_efficiency.items() if latest else []) for point in points],
@@ -293,6 +322,8 @@ def loop_state(campaign: Campaign) -> dict[str, Any]:
                          .order_by("-number")[:5]),
         "pools": pools,
         "labeling_pool": next((p for p in pools if p.purpose == PoolPurpose.LABELING), None),
+        # no finished labeling: nothing to train on, the page says to label first
+        "labeled": Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED).exists(),
         "models": list(RewardModel.objects.filter(campaign=campaign, job__status=JobStatus.SUCCEEDED)
                        .select_related("dataset_version__campaign").order_by("-created_at", "-id")[:20]),
         "scorings": list(ScoringJob.objects.filter(reward_model__campaign=campaign)

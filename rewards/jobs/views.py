@@ -61,7 +61,7 @@ from .services.sampling import start_sampling_job
 from .services.scoring import start_scoring_job
 from .services.training import JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
-FIGURES = ("best-of-n", "step-metrics", "data-efficiency", "history", "generations")
+FIGURES = ("best-of-n", "per-domain", "step-metrics", "data-efficiency", "history", "generations")
 
 
 def _area(request: HttpRequest) -> Any:
@@ -147,7 +147,8 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str
     loop = selectors.loop_state(campaign) if campaign is not None else {}
     return render(request, "jobs/dashboard.html", {
         "campaign": campaign, "data": data, "campaigns": campaigns.order_by("slug"),
-        "bon_rows": data["figures"]["best-of-n"], "step_rows": data["figures"]["step-metrics"],
+        "bon_rows": data["figures"]["best-of-n"], "domain_rows": data["figures"]["per-domain"],
+        "step_rows": data["figures"]["step-metrics"],
         "eff_rows": data["figures"]["data-efficiency"], "hist_rows": data["figures"]["history"],
         "chart_data": {"figures": data["figures"], "runs": data["runs"]},
         "gen_rows": data["figures"]["generations"],

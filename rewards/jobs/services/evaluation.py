@@ -18,7 +18,7 @@ from annotate.models import Campaign
 from annotate.permissions import can_run_models, require
 from rewards.evaluation import Pool, best_of_n, encode_pools, exact_best_of_n
 
-from ..models import Candidate, CandidatePool, EvaluationRun, JobStatus, Kind, ScoringJob
+from ..models import Candidate, CandidatePool, EvaluationRun, JobStatus, Kind, PoolProblem, ScoringJob
 from .training import MODELS_ONLY, JobInputError
 
 AGGREGATIONS = ("product", "min")
@@ -95,6 +95,26 @@ def data_efficiency(campaign: Campaign | None, pool: CandidatePool) -> dict[str,
     return points
 
 
+def domain_results(pool: CandidatePool, pools: list[Pool], ns: list[int], trials: int,
+                   seed: int) -> dict[str, dict[str, Any]]:
+    """Best-of-N per domain (the problems' subject: MMLU-Pro's category) with each domain's intervals and paired
+    PRM − ORM / PRM − majority differences: whether process supervision helps may differ between law and
+    economics. Empty when the pool's problems are of fewer than two domains (the overall table says it all)."""
+    subjects = dict(PoolProblem.objects.filter(pool=pool).values_list("problem__text", "problem__subject"))
+    grouped: dict[str, list[Pool]] = defaultdict(list)
+    for problem_pool in pools:
+        grouped[subjects.get(problem_pool.problem or "") or ""].append(problem_pool)
+    if len(grouped) < 2:
+        return {}
+    domains = {}
+    for domain, members in sorted(grouped.items()):
+        doc = best_of_n(members, ns=ns, trials=trials, seed=seed, pool_size=pool.pool_size or None,
+                        include_exact=False)
+        domains[domain or "(none)"] = {"problems": doc["problems"], "methods": doc["methods"],
+                                       "intervals": doc.get("intervals") or {}}
+    return domains
+
+
 def evaluate_pool(pool: CandidatePool, *, prm_scoring: ScoringJob | None = None,
                   orm_scoring: ScoringJob | None = None, aggregation: str = "product", trials: int = 400,
                   seed: int = 0, ns: list[int] | None = None, campaign: Campaign | None = None,
@@ -118,6 +138,7 @@ def evaluate_pool(pool: CandidatePool, *, prm_scoring: ScoringJob | None = None,
         raise JobInputError("ns", str(exc)) from None
     results["unscored"] = {kind: int(sum(np.isnan(getattr(p, f"{kind}_score")).sum() for p in pools))
                            for kind in ("prm", "orm")}
+    results["domains"] = domain_results(pool, pools, results["ns"], trials, seed)
     return EvaluationRun.objects.create(
         campaign=campaign, pool=pool, prm_scoring=prm_scoring, orm_scoring=orm_scoring, aggregation=aggregation,
         trials=trials, seed=seed, results=results, created_by=user,
