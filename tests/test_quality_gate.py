@@ -5,6 +5,7 @@ Any finding fails the suite (and so `.ci/run`), with the checker's own report as
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# mypy's incremental cache outside the checkout, so that a fresh clone (CI) on this machine re-checks only the
+# modules whose content changed (about 2 s instead of 60–150 s); mypy compares each file's hash, so a stale entry
+# is never trusted.
+MYPY_CACHE = Path(os.environ.get("STEPLAB_MYPY_CACHE", Path.home() / ".cache" / "steplab" / "mypy"))
 
 pytestmark = pytest.mark.quality_gate
 
@@ -26,5 +31,5 @@ def test_ruff_finds_nothing() -> None:
 
 
 def test_mypy_finds_nothing() -> None:
-    result = _run("mypy")
+    result = _run("mypy", "--cache-dir", str(MYPY_CACHE))
     assert result.returncode == 0, f"mypy failed:\n{result.stdout}{result.stderr}"

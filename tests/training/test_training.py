@@ -26,7 +26,7 @@ def _events(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (folder / "events.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
-def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rewards.training", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout)
 
