@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/reward_quality.py                  # the default CPU recipe: 7.5 min on 2 idle cores
     .venv/bin/python bench/reward_quality.py --steps 2000 --max-length 512 --base-model DIR   # e.g. on a GPU
+    .venv/bin/python bench/reward_quality.py --feature-cache DIR --features context+text:mlp,context:linear
 
 Training data: the openly licensed PRM800K phase-1 labels in ``shared/data/prm800k`` (train and test
 reconstructions). The PRM trains on the ``trl-stepwise`` rows in the ``alternatives`` step mode (built by the
@@ -10,6 +11,14 @@ on the ``outcome`` rows of the same labelings (the chosen path's final answer gr
 against the MATH answers in ``shared/data/math``; solutions with no gradable answer are left out, as the
 exporter does). Both go through ``rewards.training`` (the job runner's trainer) with the same ``max_steps``,
 batch size, learning rate and ``max_length``.
+
+Held-out split: the demo's. A dataset version's rows carry the exporter's ``split`` (a tenth of the problems, by
+SHA-256 of seed 0 and the problem text's digest), and the demo's compare trains on the other nine tenths and scores
+the held-out rows for its step-level table; its versions are in the ``alternatives`` step mode (PRM800K rates
+alternatives), so that table's step AUROC counts every step of every held-out row, the chosen prefix once per
+alternative. The bench builds the same split and reports that figure ("alternatives") and the labelers' own paths
+alone ("chosen", each labeled step once). ``--feature-cache DIR`` keeps the head's text vectors across runs: after
+one encode a run is fits and scoring passes (``--features`` lists recipes, each ``recipe[:linear|mlp]``).
 
 Evaluation: ProcessBench MATH and GSM8K (expert-labelled earliest wrong step; never trained on, not copied into
 the project). A fixed dev slice (1 in 5 of each set's items, by SHA-256 of its id) chooses the PRM's first-error
@@ -124,7 +133,7 @@ def build_datasets(work: Path) -> dict[str, Any]:
     return counts
 
 
-def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, features: str = "context", *,
+def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, features: str = "context+text", *,
           head_model: str | None = None) -> dict[str, Any]:
     """One model trained through the job runner's trainer; ``features`` and ``head_model`` (default: the
     ``--head-model`` argument) choose the head's recipe."""
@@ -271,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-model", default="default")
     parser.add_argument("--method", default="head", choices=("head", "finetune", "lora"))
-    parser.add_argument("--features", default="context",
+    parser.add_argument("--features", default="context+text",
                         help="head: comma-separated step-feature recipes, each optionally :linear or :mlp (the "
                              "classifier; default --head-model); the first is the reported PRM and ORM, the "
                              "others are PRM variants trained on the same cached features")
@@ -373,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     margin = {subset: round(figures["prm_flawed_auroc"][args.aggregation] - figures["orm_flawed_auroc"], 3)
               if figures["prm_flawed_auroc"][args.aggregation] is not None and figures["orm_flawed_auroc"] is not None
               else None for subset, figures in bench.items()}
-    print(json.dumps({"bench": "reward_quality", "recipe": {k: v for k, v in vars(args).items()},
+    print(json.dumps({"bench": "reward_quality", "recipe": {k: str(v) if isinstance(v, Path) else v
+                                                               for k, v in vars(args).items()},
                       "data": data, "training": {k: {x: v[x] for x in ("seconds", "loss", "negative_weight")}
                                                  for k, v in training.items()},
                       "processbench": bench, "prm_minus_orm_flawed_auroc": margin, "best_of_n": bon,

@@ -28,7 +28,7 @@ from .textfeatures import NAMES as TEXT_NAMES
 from .textfeatures import steps_text_features
 
 HEAD_FILE = "head.npz"
-FEATURES = ("context", "step")
+FEATURES = ("context", "step", "context+text")
 #: iterations of the head's optimizer when the job gives no ``max_steps`` (L-BFGS converges well before)
 DEFAULT_ITERATIONS = 300
 REGULARISATION = 0.5  # inverse L2 strength of the logistic regression, measured on ProcessBench (README)

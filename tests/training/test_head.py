@@ -158,9 +158,8 @@ def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache
     prm_folder, orm_folder = tmp_path / "prm-mlp", tmp_path / "orm-mlp"
     head = load_head(prm_folder)
     assert isinstance(head, MlpHead)
-    linear_width = len(np.load(heads.prm / "head.npz")["coef"])
-    assert head.hidden_weight.shape[0] == linear_width + len(NAMES) + 1  # + the text features, + "an earlier
-    # step failed the check"
+    width = head.hidden_weight.shape[0]
+    assert width == len(np.load(heads.prm / "head.npz")["coef"])  # the default recipe is "context+text" too
     spec = ModelSpec.load(prm_folder)
     assert spec.features == "context+text" and spec.threshold == metrics["prm"]["validation"]["threshold"]
     prm, orm = load_reward_model(prm_folder), load_reward_model(orm_folder)
@@ -170,7 +169,8 @@ def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache
     wrong = prm.score_steps(row["prompt"], [first, "So $6 \\times 255 = 1520$."])
     assert len(right) == 2 and all(0 < s < 1 for s in right + wrong) and right[0] == wrong[0]
     assert isinstance(prm, HeadRewardModel)
-    column = linear_width + NAMES.index("any_wrong")  # the failed check is in what the head read
+    # the columns end with the text features, then "an earlier step failed the check"
+    column = width - 1 - len(NAMES) + NAMES.index("any_wrong")
     for step, failed in (("So $6 \\times 255 = 1530$.", 0.0), ("So $6 \\times 255 = 1520$.", 1.0)):
         assert step_features(prm.scorer.cache, row["prompt"], [first, step], "context+text")[1, column] == failed
     assert 0 < orm.score_solution(row["prompt"], "\n".join(row["completions"])) < 1
