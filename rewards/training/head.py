@@ -150,9 +150,8 @@ class MlpHead:
         mean = x.mean(axis=0)
         scale = x.std(axis=0)
         scale[scale < 1e-6] = 1.0
-        held = np.array([_held_aside(str(g), seed) for g in groups]) if len(np.unique(groups)) > 1 else (
-            np.arange(len(y)) % 10 == 0)
-        if held.all() or not held.any():
+        held = np.array([_held_aside(str(g), seed) for g in groups], dtype=bool)
+        if held.all() or not held.any():  # few problems: every tenth example instead
             held = np.arange(len(y)) % 10 == 0
         negatives = max(int((y == 0).sum()), 1)
         weight0 = (y.size - negatives) / negatives if negative_weight == "balanced" else float(negative_weight)
