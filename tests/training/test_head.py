@@ -129,3 +129,48 @@ def test_method_keys_in_a_job_file(stepwise_file: Path) -> None:
     with pytest.raises(TrainingConfigError) as refused:
         parse_config({**base, "method": "sgd"})
     assert refused.value.key == "method"
+
+
+def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache(heads: Heads,
+                                                                                   tmp_path: Path) -> None:
+    """The MLP over the vectors plus the steps' text features: PRM and ORM read the cache the linear heads
+    filled (nothing encoded again), save plain arrays, and score through the same loader."""
+    import numpy as np
+
+    from rewards.training.head import MlpHead, load_head, step_features
+    from rewards.training.textfeatures import NAMES
+
+    mlp = {**HEAD, "head_features": "context+text", "head_model": "mlp", "max_steps": 5,
+           "feature_cache": str(heads.cache)}
+    metrics = {}
+    for kind, rows in (("prm", heads.rows), ("orm", None)):
+        source = tmp_path / f"{kind}.jsonl"
+        if rows is None:  # the ORM's solutions: the PRM rows' steps joined, as in the fixture
+            rows = [{"prompt": r["prompt"], "completion": "\n".join(r["completions"]), "label": all(r["labels"]),
+                     "split": r["split"], "problem_id": r["problem_id"]} for r in heads.rows]
+        write_jsonl(source, rows)
+        metrics[kind] = run_training(parse_config({**mlp, "kind": kind, "dataset": str(source),
+                                                   "output_dir": str(tmp_path / f"{kind}-mlp")}))
+        assert metrics[kind]["data"]["features"]["computed"] == 0  # the linear heads' vectors, reused
+        assert metrics[kind]["model"]["head"] == "mlp" and metrics[kind]["train"]["steps"] <= 5
+        with np.load(tmp_path / f"{kind}-mlp" / "head.npz", allow_pickle=False) as saved:  # plain arrays only
+            assert {"hidden_weight", "hidden_bias", "coef", "intercept", "mean", "scale"} <= set(saved.files)
+    prm_folder, orm_folder = tmp_path / "prm-mlp", tmp_path / "orm-mlp"
+    head = load_head(prm_folder)
+    assert isinstance(head, MlpHead)
+    width = head.hidden_weight.shape[0]
+    assert width == len(np.load(heads.prm / "head.npz")["coef"])  # the default recipe is "context+text" too
+    spec = ModelSpec.load(prm_folder)
+    assert spec.features == "context+text" and spec.threshold == metrics["prm"]["validation"]["threshold"]
+    prm, orm = load_reward_model(prm_folder), load_reward_model(orm_folder)
+    row = heads.rows[0]
+    first = row["completions"][0]
+    right = prm.score_steps(row["prompt"], [first, "So $6 \\times 255 = 1530$."])
+    wrong = prm.score_steps(row["prompt"], [first, "So $6 \\times 255 = 1520$."])
+    assert len(right) == 2 and all(0 < s < 1 for s in right + wrong) and right[0] == wrong[0]
+    assert isinstance(prm, HeadRewardModel)
+    # the columns end with the text features, then "an earlier step failed the check"
+    column = width - 1 - len(NAMES) + NAMES.index("any_wrong")
+    for step, failed in (("So $6 \\times 255 = 1530$.", 0.0), ("So $6 \\times 255 = 1520$.", 1.0)):
+        assert step_features(prm.scorer.cache, row["prompt"], [first, step], "context+text")[1, column] == failed
+    assert 0 < orm.score_solution(row["prompt"], "\n".join(row["completions"])) < 1
