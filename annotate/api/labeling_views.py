@@ -15,6 +15,7 @@ from annotate import selectors
 from annotate.models import Assignment
 from annotate.services.whole_labeling import LabelingOutcome, LabelingRefused, apply_labeling, apply_labelings
 from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
+from steplab.jsonlimits import MAX_ID
 
 from . import labeling_serializers as ls
 
@@ -50,6 +51,9 @@ def _rendered(outcomes: list[LabelingOutcome]) -> dict[int, dict[str, Any]]:
 
 def label_one(request: Request, assignment_id: int) -> Response:
     """``POST /api/assignments/{id}/labeling/``: see ``AssignmentViewSet.labeling``."""
+    if not 1 <= assignment_id <= MAX_ID:  # no row has such an id; the database would refuse to compare with it
+        code, body = _not_found(assignment_id)
+        return Response(body, status=code)
     try:
         data = ls.LabelingInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
