@@ -24,6 +24,15 @@ expect.set_options(timeout=15_000)
 pytest_plugins = ["tests.trained_models"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Django's advice for test suites: a fast password hasher. PBKDF2 takes 0.25 s per hash or check on these
+    cores, and most tests make users and log them in (the access matrix alone spent ~1.5 s of its 1.65 s per case
+    on it). PBKDF2 stays listed second so that a hash made by a subprocess (the demo loader) still verifies; what
+    is under test (who may log in, limits, invitations) does not depend on the algorithm."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher",
+                                 *settings.PASSWORD_HASHERS]
 SHARED = Path(os.environ.get("STEPLAB_SHARED", ROOT.parent / "shared"))
 DATA = SHARED / "data"
 
