@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from annotate.models import ERROR_CATEGORY_MAX_CHARS, FinishReason
 from annotate.services.whole_labeling import LabelingInput, LabelingOutcome, StepLabel
+from steplab.jsonlimits import MAX_ID
 
 from ..scales import RATING_MAX, RATING_MIN
 from .serializers import SMALL_INT, AssignmentSerializer
@@ -89,7 +90,7 @@ def labeling_input(data: dict[str, Any], assignment_id: int) -> LabelingInput:
 
 
 class BulkLabelingItemSerializer(LabelingInputSerializer):
-    assignment = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="one of your assignments")
+    assignment = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="one of your assignments")
 
 
 class BulkLabelingInputSerializer(serializers.Serializer):

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from annotate.models import ERROR_CATEGORY_MAX_CHARS, Assignment, Campaign, FinishReason, Problem, Solution
 from annotate.scales import RATING_MAX, RATING_MIN
 from annotate.steps import SPLIT_RULES
+from steplab.jsonlimits import MAX_ID
 
 
 class RelatedId(serializers.IntegerField):
@@ -132,7 +133,7 @@ class RateOutSerializer(AssignmentSerializer):
 # --- input ----------------------------------------------------------------------------------------
 
 class ListFilterSerializer(serializers.Serializer):
-    campaign = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text="campaign id")
+    campaign = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="campaign id")
     generation = serializers.IntegerField(required=False, min_value=-2**31, max_value=2**31 - 1)
     updated_since = serializers.DateTimeField(required=False, help_text="ISO 8601; rows changed at or after it")
 

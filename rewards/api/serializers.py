@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from annotate.api.serializers import RelatedId
 from rewards.models import DatasetVersion
+from steplab.jsonlimits import MAX_ID
 
 
 class DatasetFileSerializer(serializers.Serializer):
@@ -36,7 +37,7 @@ class DatasetVersionSerializer(serializers.ModelSerializer):
 
 
 class CampaignFilterSerializer(serializers.Serializer):
-    campaign = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1, help_text="campaign id",
+    campaign = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID, help_text="campaign id",
                                         error_messages={"invalid": "must be a campaign id (an integer)",
                                                         "max_string_length": "must be a campaign id (an integer)",
                                                         "min_value": "must be a campaign id (an integer >= 1)",
