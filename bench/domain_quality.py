@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     # the training recipe: reward_quality's options, with its defaults (its ``train`` reads them)
     parser.add_argument("--method", default="head", choices=("head", "finetune", "lora"))
     parser.add_argument("--base-model", default="default")
-    parser.add_argument("--features", default="context", help="head: the step-feature recipe")
+    parser.add_argument("--features", default="lexical", help="head: the step-feature recipe (default: the product's)")
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--negative-weight", type=_negative_weight, default="balanced",
                         help='"balanced" or a number')

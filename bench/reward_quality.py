@@ -1,6 +1,6 @@
 """Reward-model quality on the CPU default: a PRM and an ORM, same backbone and budget, judged on ProcessBench.
 
-    .venv/bin/python bench/reward_quality.py                  # the default CPU recipe: 7.5 min on 2 idle cores
+    .venv/bin/python bench/reward_quality.py        # the default CPU recipe: ~6 min on 2 idle cores (40 s cached)
     .venv/bin/python bench/reward_quality.py --steps 2000 --max-length 512 --base-model DIR   # e.g. on a GPU
     .venv/bin/python bench/reward_quality.py --feature-cache DIR --features context+text:mlp,context:linear
 
@@ -133,7 +133,7 @@ def build_datasets(work: Path) -> dict[str, Any]:
     return counts
 
 
-def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, features: str = "context+text", *,
+def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, features: str = "lexical", *,
           head_model: str | None = None) -> dict[str, Any]:
     """One model trained through the job runner's trainer; ``features`` and ``head_model`` (default: the
     ``--head-model`` argument) choose the head's recipe."""
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-model", default="default")
     parser.add_argument("--method", default="head", choices=("head", "finetune", "lora"))
-    parser.add_argument("--features", default="context+text",
+    parser.add_argument("--features", default="lexical",
                         help="head: comma-separated step-feature recipes, each optionally :linear or :mlp (the "
                              "classifier; default --head-model); the first is the reported PRM and ORM, the "
                              "others are PRM variants trained on the same cached features")

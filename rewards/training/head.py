@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,10 +25,10 @@ from .config import TrainConfig, default_model_path
 from .data import IGNORE_INDEX, OrmRow, PrmRow, read_dataset, split_rows
 from .features import FeatureCache
 from .textfeatures import NAMES as TEXT_NAMES
-from .textfeatures import steps_text_features
+from .textfeatures import provenance_features, steps_text_features
 
 HEAD_FILE = "head.npz"
-FEATURES = ("context", "step", "context+text")
+FEATURES = ("context", "step", "context+text", "lexical")
 #: iterations of the head's optimizer when the job gives no ``max_steps`` (L-BFGS converges well before)
 DEFAULT_ITERATIONS = 300
 REGULARISATION = 0.5  # inverse L2 strength of the logistic regression, measured on ProcessBench (README)
@@ -41,6 +41,13 @@ MLP_WEIGHT_DECAY = 1e-2
 MLP_BATCH = 512
 MLP_MAX_EPOCHS = 40
 MLP_PATIENCE = 3  # epochs without a better held-aside loss before stopping
+# the lexical head (README "Methods": measured on the demo's held-out split and ProcessBench)
+LEXICAL_REGULARISATION = 0.2
+LEXICAL_MIN_DF = 3  # a word n-gram is a column once this many training texts hold it ...
+LEXICAL_MIN_DF_TEXTS = 1000  # ... in a dataset of at least this many texts (a smaller one keeps every n-gram)
+LEXICAL_MAX_NGRAMS = 300_000
+LEXICAL_TOKENS = r"(?u)\b\w+\b|[=+\-*/^\\]"  # words and numbers, and the operators a step's arithmetic uses
+REPEAT_COSINE = 0.97  # a step this close to an earlier one repeats it
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -51,11 +58,33 @@ def _with_text(recipe: str) -> bool:
     return recipe.endswith("+text")
 
 
+def _step_scalars(cache: FeatureCache, prompt: str, steps: Sequence[str]) -> np.ndarray:
+    """The lexical recipe's dense columns of each step: its position, its cosine to the problem, to the step
+    before it and to the closest earlier step (and whether it repeats one), its text features, whether an
+    earlier step failed the arithmetic check, and where its numbers come from (``textfeatures``)."""
+    problem = cache.get(prompt)
+    current = np.stack([cache.get(s) for s in steps])
+    similarity = current @ current.T
+    closest = np.array([similarity[i, :i].max() if i else 0.0 for i in range(len(steps))], dtype=np.float32)
+    previous = np.vstack([np.zeros_like(problem)[None, :], current[:-1]])
+    text = steps_text_features(prompt, steps)
+    wrong = text[:, TEXT_NAMES.index("any_wrong")]
+    earlier = np.concatenate([[0.0], np.maximum.accumulate(wrong)[:-1]]).astype(np.float32)
+    return np.column_stack([np.log1p(np.arange(len(steps), dtype=np.float32)), current @ problem,
+                            _cosine(current, previous)[:, 0], closest, (closest > REPEAT_COSINE).astype(np.float32),
+                            text, earlier, provenance_features(prompt, steps)]).astype(np.float32)
+
+
 def step_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe: str) -> np.ndarray:
-    """One row per step: what the PRM head reads. ``+text`` adds the step's own text features and whether an
-    earlier step already failed the arithmetic check (``textfeatures``); the position is the step's index, never
-    its share of the solution (a labeled row that ends at a rated alternative would teach "the last step is
-    wrong", which no unlabeled solution tells)."""
+    """One row per step: what the PRM head reads. ``lexical``: the step's scalar columns and its previous
+    step's (the vectors themselves are left out: measured, they fit the training problems' topics, not the
+    steps' correctness); its words are the head's other input (``LexicalHead``). ``+text`` adds the step's own
+    text features and whether an earlier step already failed the arithmetic check (``textfeatures``). The
+    position is the step's index, never its share of the solution (a labeled row that ends at a rated
+    alternative would teach "the last step is wrong", which no unlabeled solution tells)."""
+    if recipe == "lexical":
+        scalars = _step_scalars(cache, prompt, steps)
+        return np.hstack([scalars, np.vstack([np.zeros_like(scalars[:1]), scalars[:-1]])])
     problem = cache.get(prompt)[None, :]
     current = np.stack([cache.get(s) for s in steps])
     position = np.log1p(np.arange(len(steps), dtype=np.float32))[:, None]
@@ -74,7 +103,12 @@ def step_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe
 
 def solution_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe: str = "context") -> np.ndarray:
     """One row per solution: what the ORM head reads. ``+text``: the steps' text features too (their mean, and
-    the most wrong equalities in one step), the same evidence the PRM gets."""
+    the most wrong equalities in one step), the same evidence the PRM gets; ``lexical``: the mean and maximum of
+    the steps' scalar columns and the number of steps (the solution's words are the head's other input)."""
+    if recipe == "lexical":
+        scalars = _step_scalars(cache, prompt, steps)
+        return np.concatenate([scalars.mean(axis=0), scalars.max(axis=0),
+                               np.log1p(np.array([len(steps)], dtype=np.float32))])
     problem = cache.get(prompt)
     vectors = np.stack([cache.get(s) for s in steps])
     last = vectors[-1]
@@ -203,12 +237,86 @@ class MlpHead:
                  hidden_bias=self.hidden_bias, coef=self.coef, intercept=np.array([self.intercept]))
 
 
-Head = LinearHead | MlpHead
+class LexicalHead:
+    """One logistic regression over the standardised dense columns and the text's word n-grams (unigrams and
+    bigrams, TF-IDF with sublinear counts, L2-normalised): P(correct) = sigmoid(w · x' + v · tfidf(text) + b).
+    The vocabulary and its IDF weights are saved with the weights, so scoring builds the same columns."""
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray, coef: np.ndarray, vocabulary: np.ndarray,
+                 idf: np.ndarray, word_coef: np.ndarray, intercept: float) -> None:
+        self.mean, self.scale, self.coef, self.intercept = mean, scale, coef, float(intercept)
+        self.vocabulary, self.idf, self.word_coef = vocabulary, idf, word_coef
+        self._vectorizer: Any = None
+
+    @staticmethod
+    def _new_vectorizer(**kwargs: Any) -> Any:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=LEXICAL_TOKENS,
+                               dtype=np.float32, **kwargs)
+
+    @classmethod
+    def fit(cls, x: np.ndarray, texts: Sequence[str], y: np.ndarray, *, negative_weight: float | str,
+            iterations: int, seed: int) -> tuple[LexicalHead, dict[str, Any]]:
+        from scipy import sparse
+        from sklearn.linear_model import LogisticRegression
+
+        mean = x.mean(axis=0)
+        scale = x.std(axis=0)
+        scale[scale < 1e-6] = 1.0
+        min_df = LEXICAL_MIN_DF if len(texts) >= LEXICAL_MIN_DF_TEXTS else 1
+        vectorizer = cls._new_vectorizer(min_df=min_df, max_features=LEXICAL_MAX_NGRAMS)
+        try:
+            words = vectorizer.fit_transform(texts)
+        except ValueError:  # scikit-learn's "empty vocabulary": no text holds a word, a number or an operator
+            raise ValueError("the training texts hold no word, number or operator for the lexical head") from None
+        design = sparse.hstack([sparse.csr_matrix((x - mean) / scale), words]).tocsr()
+        weights: Any = "balanced" if negative_weight == "balanced" else {0: float(negative_weight), 1: 1.0}
+        model = LogisticRegression(C=LEXICAL_REGULARISATION, class_weight=weights, max_iter=iterations,
+                                   random_state=seed)
+        model.fit(design, y)
+        coef = model.coef_[0].astype(np.float32)
+        head = cls(mean.astype(np.float32), scale.astype(np.float32), coef[:x.shape[1]],
+                   np.asarray(vectorizer.get_feature_names_out(), dtype=str), vectorizer.idf_.astype(np.float32),
+                   coef[x.shape[1]:], float(model.intercept_[0]))
+        probs = np.clip(head.predict(x, texts), 1e-7, 1 - 1e-7)
+        loss = float(-np.mean(y * np.log(probs) + (1 - y) * np.log(1 - probs)))
+        return head, {"iterations": int(np.max(model.n_iter_)), "loss": loss, "ngrams": int(head.word_coef.size)}
+
+    def _words(self, texts: Sequence[str]) -> Any:
+        if self._vectorizer is None:
+            vectorizer = self._new_vectorizer(vocabulary={str(t): i for i, t in enumerate(self.vocabulary)})
+            vectorizer.idf_ = self.idf  # scikit-learn's way to restore a fitted vocabulary's weights
+            self._vectorizer = vectorizer
+        return self._vectorizer.transform(texts)
+
+    def predict(self, x: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+        z = ((x - self.mean) / self.scale) @ self.coef + self._words(texts) @ self.word_coef + self.intercept
+        return np.asarray(1.0 / (1.0 + np.exp(-z)), dtype=np.float64)
+
+    @property
+    def parameters(self) -> int:
+        return int(self.coef.size + self.word_coef.size + 1)
+
+    def save(self, folder: Path) -> None:
+        np.savez(folder / HEAD_FILE, mean=self.mean, scale=self.scale, coef=self.coef, vocabulary=self.vocabulary,
+                 idf=self.idf, word_coef=self.word_coef, intercept=np.array([self.intercept]))
+
+
+Head = LinearHead | MlpHead | LexicalHead
+
+
+def head_scores(head: Head, x: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+    """P(correct) of each row; ``texts``: each row's step (PRM) or solution (ORM), which a lexical head reads."""
+    return head.predict(x, texts) if isinstance(head, LexicalHead) else head.predict(x)
 
 
 def load_head(folder: Path) -> Head:
-    """The saved head, linear or MLP (an MLP's file holds its hidden layer)."""
-    with np.load(folder / HEAD_FILE) as data:
+    """The saved head: linear, MLP (its file holds a hidden layer) or lexical (a vocabulary)."""
+    with np.load(folder / HEAD_FILE, allow_pickle=False) as data:
+        if "vocabulary" in data:
+            return LexicalHead(data["mean"], data["scale"], data["coef"], data["vocabulary"], data["idf"],
+                               data["word_coef"], float(data["intercept"][0]))
         if "hidden_weight" in data:
             return MlpHead(data["mean"], data["scale"], data["hidden_weight"], data["hidden_bias"], data["coef"],
                            float(data["intercept"][0]))
@@ -238,35 +346,50 @@ def _problem(row: PrmRow | OrmRow) -> str:
     return row.problem_id or row.prompt
 
 
-def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow],
-                 recipe: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features, labels, problems) of every labeled step (neutral-excluded and repeated ones left out)."""
+class Examples(NamedTuple):
+    """A head's training input: one row of features, text, label and problem per labeled step or solution."""
+
+    x: np.ndarray
+    texts: list[str]
+    y: np.ndarray
+    groups: np.ndarray
+
+
+def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> Examples:
+    """Every labeled step (neutral-excluded and repeated ones left out); its text is the step's."""
     xs: list[np.ndarray] = []
+    texts: list[str] = []
     ys: list[int] = []
     groups: list[str] = []
     for row in rows:
         keep = [i for i, label in enumerate(row.labels) if label != IGNORE_INDEX]
         if keep:
             xs.append(step_features(cache, row.prompt, row.steps, recipe)[keep])
+            texts.extend(row.steps[i] for i in keep)
             ys.extend(row.labels[i] for i in keep)
             groups.extend([_problem(row)] * len(keep))
     width = len(step_features(cache, rows[0].prompt, rows[0].steps[:1], recipe)[0]) if rows else 0
-    return ((np.vstack(xs) if xs else np.zeros((0, width), np.float32)), np.array(ys, dtype=np.int64),
-            np.array(groups, dtype=object))
+    return Examples((np.vstack(xs) if xs else np.zeros((0, width), np.float32)), texts,
+                    np.array(ys, dtype=np.int64), np.array(groups, dtype=object))
 
 
-def orm_examples(cache: FeatureCache, rows: Sequence[OrmRow],
-                 recipe: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features, labels, problems) of every solution."""
+def orm_examples(cache: FeatureCache, rows: Sequence[OrmRow], recipe: str) -> Examples:
+    """Every solution; its text is the whole solution."""
     if not rows:
-        return np.zeros((0, 0), np.float32), np.zeros(0, np.int64), np.zeros(0, dtype=object)
-    return (np.stack([solution_features(cache, r.prompt, orm_steps(r.completion), recipe) for r in rows]),
-            np.array([r.label for r in rows], dtype=np.int64), np.array([_problem(r) for r in rows], dtype=object))
+        return Examples(np.zeros((0, 0), np.float32), [], np.zeros(0, np.int64), np.zeros(0, dtype=object))
+    return Examples(np.stack([solution_features(cache, r.prompt, orm_steps(r.completion), recipe) for r in rows]),
+                    [r.completion for r in rows], np.array([r.label for r in rows], dtype=np.int64),
+                    np.array([_problem(r) for r in rows], dtype=object))
 
 
-def fit_head(model: str, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, negative_weight: float | str,
+def fit_head(model: str, recipe: str, examples: Examples, *, negative_weight: float | str,
              iterations: int | None, seed: int) -> tuple[Head, dict[str, Any]]:
-    """The configured classifier fitted; ``iterations``: the optimizer's (linear) or the most epochs (MLP)."""
+    """The configured classifier fitted (the lexical recipe's is always ``LexicalHead``); ``iterations``: the
+    optimizer's (linear, lexical) or the most epochs (MLP)."""
+    x, y, groups = examples.x, examples.y, examples.groups
+    if recipe == "lexical":
+        return LexicalHead.fit(x, examples.texts, y, negative_weight=negative_weight,
+                               iterations=iterations or DEFAULT_ITERATIONS, seed=seed)
     if model == "mlp":
         return MlpHead.fit(x, y, groups, negative_weight=negative_weight, iterations=iterations or MLP_MAX_EPOCHS,
                            seed=seed)
@@ -284,13 +407,13 @@ def validation_figures(kind: str, head: Head, cache: FeatureCache, rows: Sequenc
     if not rows:
         return None
     if kind == "orm":
-        x, y, _ = orm_examples(cache, rows, recipe)
-        return {"solution_level": binary_figures(head.predict(x), y)}
+        examples = orm_examples(cache, rows, recipe)
+        return {"solution_level": binary_figures(head_scores(head, examples.x, examples.texts), examples.y)}
     step_scores, step_truth, solution_scores, solution_truth = [], [], [], []
     per_row: list[list[float]] = []
     first_errors: list[int] = []
     for row in rows:
-        scores = head.predict(step_features(cache, row.prompt, row.steps, recipe))
+        scores = head_scores(head, step_features(cache, row.prompt, row.steps, recipe), row.steps)
         labeled = [(float(s), int(lab)) for s, lab in zip(scores, row.labels, strict=True) if lab != IGNORE_INDEX]
         if not labeled:
             continue
@@ -342,9 +465,10 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
     if config.kind == "prm":
         if config.dedupe_steps:
             train_rows, repeated = dedupe_step_labels(train_rows)
-        x, y, groups = prm_examples(cache, train_rows, recipe)
+        examples = prm_examples(cache, train_rows, recipe)
     else:
-        x, y, groups = orm_examples(cache, train_rows, recipe)
+        examples = orm_examples(cache, train_rows, recipe)
+    y = examples.y
     if len(np.unique(y)) < 2:
         raise ValueError(f"{config.dataset}: the training labels are all "
                          f"{'correct' if y.size and y[0] else 'incorrect'}: a classifier needs both")
@@ -354,7 +478,7 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
               "repeated_steps": repeated, "overlong": 0}
     events.write("data", train=counts, eval={"rows": len(eval_rows)}, overlong=0)
     fit_started = time.time()
-    head, fit = fit_head(config.head_model, x, y, groups, negative_weight=config.negative_weight,
+    head, fit = fit_head(config.head_model, recipe, examples, negative_weight=config.negative_weight,
                          iterations=config.max_steps, seed=config.seed)
     fit_s = time.time() - fit_started
     events.write("log", step=fit["iterations"], loss=fit["loss"], learning_rate=None, epoch=1.0,
@@ -402,15 +526,15 @@ class HeadScorer:
 
     def steps(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[float]]:
         self.cache.ensure([t for prompt, steps in items for t in (prompt, *steps)])
-        return [[float(p) for p in self.head.predict(step_features(self.cache, prompt, steps,
-                                                                     self.spec.features or "context"))]
+        recipe = self.spec.features or "context"
+        return [[float(p) for p in head_scores(self.head, step_features(self.cache, prompt, steps, recipe), steps)]
                 for prompt, steps in items]
 
     def solutions(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
         self.cache.ensure([t for prompt, steps in items for t in (prompt, *steps)])
         x = np.stack([solution_features(self.cache, prompt, steps, self.spec.features or "context")
                       for prompt, steps in items])
-        return [float(p) for p in self.head.predict(x)]
+        return [float(p) for p in head_scores(self.head, x, ["\n".join(steps) for _, steps in items])]
 
 
 def resolved_method(method: str) -> str:

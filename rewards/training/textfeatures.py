@@ -170,3 +170,23 @@ def steps_text_features(problem: str, steps: Sequence[str]) -> np.ndarray:
     if not steps:
         return np.zeros((0, len(NAMES)), dtype=np.float32)
     return np.stack([text_features(problem, step) for step in steps])
+
+
+#: column names of ``provenance_features``
+PROVENANCE_NAMES = ("new_numbers", "new_number_share", "relative_length")
+
+
+def provenance_features(problem: str, steps: Sequence[str]) -> np.ndarray:
+    """Where a step's numbers come from, one row per step: how many it brings that neither the problem nor an
+    earlier step wrote (log scale), their share of its numbers, and its length against the steps before it
+    (log-length difference; 0 for the first). A wrong step often brings a number from nowhere."""
+    seen = set(_NUMBER.findall(problem))
+    lengths = [math.log1p(len(step)) for step in steps]
+    rows = []
+    for index, step in enumerate(steps):
+        numbers = _NUMBER.findall(step)
+        new = sum(number not in seen for number in numbers)
+        earlier = sum(lengths[:index]) / index if index else lengths[index]
+        rows.append((math.log1p(new), new / len(numbers) if numbers else 0.0, lengths[index] - earlier))
+        seen.update(numbers)
+    return np.array(rows, dtype=np.float32).reshape(len(steps), len(PROVENANCE_NAMES))

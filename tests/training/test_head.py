@@ -159,11 +159,13 @@ def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache
     head = load_head(prm_folder)
     assert isinstance(head, MlpHead)
     width = head.hidden_weight.shape[0]
-    assert width == len(np.load(heads.prm / "head.npz")["coef"])  # the default recipe is "context+text" too
+    row = heads.rows[0]
+    cache = load_reward_model(heads.prm).scorer.cache
+    cache.ensure([row["prompt"], *row["completions"]])  # read from the cache's files: nothing is encoded
+    assert width == step_features(cache, row["prompt"], row["completions"], "context+text").shape[1]
     spec = ModelSpec.load(prm_folder)
     assert spec.features == "context+text" and spec.threshold == metrics["prm"]["validation"]["threshold"]
     prm, orm = load_reward_model(prm_folder), load_reward_model(orm_folder)
-    row = heads.rows[0]
     first = row["completions"][0]
     right = prm.score_steps(row["prompt"], [first, "So $6 \\times 255 = 1530$."])
     wrong = prm.score_steps(row["prompt"], [first, "So $6 \\times 255 = 1520$."])
@@ -174,3 +176,51 @@ def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache
     for step, failed in (("So $6 \\times 255 = 1530$.", 0.0), ("So $6 \\times 255 = 1520$.", 1.0)):
         assert step_features(prm.scorer.cache, row["prompt"], [first, step], "context+text")[1, column] == failed
     assert 0 < orm.score_solution(row["prompt"], "\n".join(row["completions"])) < 1
+
+
+def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(heads: Heads) -> None:
+    """The default recipe: a linear head over the steps' dense columns and their word n-grams. The saved
+    vocabulary and IDF weights rebuild the same columns: the loaded head scores exactly as a fit of the same
+    examples does, and the words change the score."""
+    import numpy as np
+
+    from rewards.training.data import read_dataset, split_rows
+    from rewards.training.head import (
+        DEFAULT_ITERATIONS,
+        LexicalHead,
+        head_scores,
+        load_head,
+        prm_examples,
+        texts_of,
+    )
+    from rewards.training.train import dedupe_step_labels
+
+    assert ModelSpec.load(heads.prm).features == "lexical" and heads.prm_metrics["model"]["features"] == "lexical"
+    with np.load(heads.prm / "head.npz", allow_pickle=False) as saved:  # plain arrays, the vocabulary as text
+        assert saved["vocabulary"].dtype.kind == "U"
+        assert saved["vocabulary"].size == saved["idf"].size == saved["word_coef"].size > 0
+    loaded = load_head(heads.prm)
+    assert isinstance(loaded, LexicalHead)
+    train, _ = split_rows(read_dataset(heads.prm.parent / "prm.jsonl", "prm", "positive"), None, 0)
+    cache = load_reward_model(heads.prm).scorer.cache
+    cache.ensure(texts_of(train))
+    assert cache.computed == 0  # the training's vectors
+    examples = prm_examples(cache, dedupe_step_labels(train)[0], "lexical")
+    fitted, _ = LexicalHead.fit(examples.x, examples.texts, examples.y, negative_weight="balanced",
+                                iterations=DEFAULT_ITERATIONS, seed=0)
+    assert list(fitted.vocabulary) == list(loaded.vocabulary)
+    np.testing.assert_allclose(head_scores(loaded, examples.x, examples.texts),
+                               fitted.predict(examples.x, examples.texts), rtol=1e-5)
+    strongest = str(loaded.vocabulary[int(np.argmax(np.abs(loaded.word_coef)))])
+    with_word, without = loaded.predict(examples.x[:2], [strongest, ""])
+    assert with_word != without
+
+
+def test_lexical_recipe_is_refused_with_the_mlp(stepwise_file: Path) -> None:
+    base = {"kind": "prm", "base_model": "default", "output_dir": "out", "dataset": str(stepwise_file),
+            "method": "head"}
+    assert parse_config(base).head_features == "lexical"  # the default
+    with pytest.raises(TrainingConfigError) as refused:
+        parse_config({**base, "head_model": "mlp"})
+    assert refused.value.key == "head_model" and "lexical" in str(refused.value)
+    assert parse_config({**base, "head_model": "mlp", "head_features": "context+text"}).head_model == "mlp"

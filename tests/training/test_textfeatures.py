@@ -2,9 +2,19 @@
 equalities, and the counts (pure functions, no model)."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from rewards.training.textfeatures import NAMES, check_equalities, evaluate, steps_text_features, text_features
+from rewards.training.textfeatures import (
+    NAMES,
+    PROVENANCE_NAMES,
+    check_equalities,
+    evaluate,
+    provenance_features,
+    steps_text_features,
+    text_features,
+)
 
 
 @pytest.mark.parametrize(("step", "expected"), [
@@ -57,3 +67,17 @@ def test_features_are_one_row_per_step_in_names_order() -> None:
     assert column["problem_overlap"][0] == 0.75 and column["problem_overlap"][2] == 0  # how much restates it
     assert (text_features(problem, "") == 0).all()
     assert steps_text_features(problem, []).shape == (0, len(NAMES))
+
+
+def test_provenance_counts_the_numbers_no_earlier_text_wrote() -> None:
+    problem = "Ann has 3 apples and 4 pears. How many fruits has she?"
+    steps = ["She has 3 + 4 = 7 fruits.", "Twice that is 7 * 2 = 14.", "So the answer is 9.", "Yes, 3 and 4."]
+    rows = provenance_features(problem, steps)
+    assert rows.shape == (4, len(PROVENANCE_NAMES))
+    column = dict(zip(PROVENANCE_NAMES, rows.T, strict=True))
+    assert list(column["new_numbers"]) == pytest.approx([math.log1p(n) for n in (1, 2, 1, 0)])  # 7; 2, 14; 9
+    assert list(column["new_number_share"]) == pytest.approx([1 / 3, 2 / 3, 1.0, 0.0])
+    assert column["relative_length"][0] == 0  # the first step has no earlier steps to be compared with
+    shorter = math.log1p(len(steps[2])) - (math.log1p(len(steps[0])) + math.log1p(len(steps[1]))) / 2
+    assert column["relative_length"][2] == pytest.approx(shorter)
+    assert provenance_features(problem, []).shape == (0, len(PROVENANCE_NAMES))
