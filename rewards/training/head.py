@@ -58,6 +58,30 @@ def _with_text(recipe: str) -> bool:
     return recipe.endswith("+text")
 
 
+def _failed_before(text: np.ndarray) -> np.ndarray:
+    """Per step, from its rows of text features: 1 where an earlier step already failed the arithmetic check."""
+    wrong = text[:, TEXT_NAMES.index("any_wrong")]
+    return np.concatenate([[0.0], np.maximum.accumulate(wrong)[:-1]]).astype(np.float32)
+
+
+def _standardisation(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's mean and scale (a constant column keeps scale 1)."""
+    scale = x.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    return x.mean(axis=0), scale
+
+
+def _class_weights(negative_weight: float | str) -> Any:
+    """scikit-learn's ``class_weight`` for the job's ``negative_weight``."""
+    return "balanced" if negative_weight == "balanced" else {0: float(negative_weight), 1: 1.0}
+
+
+def _log_loss(y: np.ndarray, probs: np.ndarray) -> float:
+    """The mean log loss of P(correct) against the labels (probabilities clipped away from 0 and 1)."""
+    clipped = np.clip(probs, 1e-7, 1 - 1e-7)
+    return float(-np.mean(y * np.log(clipped) + (1 - y) * np.log(1 - clipped)))
+
+
 def _step_scalars(cache: FeatureCache, prompt: str, steps: Sequence[str]) -> np.ndarray:
     """The lexical recipe's dense columns of each step: its position, its cosine to the problem, to the step
     before it and to the closest earlier step (and whether it repeats one), its text features, whether an
@@ -68,11 +92,9 @@ def _step_scalars(cache: FeatureCache, prompt: str, steps: Sequence[str]) -> np.
     closest = np.array([similarity[i, :i].max() if i else 0.0 for i in range(len(steps))], dtype=np.float32)
     previous = np.vstack([np.zeros_like(problem)[None, :], current[:-1]])
     text = steps_text_features(prompt, steps)
-    wrong = text[:, TEXT_NAMES.index("any_wrong")]
-    earlier = np.concatenate([[0.0], np.maximum.accumulate(wrong)[:-1]]).astype(np.float32)
     return np.column_stack([np.log1p(np.arange(len(steps), dtype=np.float32)), current @ problem,
                             _cosine(current, previous)[:, 0], closest, (closest > REPEAT_COSINE).astype(np.float32),
-                            text, earlier, provenance_features(prompt, steps)]).astype(np.float32)
+                            text, _failed_before(text), provenance_features(prompt, steps)]).astype(np.float32)
 
 
 def step_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe: str) -> np.ndarray:
@@ -95,9 +117,7 @@ def step_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe
                position, _cosine(current, problem), _cosine(current, previous)]
     if _with_text(recipe):
         text = steps_text_features(prompt, steps)
-        wrong = text[:, TEXT_NAMES.index("any_wrong")]
-        earlier = np.concatenate([[0.0], np.maximum.accumulate(wrong)[:-1]]).astype(np.float32)[:, None]
-        columns += [text, earlier]
+        columns += [text, _failed_before(text)[:, None]]
     return np.hstack(columns)
 
 
@@ -137,17 +157,13 @@ class LinearHead:
             seed: int) -> tuple[LinearHead, dict[str, Any]]:
         from sklearn.linear_model import LogisticRegression
 
-        mean = x.mean(axis=0)
-        scale = x.std(axis=0)
-        scale[scale < 1e-6] = 1.0
-        weights: Any = "balanced" if negative_weight == "balanced" else {0: float(negative_weight), 1: 1.0}
-        model = LogisticRegression(C=REGULARISATION, class_weight=weights, max_iter=iterations, random_state=seed)
+        mean, scale = _standardisation(x)
+        model = LogisticRegression(C=REGULARISATION, class_weight=_class_weights(negative_weight),
+                                   max_iter=iterations, random_state=seed)
         model.fit((x - mean) / scale, y)
         head = cls(mean.astype(np.float32), scale.astype(np.float32), model.coef_[0].astype(np.float32),
                    float(model.intercept_[0]))
-        probs = np.clip(head.predict(x), 1e-7, 1 - 1e-7)
-        loss = float(-np.mean(y * np.log(probs) + (1 - y) * np.log(1 - probs)))
-        return head, {"iterations": int(np.max(model.n_iter_)), "loss": loss}
+        return head, {"iterations": int(np.max(model.n_iter_)), "loss": _log_loss(y, head.predict(x))}
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         z = ((x - self.mean) / self.scale) @ self.coef + self.intercept
@@ -181,9 +197,7 @@ class MlpHead:
         import torch
 
         torch.manual_seed(seed)
-        mean = x.mean(axis=0)
-        scale = x.std(axis=0)
-        scale[scale < 1e-6] = 1.0
+        mean, scale = _standardisation(x)
         held = np.array([_held_aside(str(g), seed) for g in groups], dtype=bool)
         if held.all() or not held.any():  # few problems: every tenth example instead
             held = np.arange(len(y)) % 10 == 0
@@ -219,9 +233,8 @@ class MlpHead:
         hidden_weight, hidden_bias, coef, intercept = (t.numpy() for t in best[2])
         head = cls(mean.astype(np.float32), scale.astype(np.float32), hidden_weight.T.astype(np.float32),
                    hidden_bias.astype(np.float32), coef[0].astype(np.float32), float(intercept[0]))
-        probs = np.clip(head.predict(x), 1e-7, 1 - 1e-7)
-        loss_all = float(-np.mean(y * np.log(probs) + (1 - y) * np.log(1 - probs)))
-        return head, {"iterations": best[1] + 1, "loss": loss_all, "early_stopping_loss": best[0]}
+        return head, {"iterations": best[1] + 1, "loss": _log_loss(y, head.predict(x)),
+                      "early_stopping_loss": best[0]}
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         hidden = np.maximum(((x - self.mean) / self.scale) @ self.hidden_weight + self.hidden_bias, 0.0)
@@ -261,9 +274,7 @@ class LexicalHead:
         from scipy import sparse
         from sklearn.linear_model import LogisticRegression
 
-        mean = x.mean(axis=0)
-        scale = x.std(axis=0)
-        scale[scale < 1e-6] = 1.0
+        mean, scale = _standardisation(x)
         min_df = LEXICAL_MIN_DF if len(texts) >= LEXICAL_MIN_DF_TEXTS else 1
         vectorizer = cls._new_vectorizer(min_df=min_df, max_features=LEXICAL_MAX_NGRAMS)
         try:
@@ -271,17 +282,16 @@ class LexicalHead:
         except ValueError:  # scikit-learn's "empty vocabulary": no text holds a word, a number or an operator
             raise ValueError("the training texts hold no word, number or operator for the lexical head") from None
         design = sparse.hstack([sparse.csr_matrix((x - mean) / scale), words]).tocsr()
-        weights: Any = "balanced" if negative_weight == "balanced" else {0: float(negative_weight), 1: 1.0}
-        model = LogisticRegression(C=LEXICAL_REGULARISATION, class_weight=weights, max_iter=iterations,
+        model = LogisticRegression(C=LEXICAL_REGULARISATION, class_weight=_class_weights(negative_weight),
+                                   max_iter=iterations,
                                    random_state=seed)
         model.fit(design, y)
         coef = model.coef_[0].astype(np.float32)
         head = cls(mean.astype(np.float32), scale.astype(np.float32), coef[:x.shape[1]],
                    np.asarray(vectorizer.get_feature_names_out(), dtype=str), vectorizer.idf_.astype(np.float32),
                    coef[x.shape[1]:], float(model.intercept_[0]))
-        probs = np.clip(head.predict(x, texts), 1e-7, 1 - 1e-7)
-        loss = float(-np.mean(y * np.log(probs) + (1 - y) * np.log(1 - probs)))
-        return head, {"iterations": int(np.max(model.n_iter_)), "loss": loss, "ngrams": int(head.word_coef.size)}
+        return head, {"iterations": int(np.max(model.n_iter_)), "loss": _log_loss(y, head.predict(x, texts)),
+                      "ngrams": int(head.word_coef.size)}
 
     def _words(self, texts: Sequence[str]) -> Any:
         if self._vectorizer is None:
