@@ -3,9 +3,11 @@
 Full fine-tuning reads every token of every labeled path once per epoch through the whole encoder: on two CPU
 cores a budget of minutes reaches a few hundred of a dataset version's tens of thousands of paths. Here each
 distinct text is encoded once (``features.FeatureCache``) and a logistic regression learns from all the labels
-in seconds. A PRM scores step k of a solution from the step, the step before it and the problem (their vectors,
-element-wise products and cosines, and the step's position); an ORM scores a solution from the problem, the mean
-of its steps and its last step. Both read the same cached vectors, so they see the same backbone.
+in seconds. The default recipe (``lexical``) reads a step's words and the dense columns of it and of the step
+before it (position, cosines to the problem and to earlier steps, arithmetic and number checks); the ORM reads
+the same evidence for a whole solution. Both read the same cached vectors, so they see the same backbone. Where
+examples share their context (rated alternatives after one prefix; solutions to one problem), the fit also
+learns from their contrast: which of two siblings the labelers rated better.
 
 The head is saved as plain arrays (``head.npz``: standardisation and weights), no pickle; the backbone is not
 copied, the spec names it.
@@ -42,11 +44,22 @@ MLP_BATCH = 512
 MLP_MAX_EPOCHS = 40
 MLP_PATIENCE = 3  # epochs without a better held-aside loss before stopping
 # the lexical head (README "Methods": measured on the demo's held-out split and ProcessBench)
-LEXICAL_REGULARISATION = 0.2
+LEXICAL_REGULARISATION = 0.3
 LEXICAL_MIN_DF = 3  # a word n-gram is a column once this many training texts hold it ...
 LEXICAL_MIN_DF_TEXTS = 1000  # ... in a dataset of at least this many texts (a smaller one keeps every n-gram)
 LEXICAL_MAX_NGRAMS = 300_000
-LEXICAL_TOKENS = r"(?u)\b\w+\b|[=+\-*/^\\]"  # words and numbers, and the operators a step's arithmetic uses
+# words and numbers, the operators a step's arithmetic uses, and the punctuation that tells a question ("?") from
+# a claim, a definition (":") or a formula ("$")
+LEXICAL_TOKENS = r"(?u)\b\w+\b|[=+\-*/^\\?!.,:;()<>$]"
+LEGACY_LEXICAL_TOKENS = r"(?u)\b\w+\b|[=+\-*/^\\]"  # a head saved before punctuation and text marks
+# Words put around each text before it is split into n-grams, so that a bigram says how a step opens ("xxstart
+# So") and how it ends ("? xxend"): a planning question is rarely wrong, a concluding claim often is.
+TEXT_START, TEXT_END = "xxstart", "xxend"
+# Sibling contrasts: examples that share their context (a PRM step: the problem and every step before it, as the
+# labelers' rated alternatives do; an ORM solution: the problem) with opposite labels also enter the fit as
+# pairs, "the better one scores higher", at this weight against the examples' own log loss.
+SIBLING_WEIGHT = 0.3
+SIBLING_PAIRS_PER_CONTEXT = 32  # a seeded sample beyond this (64 solutions to one problem would make 1,024)
 REPEAT_COSINE = 0.97  # a step this close to an earlier one repeats it
 
 
@@ -80,6 +93,32 @@ def _log_loss(y: np.ndarray, probs: np.ndarray) -> float:
     """The mean log loss of P(correct) against the labels (probabilities clipped away from 0 and 1)."""
     clipped = np.clip(probs, 1e-7, 1 - 1e-7)
     return float(-np.mean(y * np.log(clipped) + (1 - y) * np.log(1 - clipped)))
+
+
+def _sample_weights(y: np.ndarray, negative_weight: float | str) -> np.ndarray:
+    """Per example, the weight ``_class_weights`` gives its class ("balanced": n / (2 × the class's count))."""
+    if negative_weight != "balanced":
+        return np.where(y == 0, float(negative_weight), 1.0)
+    counts = np.bincount(y, minlength=2).astype(np.float64)
+    return y.size / (2 * np.maximum(counts, 1))[y]
+
+
+def sibling_pairs(contexts: Sequence[str], y: np.ndarray, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(better, worse) example indices: every positive and negative example that share a context, at most
+    ``SIBLING_PAIRS_PER_CONTEXT`` per context (a seeded sample beyond)."""
+    members: dict[str, list[int]] = {}
+    for index, context in enumerate(contexts):
+        members.setdefault(context, []).append(index)
+    rng = np.random.default_rng(seed)
+    better: list[int] = []
+    worse: list[int] = []
+    for indices in members.values():
+        pairs = [(a, b) for a in indices if y[a] == 1 for b in indices if y[b] == 0]
+        if len(pairs) > SIBLING_PAIRS_PER_CONTEXT:
+            pairs = [pairs[i] for i in sorted(rng.choice(len(pairs), SIBLING_PAIRS_PER_CONTEXT, replace=False))]
+        better += [a for a, _ in pairs]
+        worse += [b for _, b in pairs]
+    return np.array(better, dtype=np.int64), np.array(worse, dtype=np.int64)
 
 
 def _step_scalars(cache: FeatureCache, prompt: str, steps: Sequence[str]) -> np.ndarray:
@@ -256,49 +295,66 @@ class LexicalHead:
     The vocabulary and its IDF weights are saved with the weights, so scoring builds the same columns."""
 
     def __init__(self, mean: np.ndarray, scale: np.ndarray, coef: np.ndarray, vocabulary: np.ndarray,
-                 idf: np.ndarray, word_coef: np.ndarray, intercept: float) -> None:
+                 idf: np.ndarray, word_coef: np.ndarray, intercept: float, *, tokens: str = LEXICAL_TOKENS,
+                 marks: bool = True) -> None:
         self.mean, self.scale, self.coef, self.intercept = mean, scale, coef, float(intercept)
         self.vocabulary, self.idf, self.word_coef = vocabulary, idf, word_coef
+        self.tokens, self.marks = tokens, marks
         self._vectorizer: Any = None
 
     @staticmethod
-    def _new_vectorizer(**kwargs: Any) -> Any:
+    def _new_vectorizer(tokens: str, **kwargs: Any) -> Any:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=LEXICAL_TOKENS,
-                               dtype=np.float32, **kwargs)
+        return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, token_pattern=tokens, dtype=np.float32,
+                               **kwargs)
+
+    @staticmethod
+    def _marked(texts: Sequence[str]) -> list[str]:
+        return [f"{TEXT_START} {text} {TEXT_END}" for text in texts]
 
     @classmethod
-    def fit(cls, x: np.ndarray, texts: Sequence[str], y: np.ndarray, *, negative_weight: float | str,
-            iterations: int, seed: int) -> tuple[LexicalHead, dict[str, Any]]:
+    def fit(cls, x: np.ndarray, texts: Sequence[str], y: np.ndarray, *, contexts: Sequence[str] | None = None,
+            negative_weight: float | str, iterations: int, seed: int) -> tuple[LexicalHead, dict[str, Any]]:
+        """``contexts``: each example's context key; examples sharing one with opposite labels are also fitted
+        as pairs (``sibling_pairs``). The intercept is a column of ones, which a pair's difference cancels."""
         from scipy import sparse
         from sklearn.linear_model import LogisticRegression
 
         mean, scale = _standardisation(x)
         min_df = LEXICAL_MIN_DF if len(texts) >= LEXICAL_MIN_DF_TEXTS else 1
-        vectorizer = cls._new_vectorizer(min_df=min_df, max_features=LEXICAL_MAX_NGRAMS)
+        vectorizer = cls._new_vectorizer(LEXICAL_TOKENS, min_df=min_df, max_features=LEXICAL_MAX_NGRAMS)
         try:
-            words = vectorizer.fit_transform(texts)
+            words = vectorizer.fit_transform(cls._marked(texts))
         except ValueError:  # scikit-learn's "empty vocabulary": no text holds a word, a number or an operator
             raise ValueError("the training texts hold no word, number or operator for the lexical head") from None
-        design = sparse.hstack([sparse.csr_matrix((x - mean) / scale), words]).tocsr()
-        model = LogisticRegression(C=LEXICAL_REGULARISATION, class_weight=_class_weights(negative_weight),
-                                   max_iter=iterations,
+        examples = sparse.hstack([sparse.csr_matrix((x - mean) / scale), words]).tocsr()
+        better, worse = sibling_pairs(contexts, y, seed=seed) if contexts is not None else (np.zeros(0, int),) * 2
+        contrast = SIBLING_WEIGHT * (examples[better] - examples[worse])
+        no_intercept = sparse.csr_matrix((len(better), 1), dtype=np.float32)
+        design = sparse.vstack([sparse.hstack([examples, np.ones((len(y), 1), np.float32)]),
+                                sparse.hstack([contrast, no_intercept]),
+                                sparse.hstack([-contrast, no_intercept])]).tocsr()
+        weights = _sample_weights(y, negative_weight)
+        model = LogisticRegression(C=LEXICAL_REGULARISATION, fit_intercept=False, max_iter=iterations,
                                    random_state=seed)
-        model.fit(design, y)
+        model.fit(design, np.concatenate([y, np.ones(len(better)), np.zeros(len(better))]).astype(np.int64),
+                  sample_weight=np.concatenate([weights, np.ones(2 * len(better))]))
         coef = model.coef_[0].astype(np.float32)
-        head = cls(mean.astype(np.float32), scale.astype(np.float32), coef[:x.shape[1]],
+        width = x.shape[1]
+        head = cls(mean.astype(np.float32), scale.astype(np.float32), coef[:width],
                    np.asarray(vectorizer.get_feature_names_out(), dtype=str), vectorizer.idf_.astype(np.float32),
-                   coef[x.shape[1]:], float(model.intercept_[0]))
+                   coef[width:-1], float(coef[-1]))
         return head, {"iterations": int(np.max(model.n_iter_)), "loss": _log_loss(y, head.predict(x, texts)),
-                      "ngrams": int(head.word_coef.size)}
+                      "ngrams": int(head.word_coef.size), "sibling_pairs": int(len(better))}
 
     def _words(self, texts: Sequence[str]) -> Any:
         if self._vectorizer is None:
-            vectorizer = self._new_vectorizer(vocabulary={str(t): i for i, t in enumerate(self.vocabulary)})
+            vectorizer = self._new_vectorizer(self.tokens,
+                                              vocabulary={str(t): i for i, t in enumerate(self.vocabulary)})
             vectorizer.idf_ = self.idf  # scikit-learn's way to restore a fitted vocabulary's weights
             self._vectorizer = vectorizer
-        return self._vectorizer.transform(texts)
+        return self._vectorizer.transform(self._marked(texts) if self.marks else texts)
 
     def predict(self, x: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         z = ((x - self.mean) / self.scale) @ self.coef + self._words(texts) @ self.word_coef + self.intercept
@@ -310,7 +366,8 @@ class LexicalHead:
 
     def save(self, folder: Path) -> None:
         np.savez(folder / HEAD_FILE, mean=self.mean, scale=self.scale, coef=self.coef, vocabulary=self.vocabulary,
-                 idf=self.idf, word_coef=self.word_coef, intercept=np.array([self.intercept]))
+                 idf=self.idf, word_coef=self.word_coef, intercept=np.array([self.intercept]),
+                 tokens=np.array(self.tokens), marks=np.array(self.marks))
 
 
 Head = LinearHead | MlpHead | LexicalHead
@@ -325,8 +382,11 @@ def load_head(folder: Path) -> Head:
     """The saved head: linear, MLP (its file holds a hidden layer) or lexical (a vocabulary)."""
     with np.load(folder / HEAD_FILE, allow_pickle=False) as data:
         if "vocabulary" in data:
+            saved_tokens = "tokens" in data  # a head saved before punctuation and text marks has neither
             return LexicalHead(data["mean"], data["scale"], data["coef"], data["vocabulary"], data["idf"],
-                               data["word_coef"], float(data["intercept"][0]))
+                               data["word_coef"], float(data["intercept"][0]),
+                               tokens=str(data["tokens"]) if saved_tokens else LEGACY_LEXICAL_TOKENS,
+                               marks=bool(data["marks"]) if saved_tokens else False)
         if "hidden_weight" in data:
             return MlpHead(data["mean"], data["scale"], data["hidden_weight"], data["hidden_bias"], data["coef"],
                            float(data["intercept"][0]))
@@ -357,12 +417,24 @@ def _problem(row: PrmRow | OrmRow) -> str:
 
 
 class Examples(NamedTuple):
-    """A head's training input: one row of features, text, label and problem per labeled step or solution."""
+    """A head's training input: one row of features, text, label, problem and context per labeled step or
+    solution (the context: what the example was written after, the problem and a PRM step's earlier steps)."""
 
     x: np.ndarray
     texts: list[str]
     y: np.ndarray
     groups: np.ndarray
+    contexts: list[str]
+
+
+def _step_contexts(prompt: str, steps: Sequence[str]) -> list[str]:
+    """Per step, a digest of the problem and the steps before it: rated alternatives at one point share it."""
+    digest = hashlib.sha256(prompt.encode())
+    contexts = []
+    for step in steps:
+        contexts.append(digest.hexdigest())
+        digest.update(b"\x00" + step.encode())
+    return contexts
 
 
 def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> Examples:
@@ -371,6 +443,7 @@ def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> Ex
     texts: list[str] = []
     ys: list[int] = []
     groups: list[str] = []
+    contexts: list[str] = []
     for row in rows:
         keep = [i for i, label in enumerate(row.labels) if label != IGNORE_INDEX]
         if keep:
@@ -378,18 +451,21 @@ def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> Ex
             texts.extend(row.steps[i] for i in keep)
             ys.extend(row.labels[i] for i in keep)
             groups.extend([_problem(row)] * len(keep))
+            row_contexts = _step_contexts(row.prompt, row.steps)
+            contexts.extend(row_contexts[i] for i in keep)
     width = len(step_features(cache, rows[0].prompt, rows[0].steps[:1], recipe)[0]) if rows else 0
     return Examples((np.vstack(xs) if xs else np.zeros((0, width), np.float32)), texts,
-                    np.array(ys, dtype=np.int64), np.array(groups, dtype=object))
+                    np.array(ys, dtype=np.int64), np.array(groups, dtype=object), contexts)
 
 
 def orm_examples(cache: FeatureCache, rows: Sequence[OrmRow], recipe: str) -> Examples:
-    """Every solution; its text is the whole solution."""
+    """Every solution; its text is the whole solution, its context the problem."""
     if not rows:
-        return Examples(np.zeros((0, 0), np.float32), [], np.zeros(0, np.int64), np.zeros(0, dtype=object))
+        return Examples(np.zeros((0, 0), np.float32), [], np.zeros(0, np.int64), np.zeros(0, dtype=object), [])
+    problems = [_problem(r) for r in rows]
     return Examples(np.stack([solution_features(cache, r.prompt, orm_steps(r.completion), recipe) for r in rows]),
                     [r.completion for r in rows], np.array([r.label for r in rows], dtype=np.int64),
-                    np.array([_problem(r) for r in rows], dtype=object))
+                    np.array(problems, dtype=object), problems)
 
 
 def fit_head(model: str, recipe: str, examples: Examples, *, negative_weight: float | str,
@@ -398,7 +474,7 @@ def fit_head(model: str, recipe: str, examples: Examples, *, negative_weight: fl
     optimizer's (linear, lexical) or the most epochs (MLP)."""
     x, y, groups = examples.x, examples.y, examples.groups
     if recipe == "lexical":
-        return LexicalHead.fit(x, examples.texts, y, negative_weight=negative_weight,
+        return LexicalHead.fit(x, examples.texts, y, contexts=examples.contexts, negative_weight=negative_weight,
                                iterations=iterations or DEFAULT_ITERATIONS, seed=seed)
     if model == "mlp":
         return MlpHead.fit(x, y, groups, negative_weight=negative_weight, iterations=iterations or MLP_MAX_EPOCHS,
@@ -509,7 +585,7 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
         "train": {"loss": fit["loss"], "steps": fit["iterations"], "epochs": 1.0, "runtime_s": fit_s,
                   "examples_per_s": y.size / max(fit_s, 1e-9), "tokens": 0, "tokens_per_s": None,
                   "global_batch_size": int(y.size), "negative_weight": config.negative_weight,
-                  "features_s": encode_s},
+                  "features_s": encode_s, "sibling_pairs": fit.get("sibling_pairs", 0)},
         "validation": validation,
         "data": {"train": counts, "validation": {"rows": len(eval_rows), "rows_used": len(eval_rows)},
                  "overlong": 0,

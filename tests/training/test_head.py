@@ -206,14 +206,76 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(heads: He
     cache.ensure(texts_of(train))
     assert cache.computed == 0  # the training's vectors
     examples = prm_examples(cache, dedupe_step_labels(train)[0], "lexical")
-    fitted, _ = LexicalHead.fit(examples.x, examples.texts, examples.y, negative_weight="balanced",
-                                iterations=DEFAULT_ITERATIONS, seed=0)
+    fitted, _ = LexicalHead.fit(examples.x, examples.texts, examples.y, contexts=examples.contexts,
+                                negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0)
     assert list(fitted.vocabulary) == list(loaded.vocabulary)
     np.testing.assert_allclose(head_scores(loaded, examples.x, examples.texts),
                                fitted.predict(examples.x, examples.texts), rtol=1e-5)
     strongest = str(loaded.vocabulary[int(np.argmax(np.abs(loaded.word_coef)))])
     with_word, without = loaded.predict(examples.x[:2], [strongest, ""])
     assert with_word != without
+
+
+def test_sibling_pairs_stay_within_a_context_and_are_capped() -> None:
+    import numpy as np
+
+    from rewards.training.head import SIBLING_PAIRS_PER_CONTEXT, sibling_pairs
+
+    contexts = ["a", "a", "a", "b", "b", "c"]
+    y = np.array([1, 0, 0, 1, 1, 0])
+    better, worse = sibling_pairs(contexts, y, seed=0)
+    assert sorted(zip(better.tolist(), worse.tolist(), strict=True)) == [(0, 1), (0, 2)]  # "b": no negative
+    crowded = ["p"] * 20  # 10 correct and 10 wrong solutions to one problem: 100 pairs
+    labels = np.array([1, 0] * 10)
+    first = sibling_pairs(crowded, labels, seed=3)
+    assert len(first[0]) == SIBLING_PAIRS_PER_CONTEXT < 100
+    assert all(labels[a] == 1 and labels[b] == 0 for a, b in zip(*first, strict=True))
+    np.testing.assert_array_equal(sibling_pairs(crowded, labels, seed=3)[0], first[0])  # seeded
+
+
+def test_lexical_head_learns_from_sibling_contrasts() -> None:
+    """Alternatives rated at one point differ by a word: "halve" is rated right and "double" wrong. Single
+    steps elsewhere say the opposite as often, so each word alone is right half the time. Without the contexts
+    the head cannot rank the two; with them it learns the siblings' contrast, and reports the pairs."""
+    import numpy as np
+
+    from rewards.training.head import DEFAULT_ITERATIONS, LexicalHead
+
+    texts, labels, contexts = [], [], []
+    for index in range(30):
+        for word, label, context in (("halve", 1, f"alternatives {index}"), ("double", 0, f"alternatives {index}"),
+                                     ("halve", 0, f"alone {index}"), ("double", 1, f"alone {index} again")):
+            texts.append(f"then we {word} it")
+            labels.append(label)
+            contexts.append(context)
+    y = np.array(labels)
+    x = np.zeros((len(y), 1), np.float32)
+    margins, pairs = {}, {}
+    for with_contexts in (False, True):
+        head, fit = LexicalHead.fit(x, texts, y, contexts=contexts if with_contexts else None,
+                                    negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0)
+        halve, double = head.predict(x[:2], ["then we halve it", "then we double it"])
+        margins[with_contexts], pairs[with_contexts] = halve - double, fit["sibling_pairs"]
+    assert pairs == {False: 0, True: 30}
+    assert abs(margins[False]) < 0.01 and margins[True] > 0.05
+
+
+def test_a_lexical_head_saved_before_punctuation_loads_as_it_was(heads: Heads, tmp_path: Path) -> None:
+    """A head.npz without the token pattern and the text marks (saved before they existed) splits texts as it
+    did: words and operators only, no marks."""
+    import numpy as np
+
+    from rewards.training.head import LEGACY_LEXICAL_TOKENS, LexicalHead, load_head
+
+    with np.load(heads.prm / "head.npz", allow_pickle=False) as saved:
+        arrays = {name: saved[name] for name in saved.files if name not in ("tokens", "marks")}
+    arrays["vocabulary"] = np.array(["halve", "double", "halve it"])
+    arrays["idf"], arrays["word_coef"] = np.ones(3, np.float32), np.array([1.0, -1.0, 0.5], np.float32)
+    np.savez(tmp_path / "head.npz", **arrays)
+    legacy = load_head(tmp_path)
+    assert isinstance(legacy, LexicalHead) and legacy.tokens == LEGACY_LEXICAL_TOKENS and not legacy.marks
+    words = legacy._words(["halve it?", "double"]).toarray()
+    assert words[0].tolist() == pytest.approx([2 ** -0.5, 0.0, 2 ** -0.5]) and words[1].tolist() == [0, 1, 0]
 
 
 def test_lexical_recipe_is_refused_with_the_mlp(stepwise_file: Path) -> None:
