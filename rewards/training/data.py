@@ -141,6 +141,17 @@ def parse_orm_record(where: str, record: dict[str, Any]) -> OrmRow:
     return OrmRow(prompt, completion, int(label), split, problem_id)
 
 
+def prefix_digests(prompt: str, steps: Sequence[str]) -> list[str]:
+    """SHA-256 of the problem and its first k steps, for k = 0 … len(steps): two rows share entry k exactly when
+    they share the problem and those k steps (an ``alternatives`` export's rows share their chosen prefix)."""
+    digest = hashlib.sha256(prompt.encode())
+    digests = [digest.hexdigest()]
+    for step in steps:
+        digest.update(b"\x00" + step.encode())
+        digests.append(digest.hexdigest())
+    return digests
+
+
 def read_dataset(path: Path, kind: str, neutral: str = "positive",
                  label_map: Mapping[int, bool | None] | None = None) -> list[PrmRow] | list[OrmRow]:
     """All rows of an exported file, validated; the first bad row raises TrainingDataError."""

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .config import TrainConfig, default_model_path
-from .data import IGNORE_INDEX, OrmRow, PrmRow, read_dataset, split_rows
+from .data import IGNORE_INDEX, OrmRow, PrmRow, prefix_digests, read_dataset, split_rows
 from .features import FeatureCache
 from .textfeatures import NAMES as TEXT_NAMES
 from .textfeatures import provenance_features, steps_text_features
@@ -93,14 +93,6 @@ def _log_loss(y: np.ndarray, probs: np.ndarray) -> float:
     """The mean log loss of P(correct) against the labels (probabilities clipped away from 0 and 1)."""
     clipped = np.clip(probs, 1e-7, 1 - 1e-7)
     return float(-np.mean(y * np.log(clipped) + (1 - y) * np.log(1 - clipped)))
-
-
-def _sample_weights(y: np.ndarray, negative_weight: float | str) -> np.ndarray:
-    """Per example, the weight ``_class_weights`` gives its class ("balanced": n / (2 × the class's count))."""
-    if negative_weight != "balanced":
-        return np.where(y == 0, float(negative_weight), 1.0)
-    counts = np.bincount(y, minlength=2).astype(np.float64)
-    return y.size / (2 * np.maximum(counts, 1))[y]
 
 
 def sibling_pairs(contexts: Sequence[str], y: np.ndarray, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -320,6 +312,7 @@ class LexicalHead:
         as pairs (``sibling_pairs``). The intercept is a column of ones, which a pair's difference cancels."""
         from scipy import sparse
         from sklearn.linear_model import LogisticRegression
+        from sklearn.utils.class_weight import compute_sample_weight
 
         mean, scale = _standardisation(x)
         min_df = LEXICAL_MIN_DF if len(texts) >= LEXICAL_MIN_DF_TEXTS else 1
@@ -335,7 +328,7 @@ class LexicalHead:
         design = sparse.vstack([sparse.hstack([examples, np.ones((len(y), 1), np.float32)]),
                                 sparse.hstack([contrast, no_intercept]),
                                 sparse.hstack([-contrast, no_intercept])]).tocsr()
-        weights = _sample_weights(y, negative_weight)
+        weights = compute_sample_weight(_class_weights(negative_weight), y)
         model = LogisticRegression(C=LEXICAL_REGULARISATION, fit_intercept=False, max_iter=iterations,
                                    random_state=seed)
         model.fit(design, np.concatenate([y, np.ones(len(better)), np.zeros(len(better))]).astype(np.int64),
@@ -427,16 +420,6 @@ class Examples(NamedTuple):
     contexts: list[str]
 
 
-def _step_contexts(prompt: str, steps: Sequence[str]) -> list[str]:
-    """Per step, a digest of the problem and the steps before it: rated alternatives at one point share it."""
-    digest = hashlib.sha256(prompt.encode())
-    contexts = []
-    for step in steps:
-        contexts.append(digest.hexdigest())
-        digest.update(b"\x00" + step.encode())
-    return contexts
-
-
 def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> Examples:
     """Every labeled step (neutral-excluded and repeated ones left out); its text is the step's."""
     xs: list[np.ndarray] = []
@@ -451,8 +434,8 @@ def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> Ex
             texts.extend(row.steps[i] for i in keep)
             ys.extend(row.labels[i] for i in keep)
             groups.extend([_problem(row)] * len(keep))
-            row_contexts = _step_contexts(row.prompt, row.steps)
-            contexts.extend(row_contexts[i] for i in keep)
+            before = prefix_digests(row.prompt, row.steps)  # entry i: the problem and the steps before step i
+            contexts.extend(before[i] for i in keep)
     width = len(step_features(cache, rows[0].prompt, rows[0].steps[:1], recipe)[0]) if rows else 0
     return Examples((np.vstack(xs) if xs else np.zeros((0, width), np.float32)), texts,
                     np.array(ys, dtype=np.int64), np.array(groups, dtype=object), contexts)

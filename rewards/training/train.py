@@ -6,7 +6,6 @@ main process (rank 0) writes files; any rank records its own crash in the event 
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -27,6 +26,7 @@ from .data import (
     SequenceLayout,
     encode_orm,
     encode_prm,
+    prefix_digests,
     read_dataset,
     split_rows,
     tokenize_texts,
@@ -101,23 +101,21 @@ def dedupe_step_labels(rows: Sequence[PrmRow]) -> tuple[list[PrmRow], int]:
     its alternatives; trained as is, those prefix labels would outweigh the alternatives many times over."""
     import dataclasses
 
-    seen: set[bytes] = set()
+    seen: set[tuple[str, int]] = set()
     out: list[PrmRow] = []
     repeated = 0
     for row in rows:
-        digest = hashlib.sha256(row.prompt.encode())
+        prefixes = prefix_digests(row.prompt, row.steps)
         labels = list(row.labels)
-        for index, (step, label) in enumerate(zip(row.steps, row.labels, strict=True)):
-            digest.update(b"\x00" + step.encode())
+        for index, label in enumerate(row.labels):
             if label == IGNORE_INDEX:
                 continue
-            key = digest.copy()
-            key.update(b"\x01" + str(label).encode())
-            if key.digest() in seen:
+            key = (prefixes[index + 1], label)  # the steps up to and including this one, and its label
+            if key in seen:
                 labels[index] = IGNORE_INDEX
                 repeated += 1
             else:
-                seen.add(key.digest())
+                seen.add(key)
         out.append(dataclasses.replace(row, labels=tuple(labels)) if tuple(labels) != row.labels else row)
     return out, repeated
 
