@@ -6,7 +6,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from annotate.models import Assignment, AssignmentStatus, CampaignMode, Rating, RatingRevision, StepDecision
 from tests.factories import PASSWORD, solution_with_steps
@@ -183,14 +183,17 @@ def test_a_rating_lost_in_flight_is_sent_again_and_saved_once(page: Page, live_s
     start_labeling(page, "algebra")
     assignment = Assignment.objects.get(labeler__username="ann")
     sent: list[dict[str, str]] = []
+    held: list[Route] = []
 
-    def flaky(route) -> None:
+    def flaky(route: Route) -> None:
         sent.append(dict(parse_qsl(route.request.post_data or "")))
         if len(sent) == 1:
             route.fetch()  # the server saves it...
             route.abort("connectionreset")  # ...and the page never hears back
         elif len(sent) == 2:
             route.fulfill(status=503, body="The database is unavailable right now.", headers={"Retry-After": "2"})
+        elif len(sent) == 3:
+            held.append(route)  # the third try waits until the test has seen the alert (no race with the retry)
         else:
             route.continue_()
 
@@ -198,6 +201,12 @@ def test_a_rating_lost_in_flight_is_sent_again_and_saved_once(page: Page, live_s
     page.keyboard.press("3")
     expect(page.locator("#alerts")).to_contain_text("saving your last action again")
     page.keyboard.press("2")  # typed while the first is being re-sent: must not overtake it
+    for _ in range(100):  # the third try reaches the route handler on the page's own timer
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert len(held) == 1 and len(sent) == 3
+    held[0].continue_()
     expect(pressed(page, 0, "1")).to_have_attribute("aria-pressed", "true")
     expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "true")
     expect(page.locator("#alerts .alert-client")).to_have_count(0)
