@@ -22,6 +22,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from annotate.models import Campaign
 from annotate.permissions import (
     Predicate,
+    can_label,
+    can_manage,
     can_research,
     can_research_any,
     can_start_labeling_round,
@@ -153,6 +155,8 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str
         "chart_data": {"figures": data["figures"], "runs": data["runs"]},
         "gen_rows": data["figures"]["generations"],
         "can_start_labeling_round": campaign is not None and can_start_labeling_round(request.user, campaign),
+        "can_label": campaign is not None and can_label(request.user, campaign),
+        "can_manage": campaign is not None and can_manage(request.user, campaign),
         "strategies": sorted(STRATEGIES), "aggregations": AGGREGATIONS, "purposes": PoolPurpose.choices,
         "sampling_jobs": selectors.sampling_jobs(campaign) if campaign is not None else [],
         "machine_labeling_jobs": selectors.machine_labeling_jobs(campaign) if campaign is not None else [],

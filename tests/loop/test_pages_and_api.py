@@ -188,6 +188,29 @@ def test_empty_states_offer_buttons_not_commands(client, campaign_admin, loop_ca
     assert "upload one" in text and "manage.py" not in text and 'data-action="upload-pool"' in text
 
 
+def test_an_unlabeled_campaign_offers_each_role_only_what_it_may_do(client, make_user) -> None:
+    """No labels yet: its labelers and admins are sent to label, its admins to invite labelers, and a researcher,
+    who may do neither, is told whom to ask instead of being shown links that answer 403."""
+    from annotate.models import Membership, Role
+    from tests.factories import CampaignFactory
+
+    campaign = CampaignFactory(slug="unlabeled-loop")
+    admin, researcher = make_user("unlabeled-admin"), make_user("unlabeled-researcher")
+    Membership.objects.create(campaign=campaign, user=admin, role=Role.ADMIN)
+    Membership.objects.create(campaign=campaign, user=researcher, role=Role.RESEARCHER)
+    _login(client, admin)
+    page = client.get(_dashboard(campaign)).content.decode()
+    assert "data-needs-labels" in page
+    assert 'data-action="label-first"' in page and 'data-action="invite-labelers"' in page
+    _login(client, researcher)
+    page = client.get(_dashboard(campaign)).content.decode()
+    assert "data-needs-labels" in page
+    assert 'data-action="label-first"' not in page and 'data-action="invite-labelers"' not in page
+    assert "ask one of its admins to add labelers" in page
+    members = reverse("manage:members", args=[campaign.slug])
+    assert members not in page and client.get(members).status_code == 403
+
+
 def test_compare_without_a_pool_says_what_to_do(client, campaign_admin, loop_campaign) -> None:
     _login(client, campaign_admin)
     page = client.get(_dashboard(loop_campaign)).content.decode()
