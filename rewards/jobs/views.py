@@ -147,6 +147,9 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str
     errors, forms = errors or {}, forms or {}
     data = selectors.dashboard(campaigns, campaign)
     loop = selectors.loop_state(campaign) if campaign is not None else {}
+    offers = {"can_label": False, "can_manage": False}
+    if campaign is not None and not loop["labeled"]:  # only there does the page offer labeling or inviting
+        offers = {"can_label": can_label(request.user, campaign), "can_manage": can_manage(request.user, campaign)}
     return render(request, "jobs/dashboard.html", {
         "campaign": campaign, "data": data, "campaigns": campaigns.order_by("slug"),
         "bon_rows": data["figures"]["best-of-n"], "domain_rows": data["figures"]["per-domain"],
@@ -155,8 +158,7 @@ def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str
         "chart_data": {"figures": data["figures"], "runs": data["runs"]},
         "gen_rows": data["figures"]["generations"],
         "can_start_labeling_round": campaign is not None and can_start_labeling_round(request.user, campaign),
-        "can_label": campaign is not None and can_label(request.user, campaign),
-        "can_manage": campaign is not None and can_manage(request.user, campaign),
+        **offers,
         "strategies": sorted(STRATEGIES), "aggregations": AGGREGATIONS, "purposes": PoolPurpose.choices,
         "sampling_jobs": selectors.sampling_jobs(campaign) if campaign is not None else [],
         "machine_labeling_jobs": selectors.machine_labeling_jobs(campaign) if campaign is not None else [],
