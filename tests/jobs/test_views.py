@@ -125,6 +125,30 @@ def test_job_page_shows_curve_metrics_and_error(client, users, dataset_version) 
     assert "vendor/chartjs/chart.umd.js" in html
 
 
+def test_a_head_job_page_says_it_was_fitted_in_one_pass(client, users, dataset_version) -> None:
+    """A head logs one loss point (its optimizer runs in one call): a sentence, not a chart with one dot, and no
+    empty validation-loss or tokens/s cells; fine-tuning's several points still draw the chart."""
+    from rewards.jobs.models import TrainingJob
+
+    job = _job(dataset_version)
+    TrainingJob.objects.filter(pk=job.pk).update(
+        status="succeeded", curve=[{"step": 146, "loss": 0.5188}],
+        metrics={"method": "head", "train": {"loss": 0.5188, "examples_per_s": 7295.31, "tokens_per_s": None},
+                 "validation": {"step_level": {"accuracy": 0.856, "auroc": 0.696}}})
+    client.force_login(users["researcher"])
+    html = client.get(f"/models/jobs/{job.pk}/").content.decode()
+    assert 'data-chart="loss"' not in html and "data-single-fit" in html
+    assert "fitted in one pass over every label (146 optimizer iterations): training loss 0.5188" in html
+    assert "validation loss" not in html and "tokens/s" not in html and "7295.3" in html
+    TrainingJob.objects.filter(pk=job.pk).update(
+        curve=[{"step": 10, "loss": 0.9}, {"step": 20, "loss": 0.7}],
+        metrics={"method": "finetune", "train": {"loss": 0.7, "examples_per_s": 6.0, "tokens_per_s": 1300.0},
+                 "validation": {"loss": 0.75}})
+    html = client.get(f"/models/jobs/{job.pk}/").content.decode()
+    assert 'data-chart="loss"' in html and "data-single-fit" not in html
+    assert "validation loss" in html and "examples/s · tokens/s" in html and "1300" in html
+
+
 def test_evaluation_input_errors_name_the_field(scored_pool) -> None:
     from rewards.jobs.services.evaluation import evaluate_pool
     from rewards.jobs.services.training import JobInputError
