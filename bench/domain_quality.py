@@ -3,10 +3,10 @@
     .venv/bin/python bench/domain_quality.py --feature-cache var/domain-quality   # a rerun reuses the vectors
 
 Training: ``bench/reward_quality.py``'s own ``build_datasets`` and ``train`` (imported, not copied), with its
-options and defaults: the CPU default PRM and ORM (the head over frozen MiniLM features) on the openly licensed
-PRM800K phase-1 labels, the same backbone, method and budget for both. With ``--feature-cache DIR`` the models
-and the text vectors stay in DIR (``DIR/features``): a rerun encodes nothing it encoded before (scoring texts
-included), so only the heads are fitted again.
+options and defaults: the CPU default PRM and ORM (the head; its default recipe reads no backbone) on the
+openly licensed PRM800K phase-1 labels, the same recipe, method and budget for both. With ``--feature-cache
+DIR`` the models (and, for a recipe that reads vectors, the text vectors) stay in DIR (``DIR/features``): a
+rerun encodes nothing it encoded before (scoring texts included), so only the heads are fitted again.
 
 Pools: what ``./run demo`` imports, chosen by ``demo.loader``'s own functions (the project's copy of
 ``shared/data/mmlu-pro``): campaign demo-mmlu's pool (the first 15 questions of each of its 6 non-math

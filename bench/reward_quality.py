@@ -1,6 +1,6 @@
 """Reward-model quality on the CPU default: a PRM and an ORM, same backbone and budget, judged on ProcessBench.
 
-    .venv/bin/python bench/reward_quality.py        # the default CPU recipe: ~6 min on 2 idle cores (40 s cached)
+    .venv/bin/python bench/reward_quality.py        # the default CPU recipe: about 1 min on 2 idle cores
     .venv/bin/python bench/reward_quality.py --steps 2000 --max-length 512 --base-model DIR   # e.g. on a GPU
     .venv/bin/python bench/reward_quality.py --feature-cache DIR --features context+text:mlp,context:linear
 
@@ -18,7 +18,8 @@ the held-out rows for its step-level table; its versions are in the ``alternativ
 alternatives), so that table's step AUROC counts every step of every held-out row, the chosen prefix once per
 alternative. The bench builds the same split and reports that figure ("alternatives") and the labelers' own paths
 alone ("chosen", each labeled step once). ``--feature-cache DIR`` keeps the head's text vectors across runs: after
-one encode a run is fits and scoring passes (``--features`` lists recipes, each ``recipe[:linear|mlp]``).
+one encode a run is fits and scoring passes (``--features`` lists recipes, each ``recipe[:linear|mlp]``; the
+default ``lexical`` reads no vectors at all).
 
 Evaluation: ProcessBench MATH and GSM8K (expert-labelled earliest wrong step; never trained on, not copied into
 the project). A fixed dev slice (1 in 5 of each set's items, by SHA-256 of its id) chooses the PRM's first-error

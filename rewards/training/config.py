@@ -23,8 +23,9 @@ Aggregation = Literal["product", "min"]
 # "auto": the head on a CPU, fine-tuning where CUDA is present; "lora" is fine-tuning with the default adapter
 Method = Literal["auto", "head", "finetune", "lora"]
 # "+text": the step vectors plus the step's own text features (an arithmetic check, counts: ``textfeatures.py``);
-# "lexical": those text features, cosines and number provenance, and the step's word n-grams, without the vectors
-HeadFeatures = Literal["context", "step", "context+text", "lexical"]
+# "lexical": those text features and number provenance, and the step's word n-grams, no backbone read;
+# "lexical+cosines": the same plus the steps' cosines from the backbone's vectors
+HeadFeatures = Literal["context", "step", "context+text", "lexical", "lexical+cosines"]
 HeadModel = Literal["linear", "mlp"]
 DATASET_SUFFIXES = (".jsonl", ".parquet")
 DEFAULT_BASE_MODEL = "default"
@@ -105,8 +106,9 @@ class TrainConfig:
     # head: what a step is scored from ("context": the cached vectors of the step, the step before it and the
     # problem; "step": the step and the problem; "context+text": "context" plus the step text's arithmetic check
     # and counts; "lexical", the default since it was measured ahead of them on the demo's held-out split and on
-    # ProcessBench (README "Methods"): the text features, cosines and number provenance of the step and the step
-    # before it, and the step's word n-grams, in one logistic regression)
+    # ProcessBench (README "Methods"): the text features and number provenance of the step and the step before
+    # it, and the step's word n-grams, in one logistic regression, no backbone read; "lexical+cosines", the
+    # former default: those plus the steps' cosines to the problem and to earlier steps, from the vectors)
     head_features: HeadFeatures = "lexical"
     # head: folder of the frozen backbone's cached text vectors (default: "features" beside the dataset file)
     feature_cache: Path | None = None
@@ -164,9 +166,10 @@ class TrainConfig:
             object.__setattr__(self, "lora", LoraSettings())
         if self.method == "head" and self.lora is not None:
             raise _invalid("lora", "applies to fine-tuning (method finetune or lora), not to method 'head'")
-        if self.head_features == "lexical" and self.head_model == "mlp":
-            raise _invalid("head_model", "'mlp' reads vectors only; head_features 'lexical' is a linear head over "
-                                         "words (choose head_features 'context' or 'context+text' for the MLP)")
+        if self.head_features.startswith("lexical") and self.head_model == "mlp":
+            raise _invalid("head_model", f"'mlp' reads vectors only; head_features {self.head_features!r} is a "
+                                         f"linear head over words (choose head_features 'context' or "
+                                         f"'context+text' for the MLP)")
         return self
 
     def resolved(self) -> dict[str, Any]:

@@ -1,13 +1,15 @@
-"""The ``head`` method: a small classifier trained on every label, over a frozen backbone's cached features.
+"""The ``head`` method: a small classifier trained on every label, over a step's own columns or cached vectors.
 
 Full fine-tuning reads every token of every labeled path once per epoch through the whole encoder: on two CPU
-cores a budget of minutes reaches a few hundred of a dataset version's tens of thousands of paths. Here each
-distinct text is encoded once (``features.FeatureCache``) and a logistic regression learns from all the labels
-in seconds. The default recipe (``lexical``) reads a step's words and the dense columns of it and of the step
-before it (position, cosines to the problem and to earlier steps, arithmetic and number checks); the ORM reads
-the same evidence for a whole solution. Both read the same cached vectors, so they see the same backbone. Where
-examples share their context (rated alternatives after one prefix; solutions to one problem), the fit also
-learns from their contrast: which of two siblings the labelers rated better.
+cores a budget of minutes reaches a few hundred of a dataset version's tens of thousands of paths. Here a
+logistic regression learns from all the labels in seconds, over columns built from the texts themselves or (the
+vector recipes) from a frozen backbone's vectors, each distinct text encoded once (``features.FeatureCache``).
+The default recipe (``lexical``) reads a step's words and the dense columns of it and of the step
+before it (position, arithmetic and number checks); the ORM reads the same evidence for a whole solution. It
+needs no backbone at all: measured, the backbone's cosines (``lexical+cosines``, the former default) added
+nothing but the encoding time. The recipes that read vectors share one cache between PRM and ORM, so both see
+the same backbone. Where examples share their context (rated alternatives after one prefix; solutions to one
+problem), the fit also learns from their contrast: which of two siblings the labelers rated better.
 
 The head is saved as plain arrays (``head.npz``: standardisation and weights), no pickle; the backbone is not
 copied, the spec names it.
@@ -30,7 +32,8 @@ from .textfeatures import NAMES as TEXT_NAMES
 from .textfeatures import provenance_features, steps_text_features
 
 HEAD_FILE = "head.npz"
-FEATURES = ("context", "step", "context+text", "lexical")
+#: the recipe that reads no backbone vectors: a job or a scoring with it encodes nothing
+VECTOR_FREE = "lexical"
 #: iterations of the head's optimizer when the job gives no ``max_steps`` (L-BFGS converges well before)
 DEFAULT_ITERATIONS = 300
 REGULARISATION = 0.5  # inverse L2 strength of the logistic regression, measured on ProcessBench (README)
@@ -52,6 +55,7 @@ LEXICAL_MAX_NGRAMS = 300_000
 # a claim, a definition (":") or a formula ("$")
 LEXICAL_TOKENS = r"(?u)\b\w+\b|[=+\-*/^\\?!.,:;()<>$]"
 LEGACY_LEXICAL_TOKENS = r"(?u)\b\w+\b|[=+\-*/^\\]"  # a head saved before punctuation and text marks
+LEGACY_LEXICAL_RECIPE = "lexical+cosines"  # a head saved before the default stopped reading the backbone
 # Words put around each text before it is split into n-grams, so that a bigram says how a step opens ("xxstart
 # So") and how it ends ("? xxend"): a planning question is rarely wrong, a concluding claim often is.
 TEXT_START, TEXT_END = "xxstart", "xxend"
@@ -67,8 +71,17 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray((a * b).sum(axis=-1, keepdims=True), dtype=np.float32)  # the vectors are unit length
 
 
+def _lexical(recipe: str) -> bool:
+    return recipe.startswith("lexical")
+
+
 def _with_text(recipe: str) -> bool:
     return recipe.endswith("+text")
+
+
+def reads_vectors(recipe: str) -> bool:
+    """Whether the recipe's columns come from the backbone's cached vectors (every recipe but ``lexical``)."""
+    return recipe != VECTOR_FREE
 
 
 def _failed_before(text: np.ndarray) -> np.ndarray:
@@ -113,31 +126,47 @@ def sibling_pairs(contexts: Sequence[str], y: np.ndarray, *, seed: int) -> tuple
     return np.array(better, dtype=np.int64), np.array(worse, dtype=np.int64)
 
 
-def _step_scalars(cache: FeatureCache, prompt: str, steps: Sequence[str]) -> np.ndarray:
-    """The lexical recipe's dense columns of each step: its position, its cosine to the problem, to the step
-    before it and to the closest earlier step (and whether it repeats one), its text features, whether an
-    earlier step failed the arithmetic check, and where its numbers come from (``textfeatures``)."""
+def _cosine_columns(cache: FeatureCache, prompt: str, steps: Sequence[str]) -> np.ndarray:
+    """``lexical+cosines``: each step's cosine to the problem, to the step before it and to the closest earlier
+    step, and whether it repeats one."""
     problem = cache.get(prompt)
     current = np.stack([cache.get(s) for s in steps])
     similarity = current @ current.T
     closest = np.array([similarity[i, :i].max() if i else 0.0 for i in range(len(steps))], dtype=np.float32)
     previous = np.vstack([np.zeros_like(problem)[None, :], current[:-1]])
+    return np.column_stack([current @ problem, _cosine(current, previous)[:, 0], closest,
+                            (closest > REPEAT_COSINE).astype(np.float32)])
+
+
+def _step_scalars(cache: FeatureCache | None, prompt: str, steps: Sequence[str], recipe: str) -> np.ndarray:
+    """The lexical recipes' dense columns of each step: its position, (``lexical+cosines``) its cosines, its
+    text features, whether an earlier step failed the arithmetic check, and where its numbers come from
+    (``textfeatures``)."""
     text = steps_text_features(prompt, steps)
-    return np.column_stack([np.log1p(np.arange(len(steps), dtype=np.float32)), current @ problem,
-                            _cosine(current, previous)[:, 0], closest, (closest > REPEAT_COSINE).astype(np.float32),
-                            text, _failed_before(text), provenance_features(prompt, steps)]).astype(np.float32)
+    position = np.log1p(np.arange(len(steps), dtype=np.float32))[:, None]
+    cosines = [_cosine_columns(_vectors(cache, recipe), prompt, steps)] if reads_vectors(recipe) else []
+    return np.hstack([position, *cosines, text, _failed_before(text)[:, None],
+                      provenance_features(prompt, steps)]).astype(np.float32)
 
 
-def step_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe: str) -> np.ndarray:
-    """One row per step: what the PRM head reads. ``lexical``: the step's scalar columns and its previous
-    step's (the vectors themselves are left out: measured, they fit the training problems' topics, not the
-    steps' correctness); its words are the head's other input (``LexicalHead``). ``+text`` adds the step's own
+def _vectors(cache: FeatureCache | None, recipe: str) -> FeatureCache:
+    if cache is None:
+        raise ValueError(f"head_features {recipe!r} reads the backbone's vectors: a feature cache is needed")
+    return cache
+
+
+def step_features(cache: FeatureCache | None, prompt: str, steps: Sequence[str], recipe: str) -> np.ndarray:
+    """One row per step: what the PRM head reads. ``lexical`` (no ``cache`` needed) and ``lexical+cosines``: the
+    step's scalar columns and its previous step's (the vectors themselves are left out: measured, they fit the
+    training problems' topics, not the steps' correctness); its words are the head's other input
+    (``LexicalHead``). ``+text`` adds the step's own
     text features and whether an earlier step already failed the arithmetic check (``textfeatures``). The
     position is the step's index, never its share of the solution (a labeled row that ends at a rated
     alternative would teach "the last step is wrong", which no unlabeled solution tells)."""
-    if recipe == "lexical":
-        scalars = _step_scalars(cache, prompt, steps)
+    if _lexical(recipe):
+        scalars = _step_scalars(cache, prompt, steps, recipe)
         return np.hstack([scalars, np.vstack([np.zeros_like(scalars[:1]), scalars[:-1]])])
+    cache = _vectors(cache, recipe)
     problem = cache.get(prompt)[None, :]
     current = np.stack([cache.get(s) for s in steps])
     position = np.log1p(np.arange(len(steps), dtype=np.float32))[:, None]
@@ -152,14 +181,17 @@ def step_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe
     return np.hstack(columns)
 
 
-def solution_features(cache: FeatureCache, prompt: str, steps: Sequence[str], recipe: str = "context") -> np.ndarray:
+def solution_features(cache: FeatureCache | None, prompt: str, steps: Sequence[str],
+                      recipe: str = "context") -> np.ndarray:
     """One row per solution: what the ORM head reads. ``+text``: the steps' text features too (their mean, and
-    the most wrong equalities in one step), the same evidence the PRM gets; ``lexical``: the mean and maximum of
-    the steps' scalar columns and the number of steps (the solution's words are the head's other input)."""
-    if recipe == "lexical":
-        scalars = _step_scalars(cache, prompt, steps)
+    the most wrong equalities in one step), the same evidence the PRM gets; the lexical recipes: the mean and
+    maximum of the steps' scalar columns and the number of steps (the solution's words are the head's other
+    input)."""
+    if _lexical(recipe):
+        scalars = _step_scalars(cache, prompt, steps, recipe)
         return np.concatenate([scalars.mean(axis=0), scalars.max(axis=0),
                                np.log1p(np.array([len(steps)], dtype=np.float32))])
+    cache = _vectors(cache, recipe)
     problem = cache.get(prompt)
     vectors = np.stack([cache.get(s) for s in steps])
     last = vectors[-1]
@@ -284,14 +316,15 @@ class MlpHead:
 class LexicalHead:
     """One logistic regression over the standardised dense columns and the text's word n-grams (unigrams and
     bigrams, TF-IDF with sublinear counts, L2-normalised): P(correct) = sigmoid(w · x' + v · tfidf(text) + b).
-    The vocabulary and its IDF weights are saved with the weights, so scoring builds the same columns."""
+    The vocabulary, its IDF weights and the recipe of the dense columns are saved with the weights, so scoring
+    builds the same columns."""
 
     def __init__(self, mean: np.ndarray, scale: np.ndarray, coef: np.ndarray, vocabulary: np.ndarray,
                  idf: np.ndarray, word_coef: np.ndarray, intercept: float, *, tokens: str = LEXICAL_TOKENS,
-                 marks: bool = True) -> None:
+                 marks: bool = True, recipe: str = VECTOR_FREE) -> None:
         self.mean, self.scale, self.coef, self.intercept = mean, scale, coef, float(intercept)
         self.vocabulary, self.idf, self.word_coef = vocabulary, idf, word_coef
-        self.tokens, self.marks = tokens, marks
+        self.tokens, self.marks, self.recipe = tokens, marks, recipe
         self._vectorizer: Any = None
 
     @staticmethod
@@ -307,9 +340,11 @@ class LexicalHead:
 
     @classmethod
     def fit(cls, x: np.ndarray, texts: Sequence[str], y: np.ndarray, *, contexts: Sequence[str] | None = None,
-            negative_weight: float | str, iterations: int, seed: int) -> tuple[LexicalHead, dict[str, Any]]:
+            negative_weight: float | str, iterations: int, seed: int,
+            recipe: str = VECTOR_FREE) -> tuple[LexicalHead, dict[str, Any]]:
         """``contexts``: each example's context key; examples sharing one with opposite labels are also fitted
-        as pairs (``sibling_pairs``). The intercept is a column of ones, which a pair's difference cancels."""
+        as pairs (``sibling_pairs``). The intercept is a column of ones, which a pair's difference cancels.
+        ``recipe``: the lexical recipe that built ``x``, saved with the head."""
         from scipy import sparse
         from sklearn.linear_model import LogisticRegression
         from sklearn.utils.class_weight import compute_sample_weight
@@ -337,7 +372,7 @@ class LexicalHead:
         width = x.shape[1]
         head = cls(mean.astype(np.float32), scale.astype(np.float32), coef[:width],
                    np.asarray(vectorizer.get_feature_names_out(), dtype=str), vectorizer.idf_.astype(np.float32),
-                   coef[width:-1], float(coef[-1]))
+                   coef[width:-1], float(coef[-1]), recipe=recipe)
         return head, {"iterations": int(np.max(model.n_iter_)), "loss": _log_loss(y, head.predict(x, texts)),
                       "ngrams": int(head.word_coef.size), "sibling_pairs": int(len(better))}
 
@@ -360,7 +395,7 @@ class LexicalHead:
     def save(self, folder: Path) -> None:
         np.savez(folder / HEAD_FILE, mean=self.mean, scale=self.scale, coef=self.coef, vocabulary=self.vocabulary,
                  idf=self.idf, word_coef=self.word_coef, intercept=np.array([self.intercept]),
-                 tokens=np.array(self.tokens), marks=np.array(self.marks))
+                 tokens=np.array(self.tokens), marks=np.array(self.marks), features=np.array(self.recipe))
 
 
 Head = LinearHead | MlpHead | LexicalHead
@@ -379,7 +414,8 @@ def load_head(folder: Path) -> Head:
             return LexicalHead(data["mean"], data["scale"], data["coef"], data["vocabulary"], data["idf"],
                                data["word_coef"], float(data["intercept"][0]),
                                tokens=str(data["tokens"]) if saved_tokens else LEGACY_LEXICAL_TOKENS,
-                               marks=bool(data["marks"]) if saved_tokens else False)
+                               marks=bool(data["marks"]) if saved_tokens else False,
+                               recipe=str(data["features"]) if "features" in data else LEGACY_LEXICAL_RECIPE)
         if "hidden_weight" in data:
             return MlpHead(data["mean"], data["scale"], data["hidden_weight"], data["hidden_bias"], data["coef"],
                            float(data["intercept"][0]))
@@ -420,7 +456,7 @@ class Examples(NamedTuple):
     contexts: list[str]
 
 
-def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> Examples:
+def prm_examples(cache: FeatureCache | None, rows: Sequence[PrmRow], recipe: str) -> Examples:
     """Every labeled step (neutral-excluded and repeated ones left out); its text is the step's."""
     xs: list[np.ndarray] = []
     texts: list[str] = []
@@ -441,7 +477,7 @@ def prm_examples(cache: FeatureCache, rows: Sequence[PrmRow], recipe: str) -> Ex
                     np.array(ys, dtype=np.int64), np.array(groups, dtype=object), contexts)
 
 
-def orm_examples(cache: FeatureCache, rows: Sequence[OrmRow], recipe: str) -> Examples:
+def orm_examples(cache: FeatureCache | None, rows: Sequence[OrmRow], recipe: str) -> Examples:
     """Every solution; its text is the whole solution, its context the problem."""
     if not rows:
         return Examples(np.zeros((0, 0), np.float32), [], np.zeros(0, np.int64), np.zeros(0, dtype=object), [])
@@ -456,9 +492,9 @@ def fit_head(model: str, recipe: str, examples: Examples, *, negative_weight: fl
     """The configured classifier fitted (the lexical recipe's is always ``LexicalHead``); ``iterations``: the
     optimizer's (linear, lexical) or the most epochs (MLP)."""
     x, y, groups = examples.x, examples.y, examples.groups
-    if recipe == "lexical":
+    if _lexical(recipe):
         return LexicalHead.fit(x, examples.texts, y, contexts=examples.contexts, negative_weight=negative_weight,
-                               iterations=iterations or DEFAULT_ITERATIONS, seed=seed)
+                               iterations=iterations or DEFAULT_ITERATIONS, seed=seed, recipe=recipe)
     if model == "mlp":
         return MlpHead.fit(x, y, groups, negative_weight=negative_weight, iterations=iterations or MLP_MAX_EPOCHS,
                            seed=seed)
@@ -466,7 +502,7 @@ def fit_head(model: str, recipe: str, examples: Examples, *, negative_weight: fl
                           seed=seed)
 
 
-def validation_figures(kind: str, head: Head, cache: FeatureCache, rows: Sequence[Any],
+def validation_figures(kind: str, head: Head, cache: FeatureCache | None, rows: Sequence[Any],
                        recipe: str, aggregation: str) -> dict[str, Any] | None:
     """The same figures as fine-tuning reports, plus (PRM) the calibrated first-error threshold."""
     from ..evaluation.step_metrics import calibrate_threshold
@@ -513,23 +549,24 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
         train_rows = train_rows[:config.limit]
     if not train_rows:
         raise ValueError(f"{config.dataset}: no training rows")
-    cache_root = config.feature_cache or config.dataset.parent / "features"
-    cache = FeatureCache(cache_root, config.base_model_path, config.max_length)
-    encode_started = time.time()
-    texts = texts_of(list(train_rows) + list(eval_rows))
-
-    reported = [0]
-
-    def progress(done: int, total: int) -> None:  # a "features" event every 2,048 texts encoded, and the last
-        if done == total or done - reported[0] >= 2048:
-            reported[0] = done
-            events.write("features", done=done, total=total)
-
-    cache.ensure(texts, progress)
-    encode_s = time.time() - encode_started
-    events.write("features", computed=cache.computed, texts=len(set(texts)), cache=str(cache.folder),
-                 seconds=round(encode_s, 1))
     recipe = config.head_features
+    texts = texts_of(list(train_rows) + list(eval_rows))
+    cache_root = config.feature_cache or config.dataset.parent / "features"
+    cache, encode_s = None, 0.0
+    if reads_vectors(recipe):
+        cache = FeatureCache(cache_root, config.base_model_path, config.max_length)
+        encode_started = time.time()
+        reported = [0]
+
+        def progress(done: int, total: int) -> None:  # a "features" event every 2,048 texts encoded, and the last
+            if done == total or done - reported[0] >= 2048:
+                reported[0] = done
+                events.write("features", done=done, total=total)
+
+        cache.ensure(texts, progress)
+        encode_s = time.time() - encode_started
+        events.write("features", computed=cache.computed, texts=len(set(texts)), cache=str(cache.folder),
+                     seconds=round(encode_s, 1))
     repeated = 0
     if config.kind == "prm":
         if config.dedupe_steps:
@@ -561,7 +598,8 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
     threshold = (validation or {}).get("threshold")
     ModelSpec(kind=config.kind, separator_token="", aggregation=config.score_aggregation, neutral=config.neutral,
               base_model=str(config.base_model_path), max_length=config.max_length, lora=False, method="head",
-              threshold=threshold, features=recipe, feature_cache=str(Path(cache_root).resolve())).save(output)
+              threshold=threshold, features=recipe,
+              feature_cache=str(Path(cache_root).resolve()) if cache is not None else None).save(output)
     runtime = time.time() - started
     metrics = {
         "kind": config.kind, "method": "head",
@@ -572,7 +610,8 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
         "validation": validation,
         "data": {"train": counts, "validation": {"rows": len(eval_rows), "rows_used": len(eval_rows)},
                  "overlong": 0,
-                 "features": {"texts": len(set(texts)), "computed": cache.computed, "cache": str(cache.folder)}},
+                 "features": {"texts": len(set(texts)), "computed": cache.computed if cache else 0,
+                              "cache": str(cache.folder) if cache else None}},
         "model": {"parameters": head.parameters, "trainable_parameters": head.parameters, "method": "head",
                   "features": recipe, "head": config.head_model, "backbone": str(config.base_model_path),
                   "lora": False},
@@ -585,24 +624,32 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
 
 
 class HeadScorer:
-    """Scores with a saved head: features from the shared cache (texts it lacks are encoded and added)."""
+    """Scores with a saved head: a recipe that reads vectors takes them from the shared cache (texts it lacks are
+    encoded and added); ``lexical`` encodes nothing."""
 
     def __init__(self, folder: Path, spec: Any, *, cache_root: Path | None = None) -> None:
         self.spec = spec
         self.head = load_head(folder)
-        root = cache_root or (Path(spec.feature_cache) if spec.feature_cache else folder / "features")
-        self.cache = FeatureCache(root, backbone_folder(spec.base_model, None), spec.max_length)
+        # a lexical head knows its own recipe (one saved before the marker read the backbone's cosines)
+        self.recipe = self.head.recipe if isinstance(self.head, LexicalHead) else spec.features or "context"
+        self.cache: FeatureCache | None = None
+        if reads_vectors(self.recipe):
+            root = cache_root or (Path(spec.feature_cache) if spec.feature_cache else folder / "features")
+            self.cache = FeatureCache(root, backbone_folder(spec.base_model, None), spec.max_length)
+
+    def _ensure(self, items: Sequence[tuple[str, Sequence[str]]]) -> None:
+        if self.cache is not None:
+            self.cache.ensure([t for prompt, steps in items for t in (prompt, *steps)])
 
     def steps(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[float]]:
-        self.cache.ensure([t for prompt, steps in items for t in (prompt, *steps)])
-        recipe = self.spec.features or "context"
-        return [[float(p) for p in head_scores(self.head, step_features(self.cache, prompt, steps, recipe), steps)]
+        self._ensure(items)
+        return [[float(p) for p in head_scores(self.head, step_features(self.cache, prompt, steps, self.recipe),
+                                                steps)]
                 for prompt, steps in items]
 
     def solutions(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
-        self.cache.ensure([t for prompt, steps in items for t in (prompt, *steps)])
-        x = np.stack([solution_features(self.cache, prompt, steps, self.spec.features or "context")
-                      for prompt, steps in items])
+        self._ensure(items)
+        x = np.stack([solution_features(self.cache, prompt, steps, self.recipe) for prompt, steps in items])
         return [float(p) for p in head_scores(self.head, x, ["\n".join(steps) for _, steps in items])]
 
 

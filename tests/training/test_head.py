@@ -1,5 +1,6 @@
-"""The ``head`` method on real data: frozen MiniLM features cached once, a logistic head on every label; PRM and
-ORM share the cache, scoring reuses it, and the PRM's calibrated first-error threshold travels with the model."""
+"""The ``head`` method on real data: a logistic head on every label. The default recipe (``lexical``) reads no
+backbone; the recipes that read one (here ``lexical+cosines``) encode each text once into a cache that PRM and ORM
+share and scoring reuses. The PRM's calibrated first-error threshold travels with the model."""
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.training
 #: real labeled solutions, few enough that encoding them stays a few seconds (texts of ≤ 64 tokens)
 ROWS = 40
 HEAD = {"base_model": "default", "method": "head", "max_length": 48, "negative_weight": "balanced", "seed": 0}
+VECTORS = "lexical+cosines"  # the lexical head with the backbone's cosines: a recipe that reads the cache
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,10 @@ class Heads:
     rows: list[dict[str, Any]]
 
 
-@pytest.fixture(scope="module")
-def heads(converted: tuple[list[dict[str, Any]], list[dict[str, Any]]],
-          tmp_path_factory: pytest.TempPathFactory) -> Heads:
+def _train_heads(converted: tuple[list[dict[str, Any]], list[dict[str, Any]]], work: Path,
+                 **job: Any) -> Heads:
     """A PRM, then an ORM on the same solutions (their steps joined by newlines, as the exporter writes them),
-    both on one feature cache."""
+    both naming one feature cache."""
     usable = [r for r in converted[0] if not any("\n" in step for step in r["completions"])]
     rows = usable[:ROWS]
     # the validation split needs a correct and an erroneous solution for the threshold's calibration
@@ -47,13 +48,26 @@ def heads(converted: tuple[list[dict[str, Any]], list[dict[str, Any]]],
             rows.append(next(r for r in usable if r["split"] == "test" and all(r["labels"]) == correct))
     outcome = [{"prompt": r["prompt"], "completion": "\n".join(r["completions"]), "label": all(r["labels"]),
                 "split": r["split"], "problem_id": r["problem_id"]} for r in rows]
-    work = tmp_path_factory.mktemp("heads")
     prm_file, orm_file = write_jsonl(work / "prm.jsonl", rows), write_jsonl(work / "orm.jsonl", outcome)
     cache = work / "cache"
-    metrics = {kind: run_training(parse_config({**HEAD, "kind": kind, "dataset": str(path),
+    metrics = {kind: run_training(parse_config({**HEAD, **job, "kind": kind, "dataset": str(path),
                                                 "output_dir": str(work / kind), "feature_cache": str(cache)}))
                for kind, path in (("prm", prm_file), ("orm", orm_file))}
     return Heads(cache, work / "prm", work / "orm", metrics["prm"], metrics["orm"], rows)
+
+
+@pytest.fixture(scope="module")
+def heads(converted: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+          tmp_path_factory: pytest.TempPathFactory) -> Heads:
+    """PRM and ORM heads on a recipe that reads the backbone's vectors, through one cache."""
+    return _train_heads(converted, tmp_path_factory.mktemp("heads"), head_features=VECTORS)
+
+
+@pytest.fixture(scope="module")
+def lexical_heads(converted: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+                  tmp_path_factory: pytest.TempPathFactory) -> Heads:
+    """PRM and ORM heads on the default recipe, which reads no backbone."""
+    return _train_heads(converted, tmp_path_factory.mktemp("lexical-heads"))
 
 
 def test_prm_and_orm_share_one_cache_built_once(heads: Heads) -> None:
@@ -80,7 +94,8 @@ def test_head_learns_from_every_label_and_reports(heads: Heads) -> None:
     assert (heads.prm / "head.npz").is_file() and not (heads.prm / "model.safetensors").exists()
 
 
-def test_calibrated_threshold_is_stored_and_used_by_scoring(heads: Heads, tmp_path: Path) -> None:
+def test_calibrated_threshold_is_stored_and_used_by_scoring(lexical_heads: Heads, tmp_path: Path) -> None:
+    heads = lexical_heads
     validation = heads.prm_metrics["validation"]
     threshold = validation["threshold"]
     assert threshold is not None and 0 < threshold < 1
@@ -110,6 +125,54 @@ def test_saved_heads_load_and_score_from_the_cache(heads: Heads) -> None:
     assert prm.scorer.cache.computed == 0 and orm.scorer.cache.computed == 0  # training's vectors, reused
     fresh = prm.score_steps(row["prompt"], ["A step no one has written before: 2 + 2 = 5."])
     assert len(fresh) == 1 and prm.scorer.cache.computed == 1
+
+
+def test_the_default_recipe_reads_no_backbone(lexical_heads: Heads) -> None:
+    """``lexical`` trains, saves and scores from the texts alone: no vector is encoded, no cache folder is made,
+    and the saved head names its recipe."""
+    import numpy as np
+
+    for metrics in (lexical_heads.prm_metrics, lexical_heads.orm_metrics):
+        assert metrics["model"]["features"] == "lexical"
+        assert metrics["data"]["features"]["computed"] == 0 and metrics["data"]["features"]["cache"] is None
+    assert not lexical_heads.cache.exists()
+    events = [json.loads(line)["event"] for line in (lexical_heads.prm / "events.jsonl").read_text().splitlines()]
+    assert "features" not in events and events[-1] == "done"
+    assert ModelSpec.load(lexical_heads.prm).feature_cache is None
+    with np.load(lexical_heads.prm / "head.npz", allow_pickle=False) as saved:
+        assert str(saved["features"]) == "lexical"
+    prm, orm = load_reward_model(lexical_heads.prm), load_reward_model(lexical_heads.orm)
+    assert isinstance(prm, HeadRewardModel) and isinstance(orm, HeadRewardModel)
+    assert prm.scorer.cache is None and orm.scorer.cache is None
+    row = lexical_heads.rows[-1]
+    right = prm.score_steps(row["prompt"], [row["completions"][0], "So $6 \\times 255 = 1530$."])
+    wrong = prm.score_steps(row["prompt"], [row["completions"][0], "So $6 \\times 255 = 1520$."])
+    assert right[0] == wrong[0] and right[1] != wrong[1] and all(0 < s < 1 for s in right + wrong)
+    assert 0 < orm.score_solution(row["prompt"], "\n".join(row["completions"])) < 1
+    assert not lexical_heads.cache.exists()
+
+
+def test_a_lexical_head_saved_before_the_recipe_marker_reads_the_cosines(heads: Heads, tmp_path: Path) -> None:
+    """A lexical head saved without its recipe (when the default still read the backbone's cosines) scores with
+    those cosines, exactly as before."""
+    import shutil
+
+    import numpy as np
+
+    folder = tmp_path / "saved-before"
+    shutil.copytree(heads.prm, folder)
+    with np.load(folder / "head.npz", allow_pickle=False) as saved:
+        assert str(saved["features"]) == VECTORS
+        arrays = {name: saved[name] for name in saved.files if name != "features"}
+    np.savez(folder / "head.npz", **arrays)
+    import dataclasses
+
+    dataclasses.replace(ModelSpec.load(folder), features="lexical").save(folder)  # what such a model's spec says
+    before, now = load_reward_model(folder), load_reward_model(heads.prm)
+    assert isinstance(before, HeadRewardModel) and before.scorer.recipe == VECTORS
+    assert before.scorer.cache is not None
+    row = heads.rows[0]
+    assert before.score_steps(row["prompt"], row["completions"]) == now.score_steps(row["prompt"], row["completions"])
 
 
 def test_auto_is_the_head_on_a_cpu() -> None:
@@ -178,7 +241,7 @@ def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache
     assert 0 < orm.score_solution(row["prompt"], "\n".join(row["completions"])) < 1
 
 
-def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(heads: Heads) -> None:
+def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_heads: Heads) -> None:
     """The default recipe: a linear head over the steps' dense columns and their word n-grams. The saved
     vocabulary and IDF weights rebuild the same columns: the loaded head scores exactly as a fit of the same
     examples does, and the words change the score."""
@@ -191,10 +254,10 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(heads: He
         head_scores,
         load_head,
         prm_examples,
-        texts_of,
     )
     from rewards.training.train import dedupe_step_labels
 
+    heads = lexical_heads
     assert ModelSpec.load(heads.prm).features == "lexical" and heads.prm_metrics["model"]["features"] == "lexical"
     with np.load(heads.prm / "head.npz", allow_pickle=False) as saved:  # plain arrays, the vocabulary as text
         assert saved["vocabulary"].dtype.kind == "U"
@@ -202,10 +265,7 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(heads: He
     loaded = load_head(heads.prm)
     assert isinstance(loaded, LexicalHead)
     train, _ = split_rows(read_dataset(heads.prm.parent / "prm.jsonl", "prm", "positive"), None, 0)
-    cache = load_reward_model(heads.prm).scorer.cache
-    cache.ensure(texts_of(train))
-    assert cache.computed == 0  # the training's vectors
-    examples = prm_examples(cache, dedupe_step_labels(train)[0], "lexical")
+    examples = prm_examples(None, dedupe_step_labels(train)[0], "lexical")
     fitted, _ = LexicalHead.fit(examples.x, examples.texts, examples.y, contexts=examples.contexts,
                                 negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0)
     assert list(fitted.vocabulary) == list(loaded.vocabulary)
@@ -285,4 +345,7 @@ def test_lexical_recipe_is_refused_with_the_mlp(stepwise_file: Path) -> None:
     with pytest.raises(TrainingConfigError) as refused:
         parse_config({**base, "head_model": "mlp"})
     assert refused.value.key == "head_model" and "lexical" in str(refused.value)
+    with pytest.raises(TrainingConfigError) as refused:
+        parse_config({**base, "head_model": "mlp", "head_features": "lexical+cosines"})
+    assert refused.value.key == "head_model" and "lexical+cosines" in str(refused.value)
     assert parse_config({**base, "head_model": "mlp", "head_features": "context+text"}).head_model == "mlp"
