@@ -85,7 +85,8 @@ def index(request: HttpRequest) -> HttpResponse:
     staff = is_staff(request.user)
     return render(request, "jobs/index.html", {
         "jobs": selectors.training_jobs(campaigns, staff=staff)[:100],
-        "models": selectors.reward_models(campaigns, staff=staff)[:100],
+        "models": [(model, selectors.trained_on_words(model))
+                   for model in selectors.reward_models(campaigns, staff=staff)[:100]],
         "campaigns": campaigns.order_by("slug"),
     })
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import pytest
 from django.db import connection
@@ -147,6 +148,21 @@ def test_a_head_job_page_says_it_was_fitted_in_one_pass(client, users, dataset_v
     html = client.get(f"/models/jobs/{job.pk}/").content.decode()
     assert 'data-chart="loss"' in html and "data-single-fit" not in html
     assert "validation loss" in html and "examples/s · tokens/s" in html and "1300" in html
+
+
+def test_registered_models_say_what_they_were_trained_on(client, users, dataset_version) -> None:
+    """A PRM counts labeled steps in labeled paths (not "solutions"), an ORM its graded solutions, with thousands
+    separators: the same words as the dashboard's step-level table."""
+    from tests.factories import RewardModelFactory
+
+    for kind, train in (("prm", {"steps": 41764}), ("orm", {})):
+        RewardModelFactory(kind=kind, campaign=dataset_version.campaign, dataset_version=dataset_version,
+                           name=f"{kind} model", location="/m", base_model="default",
+                           trained_on=28999 if kind == "prm" else 807, metrics={"data": {"train": train}})
+    client.force_login(users["researcher"])
+    html = client.get("/models/").content.decode()
+    cells = re.findall(r"<td data-trained-on>([^<]*)</td>", html)
+    assert sorted(cells) == ["41,764 labeled steps in 28,999 labeled paths", "807 solutions"]
 
 
 def test_evaluation_input_errors_name_the_field(scored_pool) -> None:
