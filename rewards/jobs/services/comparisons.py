@@ -56,8 +56,8 @@ log = logging.getLogger(__name__)
 J = TypeVar("J", TrainingJob, ScoringJob)
 
 #: the budget per model when the form is left as it is. Both models train with method "auto": on a CPU the head
-#: over cached backbone features learns from every label of the version, and this is its optimizer's iterations
-#: (L-BFGS settles well before); on a GPU node it is fine-tuning's optimizer steps
+#: (by default over the steps' own columns, no backbone) learns from every label of the version, and this is its
+#: optimizer's iterations (L-BFGS settles well before); on a GPU node it is fine-tuning's optimizer steps
 DEFAULT_MAX_STEPS = 300
 #: how both models train: the head on a CPU, fine-tuning where CUDA is present (``rewards.training.head``)
 METHOD = "auto"

@@ -87,7 +87,8 @@ def _write_heldout(job: ScoringJob) -> int:
                                 "ratings": record["ratings"]})
     except (FileNotFoundError, TrainingDataError):
         return 0
-    # a head model reads the held-out steps from the features cache its training filled: all of them, cheaply
+    # a head model scores every held-out step cheaply (its columns come from the texts, or from the vectors its
+    # training cached): all of them
     head = job.reward_model.metrics.get("method") == "head"
     if len(records) > HELDOUT_SAMPLE and not head:
         kept = sorted(random.Random(0).sample(range(len(records)), HELDOUT_SAMPLE))
