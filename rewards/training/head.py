@@ -613,7 +613,8 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
                  "features": {"texts": len(set(texts)), "computed": cache.computed if cache else 0,
                               "cache": str(cache.folder) if cache else None}},
         "model": {"parameters": head.parameters, "trainable_parameters": head.parameters, "method": "head",
-                  "features": recipe, "head": config.head_model, "backbone": str(config.base_model_path),
+                  "features": recipe, "head": config.head_model,
+                  "backbone": str(config.base_model_path) if cache is not None else None,  # the one it read
                   "lora": False},
         "world_size": 1,
         "runtime_s": runtime,

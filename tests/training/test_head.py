@@ -76,6 +76,7 @@ def test_prm_and_orm_share_one_cache_built_once(heads: Heads) -> None:
     assert prm["computed"] == prm["texts"] == len(texts)  # every distinct text encoded once, by the PRM
     assert orm["computed"] == 0 and orm["texts"] == len(texts)  # the ORM read them all from the cache
     assert prm["cache"] == orm["cache"] and Path(prm["cache"]).parent == heads.cache
+    assert heads.prm_metrics["model"]["backbone"] == heads.orm_metrics["model"]["backbone"] is not None
     assert len(list(Path(prm["cache"]).glob("part-*.npz"))) == 1
 
 
@@ -135,6 +136,7 @@ def test_the_default_recipe_reads_no_backbone(lexical_heads: Heads) -> None:
     for metrics in (lexical_heads.prm_metrics, lexical_heads.orm_metrics):
         assert metrics["model"]["features"] == "lexical"
         assert metrics["data"]["features"]["computed"] == 0 and metrics["data"]["features"]["cache"] is None
+        assert metrics["model"]["backbone"] is None
     assert not lexical_heads.cache.exists()
     events = [json.loads(line)["event"] for line in (lexical_heads.prm / "events.jsonl").read_text().splitlines()]
     assert "features" not in events and events[-1] == "done"
