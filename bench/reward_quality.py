@@ -171,6 +171,7 @@ def heldout_step_auroc(prm: Any, dataset: Path) -> dict[str, Any]:
     ``alternatives`` is the demo's figure (its versions are in that step mode: a rated alternative's row repeats
     the chosen prefix), ``chosen`` the labelers' own paths only (each labeled step once)."""
     from rewards.evaluation import step_auroc
+    from rewards.evaluation.intervals import step_level_intervals
 
     rows = [json.loads(line) for line in dataset.open(encoding="utf-8")]
     held = [row for row in rows if row["split"] == "test"]
@@ -179,9 +180,13 @@ def heldout_step_auroc(prm: Any, dataset: Path) -> dict[str, Any]:
         scores = prm.score_steps_batch([(row["prompt"], row["completions"]) for row in chosen])
         ratings = [rating for row in chosen for rating in row["ratings"]]
         flat = [score for row_scores in scores for score in row_scores]
-        figures[mode] = {"rows": len(chosen), "steps": len(flat),
-                         "negatives": sum(rating == -1 for rating in ratings),
-                         "auroc": round(step_auroc(flat, ratings, neutral="positive"), 4)}
+        # the interval as the compare's table draws it: held-out problems, each with all its rows
+        bounds = step_level_intervals(scores, [row["ratings"] for row in chosen],
+                                      groups=[row["problem_id"] for row in chosen], threshold=0.5)["step_auroc"]
+        figures[mode] = {"rows": len(chosen), "problems": len({row["problem_id"] for row in chosen}),
+                         "steps": len(flat), "negatives": sum(rating == -1 for rating in ratings),
+                         "auroc": round(step_auroc(flat, ratings, neutral="positive"), 4),
+                         "auroc_ci": [None if bounds[k] is None else round(bounds[k], 4) for k in ("low", "high")]}
     return figures
 
 
@@ -342,8 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"held-out solutions ({heldout['solutions']}, {heldout['correct']} correct): solution AUROC PRM "
               f"{heldout['prm']} vs ORM {heldout['orm']}", flush=True)
         for mode, figures in step_heldout.items():
-            print(f"held-out step AUROC, {mode} rows ({figures['rows']} rows, {figures['steps']} steps, "
-                  f"{figures['negatives']} rated -1): {figures['auroc']}"
+            print(f"held-out step AUROC, {mode} rows ({figures['rows']} rows of {figures['problems']} problems, "
+                  f"{figures['steps']} steps, {figures['negatives']} rated -1): {figures['auroc']} "
+                  f"(95 % CI over problems {figures['auroc_ci'][0]}–{figures['auroc_ci'][1]})"
                   + (" (the demo's step-level figure)" if mode == "alternatives" else ""), flush=True)
         variants = {}
         for number, recipe in enumerate(recipes[1:], 1):

@@ -66,6 +66,15 @@ def trained_on_words(model: RewardModel) -> str:
     return f"{model.trained_on:,} {'labeled paths' if model.kind == Kind.PRM else 'solutions'}"
 
 
+def heldout_words(step_metrics: dict[str, Any]) -> str:
+    """How many held-out solutions a PRM was scored on, and (where they name them) of how many problems: the
+    unit its step-level intervals draw."""
+    solutions, problems = step_metrics.get("solutions"), step_metrics.get("problems")
+    if solutions is None:
+        return ""
+    return f"{solutions:,} of {problems:,} problems" if problems is not None else f"{solutions:,}"
+
+
 def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
     """One row per N: mean, std and bootstrap interval per method, and the closed form where it exists."""
     results = run.results
@@ -133,7 +142,8 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
         row = {"model": model.name, "model_id": model.pk,
                "dataset_version": str(model.dataset_version) if model.dataset_version else None,
                "trained_on": model.trained_on, "trained_on_words": trained_on_words(model),
-               "heldout_solutions": metrics.get("solutions"),
+               "heldout_solutions": metrics.get("solutions"), "heldout_problems": metrics.get("problems"),
+               "heldout_words": heldout_words(metrics),
                "heldout_steps": metrics.get("steps"), "step_auroc": metrics.get("step_auroc"),
                "first_error_acc": bench.get("error_acc"), "no_error_acc": bench.get("correct_acc"),
                "processbench_f1": bench.get("f1"), "validation_step_auroc": validation.get("auroc"),
@@ -141,7 +151,7 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
                "threshold_calibrated": bool(metrics.get("calibrated")),
                "first_error_f1_calibrated": calibrated.get("f1", bench.get("f1")),
                "advice": no_flag_advice(intervals) if intervals else None}
-        # the table's percent cells, in its column order, each with its interval over held-out solutions
+        # the table's percent cells, in its column order, each with its interval (over held-out problems)
         cells = []
         for metric, value in (("step_auroc", row["step_auroc"]), ("first_error_acc", row["first_error_acc"]),
                               ("no_error_acc", row["no_error_acc"]), ("first_error_f1", row["processbench_f1"]),

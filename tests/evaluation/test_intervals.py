@@ -120,6 +120,38 @@ def test_step_level_intervals_and_the_no_flag_advice() -> None:
     assert not flagged["flags_no_step"] and no_flag_advice(flagged) is None
 
 
+def test_step_level_intervals_draw_a_problems_solutions_together() -> None:
+    # 12 problems, 15 rated alternatives each after one shared prefix: a problem's solutions move together (on
+    # some problems the PRM sees the wrong alternatives, on others it does not), so they are one draw, not fifteen
+    rng = np.random.default_rng(2)
+    scores, ratings, groups = [], [], []
+    for problem in range(12):
+        level, seen = rng.random(), problem % 2 == 0
+        for alternative in range(15):
+            wrong = alternative % 3 == 0
+            drop = (0.3 if seen else -0.05) if wrong else 0.0
+            scores.append([0.6 + 0.3 * level, 0.5 + 0.4 * level - drop + 0.01 * rng.random()])
+            ratings.append([1, -1 if wrong else 1])
+            groups.append(f"p{problem}")
+    by_problem = step_level_intervals(scores, ratings, groups=groups, draws=400, seed=0)
+    by_solution = step_level_intervals(scores, ratings, draws=400, seed=0)
+    assert by_problem == step_level_intervals(scores, ratings, groups=groups, draws=400, seed=0)
+    assert by_problem["unit"] == "problems" and by_problem["problems"] == 12 and by_problem["solutions"] == 180
+    assert by_solution["unit"] == "solutions" and by_solution["problems"] is None
+    for name in ("step_auroc", "first_error_f1_calibrated"):
+        wide, narrow = by_problem[name], by_solution[name]
+        assert wide["value"] == narrow["value"]  # the figure is the same; only its uncertainty differs
+        assert wide["high"] - wide["low"] > 1.5 * (narrow["high"] - narrow["low"])
+
+    # one problem per solution draws exactly what the solution bootstrap draws
+    singletons = step_level_intervals(scores, ratings, groups=[str(i) for i in range(180)], draws=200, seed=4)
+    plain = step_level_intervals(scores, ratings, draws=200, seed=4)
+    assert {k: v for k, v in singletons.items() if k not in ("unit", "problems")} == \
+        {k: v for k, v in plain.items() if k not in ("unit", "problems")}
+    with pytest.raises(ValueError, match="179 groups for 180 solutions"):
+        step_level_intervals(scores, ratings, groups=groups[1:])
+
+
 def test_centre_on_threshold_keeps_order_and_moves_the_cut() -> None:
     assert centre_on_threshold(0.8, 0.8) == 0.5
     assert centre_on_threshold(0.79, 0.8) < 0.5 < centre_on_threshold(0.81, 0.8)

@@ -75,6 +75,14 @@ def test_train_score_evaluate_prm_and_orm(celery_worker_process, dataset_version
     step_metrics = scorings["prm"].step_metrics
     assert step_metrics["solutions"] > 0 and 0 <= step_metrics["step_auroc"] <= 1
     assert set(step_metrics["processbench"]) >= {"error_acc", "correct_acc", "f1"}
+    # the intervals draw the held-out problems the version's file names, each with all its solutions
+    version_rows = [json.loads(line) for line in Path(prm_job.dataset_path).read_text(encoding="utf-8").splitlines()]
+    held_problems = {row["problem_id"] for row in version_rows if row["split"] == "test"}
+    scored = [json.loads(line) for line in (Path(scorings["prm"].work_dir) / "heldout.jsonl").open(encoding="utf-8")]
+    assert len(scored) == step_metrics["solutions"] and {row["problem"] for row in scored} <= held_problems
+    assert step_metrics["problems"] == len({row["problem"] for row in scored}) < len(scored)
+    assert step_metrics["intervals"]["unit"] == "problems"
+    assert step_metrics["intervals"]["problems"] == step_metrics["problems"]
 
     run = evaluate_pool(pool, prm_scoring=scorings["prm"], orm_scoring=scorings["orm"], trials=200, seed=3)
     # The same figures from the estimator's own CLI on the run's rows in the paper's layout.

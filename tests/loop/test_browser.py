@@ -73,6 +73,8 @@ def test_compare_prm_and_orm_from_one_click(page: Page, live_server, celery_work
         assert NUMBER.match(cell.inner_text().strip()), metric
         assert cell.get_attribute("data-ci-low") is not None and cell.get_attribute("data-ci-high") is not None
     assert "labeled steps in" in step_level.locator("td[data-trained-on]").inner_text()
+    # the intervals are drawn over problems: the table says how many the held-out solutions come from
+    assert re.fullmatch(r"[\d,]+ of [\d,]+ problems", step_level.locator("td[data-heldout]").inner_text().strip())
     verdict = page.locator("[data-verdict]")
     expect(verdict).to_have_count(1)
     words = verdict.inner_text()

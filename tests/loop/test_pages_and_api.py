@@ -376,3 +376,10 @@ def test_held_out_figures_use_the_stored_threshold(tmp_path: Path) -> None:
     assert calibrated["processbench_calibrated"]["f1"] == 1.0 and calibrated["processbench"]["f1"] == 0.0
     intervals = calibrated["intervals"]
     assert intervals["threshold"] == 0.75 and intervals["first_error_f1_calibrated"]["value"] == 1.0
+    assert plain["problems"] is None and intervals["unit"] == "solutions"  # the rows name no problem
+    named = tmp_path / "named.jsonl"
+    named.write_text("".join(json.dumps({**r, "problem": "ab"[i // 2]}) + "\n" for i, r in enumerate(rows)),
+                     encoding="utf-8")
+    grouped = held_out_step_metrics(named, "positive", 0.75)
+    assert grouped["problems"] == 2 and grouped["intervals"]["unit"] == "problems"
+    assert grouped["intervals"]["problems"] == 2 and grouped["step_auroc"] == calibrated["step_auroc"]

@@ -83,8 +83,9 @@ def _write_heldout(job: ScoringJob) -> int:
     try:
         for _, record in iter_records(dataset):
             if record.get("split") == "test" and record.get("completions") and record.get("ratings"):
+                # the problem: the step-level intervals draw a problem's solutions together
                 records.append({"prompt": record["prompt"], "completions": record["completions"],
-                                "ratings": record["ratings"]})
+                                "ratings": record["ratings"], "problem": record.get("problem_id") or record["prompt"]})
     except (FileNotFoundError, TrainingDataError):
         return 0
     # a head model scores every held-out step cheaply (its columns come from the texts, or from the vectors its
@@ -113,13 +114,14 @@ def scoring_launch(job: ScoringJob, *, heldout: bool) -> Launch:
 
 def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = None) -> dict[str, Any]:
     """Step AUROC against the human ratings and ProcessBench first-error figures, at 0.5 and at the PRM's
-    calibrated ``threshold`` (None: the model has none, 0.5 is used), each with a bootstrap interval over the
-    held-out solutions (``intervals``)."""
+    calibrated ``threshold`` (None: the model has none, 0.5 is used), each with a bootstrap interval
+    (``intervals``): over the held-out problems where every row names its ``problem``, else over the solutions."""
     scores: list[float] = []
     ratings: list[int] = []
     per_solution: list[list[float]] = []
     per_ratings: list[list[int]] = []
     first_errors: list[int] = []
+    problems: list[str | None] = []
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             row = json.loads(line)
@@ -129,7 +131,10 @@ def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = No
             per_solution.append(steps)
             per_ratings.append(rated)
             first_errors.append(next((i for i, r in enumerate(rated) if r == -1), -1))
+            problems.append(row.get("problem"))
+    groups = [str(p) for p in problems] if problems and None not in problems else None
     figures: dict[str, Any] = {"solutions": len(per_solution), "steps": len(scores), "neutral": neutral,
+                               "problems": len(set(groups)) if groups is not None else None,
                                "threshold": DEFAULT_THRESHOLD if threshold is None else threshold,
                                "calibrated": threshold is not None}
     try:
@@ -140,7 +145,7 @@ def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = No
     for key, point in (("processbench", DEFAULT_THRESHOLD), ("processbench_calibrated", figures["threshold"])):
         bench = processbench_metrics(first_errors, step_scores=per_solution, threshold=point)
         figures[key] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in bench.items()}
-    figures["intervals"] = step_level_intervals(per_solution, per_ratings, neutral=neutral,
+    figures["intervals"] = step_level_intervals(per_solution, per_ratings, groups=groups, neutral=neutral,
                                                 threshold=figures["threshold"])
     figures["lowest_step_on_last"] = lowest_step_on_last_rate(per_solution) if per_solution else None
     return figures
