@@ -150,12 +150,14 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
                "threshold": metrics.get("threshold", DEFAULT_THRESHOLD),
                "threshold_calibrated": bool(metrics.get("calibrated")),
                "first_error_f1_calibrated": calibrated.get("f1", bench.get("f1")),
+               "first_error_f1_crossfit": (intervals.get("first_error_f1_crossfit") or {}).get("value"),
                "advice": no_flag_advice(intervals) if intervals else None}
         # the table's percent cells, in its column order, each with its interval (over held-out problems)
         cells = []
         for metric, value in (("step_auroc", row["step_auroc"]), ("first_error_acc", row["first_error_acc"]),
                               ("no_error_acc", row["no_error_acc"]), ("first_error_f1", row["processbench_f1"]),
                               ("first_error_f1_calibrated", row["first_error_f1_calibrated"]),
+                              ("first_error_f1_crossfit", row["first_error_f1_crossfit"]),
                               ("threshold", row["threshold"])):
             bounds = intervals.get("threshold_interval" if metric == "threshold" else metric) or {}
             cells.append({"metric": metric, "value": percent(value), "low": percent(bounds.get("low")),

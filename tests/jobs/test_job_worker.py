@@ -83,6 +83,9 @@ def test_train_score_evaluate_prm_and_orm(celery_worker_process, dataset_version
     assert step_metrics["problems"] == len({row["problem"] for row in scored}) < len(scored)
     assert step_metrics["intervals"]["unit"] == "problems"
     assert step_metrics["intervals"]["problems"] == step_metrics["problems"]
+    assert step_metrics["intervals"]["crossfit_folds"] == min(5, step_metrics["problems"])
+    crossfit = step_metrics["intervals"]["first_error_f1_crossfit"]
+    assert crossfit["low"] <= crossfit["value"] <= crossfit["high"]
 
     run = evaluate_pool(pool, prm_scoring=scorings["prm"], orm_scoring=scorings["orm"], trials=200, seed=3)
     # The same figures from the estimator's own CLI on the run's rows in the paper's layout.

@@ -68,7 +68,8 @@ def test_compare_prm_and_orm_from_one_click(page: Page, live_server, celery_work
     assert passes[0] < passes[-1], passes
     expect(page.locator('[data-card="per-domain"]')).to_have_count(0)  # one domain: the overall table says it all
     step_level = page.locator('table[data-figure="step-level"] tr[data-model]').first
-    for metric in ("step_auroc", "first_error_f1", "first_error_f1_calibrated", "threshold"):
+    for metric in ("step_auroc", "first_error_f1", "first_error_f1_calibrated", "first_error_f1_crossfit",
+                   "threshold"):
         cell = step_level.locator(f'td[data-metric="{metric}"]')
         assert NUMBER.match(cell.inner_text().strip()), metric
         assert cell.get_attribute("data-ci-low") is not None and cell.get_attribute("data-ci-high") is not None
