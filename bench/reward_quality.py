@@ -170,7 +170,6 @@ def heldout_step_auroc(prm: Any, dataset: Path) -> dict[str, Any]:
     table computes it (every step of every held-out row against its rating, neutral counted as correct):
     ``alternatives`` is the demo's figure (its versions are in that step mode: a rated alternative's row repeats
     the chosen prefix), ``chosen`` the labelers' own paths only (each labeled step once)."""
-    from rewards.evaluation import step_auroc
     from rewards.evaluation.intervals import step_level_intervals
 
     rows = [json.loads(line) for line in dataset.open(encoding="utf-8")]
@@ -179,14 +178,15 @@ def heldout_step_auroc(prm: Any, dataset: Path) -> dict[str, Any]:
     for mode, chosen in (("alternatives", held), ("chosen", [r for r in held if r["path"] == "chosen"])):
         scores = prm.score_steps_batch([(row["prompt"], row["completions"]) for row in chosen])
         ratings = [rating for row in chosen for rating in row["ratings"]]
-        flat = [score for row_scores in scores for score in row_scores]
-        # the interval as the compare's table draws it: held-out problems, each with all its rows
-        bounds = step_level_intervals(scores, [row["ratings"] for row in chosen],
-                                      groups=[row["problem_id"] for row in chosen], threshold=0.5)["step_auroc"]
-        figures[mode] = {"rows": len(chosen), "problems": len({row["problem_id"] for row in chosen}),
-                         "steps": len(flat), "negatives": sum(rating == -1 for rating in ratings),
-                         "auroc": round(step_auroc(flat, ratings, neutral="positive"), 4),
-                         "auroc_ci": [None if bounds[k] is None else round(bounds[k], 4) for k in ("low", "high")]}
+        # the figure and its interval as the compare's table computes them: neutral steps counted as correct,
+        # drawn over held-out problems, each with all its rows
+        intervals = step_level_intervals(scores, [row["ratings"] for row in chosen],
+                                         groups=[row["problem_id"] for row in chosen], threshold=0.5)
+        auroc = {k: None if v is None else round(v, 4) for k, v in intervals["step_auroc"].items()}
+        figures[mode] = {"rows": len(chosen), "problems": intervals["problems"],
+                         "steps": sum(len(row_scores) for row_scores in scores),
+                         "negatives": sum(rating == -1 for rating in ratings),
+                         "auroc": auroc["value"], "auroc_ci": [auroc["low"], auroc["high"]]}
     return figures
 
 

@@ -134,7 +134,6 @@ def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = No
             problems.append(row.get("problem"))
     groups = [str(p) for p in problems] if problems and None not in problems else None
     figures: dict[str, Any] = {"solutions": len(per_solution), "steps": len(scores), "neutral": neutral,
-                               "problems": len(set(groups)) if groups is not None else None,
                                "threshold": DEFAULT_THRESHOLD if threshold is None else threshold,
                                "calibrated": threshold is not None}
     try:
@@ -147,6 +146,7 @@ def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = No
         figures[key] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in bench.items()}
     figures["intervals"] = step_level_intervals(per_solution, per_ratings, groups=groups, neutral=neutral,
                                                 threshold=figures["threshold"])
+    figures["problems"] = figures["intervals"]["problems"]  # None where the rows name no problem
     figures["lowest_step_on_last"] = lowest_step_on_last_rate(per_solution) if per_solution else None
     return figures
 
