@@ -249,3 +249,27 @@ def test_figure_downloads(client, users, scored_pool) -> None:
     assert client.get(f"/models/dashboard/{slug}/figures/nope.json").status_code == 404
     client.force_login(users["other_admin"])
     assert client.get(f"/models/dashboard/{slug}/figures/best-of-n.json").status_code == 404
+
+
+def test_a_scoring_job_page_gives_its_held_out_figures_with_intervals(client, users, scored_pool, tmp_path) -> None:
+    """Percent, thousands separators and each figure's interval over the held-out problems, as the dashboard
+    gives them: a reader of this page does not compare bare fractions."""
+    from rewards.jobs.services.scoring import held_out_step_metrics
+
+    _, scorings = scored_pool
+    rows = [{"step_scores": [0.9, 0.2 + 0.01 * i, 0.8], "ratings": [1, -1 if i % 2 else 1, 1], "problem": f"p{i % 6}"}
+            for i in range(1200)]
+    path = tmp_path / "heldout_scored.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    metrics = held_out_step_metrics(path, "positive")
+    scoring = scorings["prm"]
+    type(scoring).objects.filter(pk=scoring.pk).update(step_metrics=metrics)
+    client.force_login(users["researcher"])
+    html = client.get(f"/models/scoring/{scoring.pk}/").content.decode()
+    text = " ".join(re.search(r"<p data-heldout-figures>(.*?)</p>", html, re.S).group(1).split())
+    auroc, f1 = metrics["intervals"]["step_auroc"], metrics["intervals"]["first_error_f1"]
+    assert text.startswith("1,200 solutions of 6 problems, 3,600 steps")
+    assert (f"step AUROC {100 * metrics['step_auroc']:.1f} % (95 % CI {100 * auroc['low']:.1f}–"
+            f"{100 * auroc['high']:.1f})") in text
+    assert f"first-error F1 at 0.5 {100 * f1['value']:.1f} % (95 % CI {100 * f1['low']:.1f}–" in text
+    assert text.endswith("Intervals: a bootstrap over the held-out problems.")
