@@ -145,7 +145,7 @@ def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, feature
         "max_length": args.max_length, "seed": args.seed, "negative_weight": args.negative_weight,
         "score_aggregation": args.aggregation, "method": args.method,
         # no eval_fraction: the rows' own split column, the demo's held-out tenth of the problems (the exporter's
-        # split), which also calibrates the PRM's first-error threshold
+        # split); a head's first-error threshold is chosen on the training problems, a fine-tuned model's there
     }
     if args.method == "head":  # every label: the head's budget is its optimizer's iterations
         job.update(feature_cache=str(getattr(args, "feature_cache", None) or out.parent / "features"),
@@ -332,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{kind}: {training[kind]['seconds']} s, loss {training[kind]['loss']}, negative weight "
                   f"{training[kind]['negative_weight']}, held-out step AUROC {training[kind]['heldout_step_auroc']}, "
                   f"solution AUROC {training[kind]['heldout_solution_auroc']}, threshold "
-                  f"{training[kind]['threshold']}, features {training[kind]['features']}", flush=True)
+                  f"{training[kind]['threshold']} (held-out first-error F1 there "
+                  f"{training[kind]['heldout_f1_calibrated']}, at 0.5 {training[kind]['heldout_f1_at_0.5']}), "
+                  f"features {training[kind]['features']}", flush=True)
         from rewards.training import load_reward_model
 
         prm = load_reward_model(work / "prm", device="cpu", batch_size=16)

@@ -6,10 +6,10 @@ over 200 held-out solutions by a few hundredths. So every figure carries a perce
 * best-of-N: over **problems** (each problem's expected accuracy at N, per method, resampled with replacement);
 * PRM − ORM and PRM − majority: a **paired** bootstrap, the same problem draws for both methods, so the
   problems' difficulty cancels out of the difference;
-* the first-error F1 at a threshold calibrated **on other problems**: the stored threshold is chosen on the
-  version's held-out split, the same solutions the table scores, so its F1 there runs high (on the demo's split,
-  18.9 % against 14.5–18.1 % cross-fitted). ``crossfit_hits`` chooses each fifth of the problems' threshold on the
-  other four fifths, which says what calibrating buys on solutions it has not seen;
+* the first-error F1 at a threshold calibrated **on other held-out problems**: beside the stored threshold (a
+  head's is chosen on its training problems, a fine-tuned model's on its validation split), ``crossfit_hits``
+  chooses each fifth of the scored problems' threshold on the other four fifths: what a threshold drawn from
+  problems like these buys on solutions it has not seen;
 * step-level figures: over **held-out problems** where the solutions name theirs (a problem's solutions and their
   steps stay together), else over held-out solutions. Solutions to one problem are not independent draws: an
   ``alternatives`` export repeats each chosen prefix in every rated alternative's row after it, and one problem's

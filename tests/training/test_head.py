@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rewards.evaluation.step_metrics import first_error_index
+from rewards.evaluation.step_metrics import first_error_index, processbench_metrics
 from rewards.training import TrainingConfigError, load_reward_model, parse_config, run_training
 from rewards.training.head import orm_steps, resolved_method
 from rewards.training.modeling import ModelSpec
@@ -100,7 +100,11 @@ def test_calibrated_threshold_is_stored_and_used_by_scoring(lexical_heads: Heads
     validation = heads.prm_metrics["validation"]
     threshold = validation["threshold"]
     assert threshold is not None and 0 < threshold < 1
-    assert validation["f1_calibrated"] >= validation["f1_at_default"]  # chosen where F1 peaks
+    calibration = validation["calibration"]  # chosen on the training problems' out-of-fold scores
+    train_problems = {r["problem_id"] for r in heads.rows if r["split"] == "train"}
+    assert calibration["source"] == "training problems, cross-fitted" and calibration["threshold"] == threshold
+    assert calibration["problems"] == len(train_problems) and calibration["folds"] == min(5, len(train_problems))
+    assert calibration["f1_calibrated"] >= calibration["f1_at_default"]  # where F1 peaks on those scores
     spec = ModelSpec.load(heads.prm)
     assert spec.method == "head" and spec.threshold == threshold
     model = load_reward_model(heads.prm)
@@ -112,6 +116,40 @@ def test_calibrated_threshold_is_stored_and_used_by_scoring(lexical_heads: Heads
         row = json.loads(line)
         assert row["threshold"] == threshold
         assert row["first_error"] == first_error_index(row["step_scores"], threshold)
+
+
+def test_the_threshold_is_chosen_on_the_training_problems_not_the_scored_split(
+        lexical_heads: Heads, tmp_path: Path) -> None:
+    """The held-out split is what the compare scores: a threshold chosen there would be judged on the data that
+    chose it. The same training rows with other held-out labels give the same threshold, and the held-out F1 is
+    the one at that threshold."""
+    held = [{k: v for k, v in r.items() if k != "ratings"} for r in lexical_heads.rows if r["split"] == "test"]
+    rows = [r for r in lexical_heads.rows if r["split"] == "train"]
+    rows += [dict(r, labels=[False] * len(r["labels"])) for r in held]  # every held-out step wrong ...
+    rows += [dict(r, completions=r["completions"][:1], labels=[True]) for r in held]  # ... and a right one each
+    metrics = run_training(parse_config({**HEAD, "kind": "prm", "dataset": str(write_jsonl(tmp_path / "p.jsonl", rows)),
+                                         "output_dir": str(tmp_path / "prm")}))
+    validation, before = metrics["validation"], lexical_heads.prm_metrics["validation"]
+    assert validation["threshold"] == before["threshold"] and validation["calibration"] == before["calibration"]
+    held = [r for r in rows if r["split"] == "test"]
+    model = load_reward_model(tmp_path / "prm")
+    scores = [model.score_steps(r["prompt"], r["completions"]) for r in held]
+    first_errors = [next((i for i, lab in enumerate(r["labels"]) if not lab), -1) for r in held]
+    expected = processbench_metrics(first_errors, step_scores=scores, threshold=validation["threshold"])["f1"]
+    assert validation["f1_calibrated"] == pytest.approx(expected)
+
+
+def test_with_one_training_problem_the_threshold_comes_from_the_validation_split(
+        lexical_heads: Heads, tmp_path: Path) -> None:
+    """Cross-fitting needs two training problems; with one, the threshold is calibrated on the validation rows
+    and the metrics say so."""
+    rows = [dict(r, problem_id="one") if r["split"] == "train" else r for r in lexical_heads.rows]
+    metrics = run_training(parse_config({**HEAD, "kind": "prm", "dataset": str(write_jsonl(tmp_path / "p.jsonl", rows)),
+                                         "output_dir": str(tmp_path / "prm")}))
+    validation = metrics["validation"]
+    assert validation["calibration"] == {"source": "validation split"} and 0 < validation["threshold"] < 1
+    assert validation["f1_calibrated"] >= validation["f1_at_default"]  # chosen where F1 peaks on these rows
+    assert ModelSpec.load(tmp_path / "prm").threshold == validation["threshold"]
 
 
 def test_saved_heads_load_and_score_from_the_cache(heads: Heads) -> None:
