@@ -13,7 +13,7 @@ import pytest
 
 from rewards.evaluation.step_metrics import first_error_index, processbench_metrics
 from rewards.training import TrainingConfigError, load_reward_model, parse_config, run_training
-from rewards.training.head import orm_steps, resolved_method
+from rewards.training.head import distinct_steps, orm_steps, resolved_method
 from rewards.training.modeling import ModelSpec
 from rewards.training.scoring import HeadRewardModel, score_file
 from tests.trained_models import write_jsonl
@@ -150,6 +150,23 @@ def test_with_one_training_problem_the_threshold_comes_from_the_validation_split
     assert validation["calibration"] == {"source": "validation split"} and 0 < validation["threshold"] < 1
     assert validation["f1_calibrated"] >= validation["f1_at_default"]  # chosen where F1 peaks on these rows
     assert ModelSpec.load(tmp_path / "prm").threshold == validation["threshold"]
+
+
+def test_a_batch_scores_each_distinct_step_once_as_its_row_alone_would(lexical_heads: Heads) -> None:
+    """Rated alternatives repeat their chosen prefix: a batch scores each step in its context once, and every row
+    gets the scores it would get alone."""
+    model = load_reward_model(lexical_heads.prm)
+    items = [(r["prompt"], list(r["completions"])) for r in lexical_heads.rows[:12]]
+    items += [(prompt, [*steps[:-1], "A different last step: 2 + 2 = 5."]) for prompt, steps in items if len(steps) > 1]
+    picks, where = distinct_steps(items)
+    assert len(picks) == len({(prompt, tuple(steps[:i + 1])) for prompt, steps in items for i in range(len(steps))})
+    assert [len(positions) for positions in where] == [len(steps) for _, steps in items]
+    batch = model.score_steps_batch(items)
+    for (prompt, steps), scores in zip(items, batch, strict=True):
+        assert scores == pytest.approx(model.score_steps(prompt, steps), abs=1e-6)
+    alternatives = batch[12:]
+    originals = [scores for (_, steps), scores in zip(items[:12], batch[:12], strict=True) if len(steps) > 1]
+    assert all(a[:-1] == o[:-1] for a, o in zip(alternatives, originals, strict=True))  # the shared prefix
 
 
 def test_saved_heads_load_and_score_from_the_cache(heads: Heads) -> None:
