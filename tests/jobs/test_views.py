@@ -126,6 +126,38 @@ def test_job_page_shows_curve_metrics_and_error(client, users, dataset_version) 
     assert "vendor/chartjs/chart.umd.js" in html
 
 
+def _threshold_row(html: str) -> str:
+    """The text of the page's ``tr[data-threshold]``, its whitespace collapsed."""
+    from django.utils.html import strip_tags
+
+    match = re.search(r"<tr data-threshold>(.*?)</tr>", html, re.S)
+    assert match, "no tr[data-threshold] on the page"
+    return re.sub(r"\s+", " ", strip_tags(match.group(1).replace("</td><td>", " "))).strip()
+
+
+def test_a_prm_job_page_says_where_its_threshold_was_chosen(client, users, dataset_version) -> None:
+    """The first-error threshold travels with the model: the page gives it, what chose it (the training problems,
+    cross-fitted, or the validation split) and the validation F1 at it and at 0.5."""
+    from rewards.jobs.models import TrainingJob
+
+    job = _job(dataset_version)
+    calibration = {"threshold": 0.406, "f1_calibrated": 0.161, "f1_at_default": 0.132, "folds": 5, "problems": 845,
+                   "rows": 28941, "source": "training problems, cross-fitted"}
+    validation = {"step_level": {"auroc": 0.696}, "threshold": 0.406, "f1_calibrated": 0.153, "f1_at_default": 0.166,
+                  "calibration": calibration}
+    TrainingJob.objects.filter(pk=job.pk).update(status="succeeded",
+                                                 metrics={"method": "head", "validation": validation})
+    client.force_login(users["researcher"])
+    row = _threshold_row(client.get(f"/models/jobs/{job.pk}/").content.decode())
+    assert row == ("first-error threshold 0.406, chosen on 845 training problems in 5 folds, each scored by a fit on "
+                   "the other folds (first-error F1 there 0.161, 0.132 at 0.5) · validation first-error F1 0.153 at "
+                   "it, 0.166 at 0.5")
+    validation.update(calibration={"source": "validation split"})
+    TrainingJob.objects.filter(pk=job.pk).update(metrics={"method": "finetune", "validation": validation})
+    row = _threshold_row(client.get(f"/models/jobs/{job.pk}/").content.decode())
+    assert row.startswith("first-error threshold 0.406, chosen on the validation split · validation first-error F1")
+
+
 def test_a_head_job_page_says_it_was_fitted_in_one_pass(client, users, dataset_version) -> None:
     """A head logs one loss point (its optimizer runs in one call): a sentence, not a chart with one dot, and no
     empty validation-loss or tokens/s cells; fine-tuning's several points still draw the chart."""
