@@ -578,15 +578,17 @@ def crossfit_threshold(model: str, recipe: str, examples: Examples, rows: Sequen
     if count < 2:
         return None
     fold_of = {problem: number % count for number, problem in enumerate(problems)}
+    example_folds = np.array([fold_of[g] for g in examples.groups])
+    row_folds = [fold_of.get(_problem(row)) for row in rows]  # None: a row with no labeled step to learn from
     per_row: list[list[float]] = []
     first_errors: list[int] = []
     for fold in range(count):
-        outside = np.array([fold_of[g] != fold for g in examples.groups])
+        outside = example_folds != fold
         if len(np.unique(examples.y[outside])) < 2:  # this fold's training rest cannot fit a classifier
             continue
         head, _ = fit_head(model, recipe, _subset(examples, outside), negative_weight=negative_weight,
                            iterations=iterations, seed=seed)
-        inside = [number for number, row in enumerate(rows) if fold_of.get(_problem(row)) == fold]
+        inside = [number for number, row_fold in enumerate(row_folds) if row_fold == fold]
         if not inside:
             continue
         fold_features = [row_features[n] for n in inside]
@@ -684,8 +686,9 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
                      seconds=round(encode_s, 1))
     repeated = 0
     row_features: list[np.ndarray] = []
-    scored_rows = list(train_rows)  # each step as the compare scores it: the threshold's calibration reads these
+    scored_rows: Sequence[PrmRow] = []  # each step as the compare scores it: the threshold's calibration reads these
     if config.kind == "prm":
+        scored_rows = train_rows
         row_features = [step_features(cache, row.prompt, row.steps, recipe) for row in train_rows]
         if config.dedupe_steps:  # the same rows, in the same order, with repeated labels ignored
             train_rows, repeated = dedupe_step_labels(train_rows)
