@@ -162,7 +162,9 @@ def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, feature
             "heldout_step_auroc": (validation.get("step_level") or {}).get("auroc"),
             "heldout_solution_auroc": (validation.get("solution_level") or {}).get("auroc"),
             "threshold": validation.get("threshold"), "heldout_f1_calibrated": validation.get("f1_calibrated"),
-            "heldout_f1_at_0.5": validation.get("f1_at_default")}
+            "heldout_f1_at_0.5": validation.get("f1_at_default"),
+            # what the threshold buys over 0.5 there, paired over the held-out problems (a head's only)
+            "heldout_f1_gain": ((validation.get("intervals") or {}).get("first_error_f1_gain"))}
 
 
 def heldout_step_auroc(prm: Any, dataset: Path) -> dict[str, Any]:
@@ -333,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{training[kind]['negative_weight']}, held-out step AUROC {training[kind]['heldout_step_auroc']}, "
                   f"solution AUROC {training[kind]['heldout_solution_auroc']}, threshold "
                   f"{training[kind]['threshold']} (held-out first-error F1 there "
-                  f"{training[kind]['heldout_f1_calibrated']}, at 0.5 {training[kind]['heldout_f1_at_0.5']}), "
+                  f"{training[kind]['heldout_f1_calibrated']}, at 0.5 {training[kind]['heldout_f1_at_0.5']}; "
+                  f"gain, paired: {training[kind]['heldout_f1_gain']}), "
                   f"features {training[kind]['features']}", flush=True)
         from rewards.training import load_reward_model
 

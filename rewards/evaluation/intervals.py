@@ -17,7 +17,8 @@ over 200 held-out solutions by a few hundredths. So every figure carries a perce
   step AUROC an interval of ±1.3 points; drawn by problem, ±4.
 
 Every bootstrap is seeded: the same data and seed give the same interval, another seed or other data another.
-``verdict`` turns the paired intervals into sentences; ``no_flag_advice`` says what to do when the PRM flags no
+``verdict`` turns the paired intervals into sentences, ``threshold_verdict`` the paired interval of what the stored
+threshold buys over 0.5 (both F1s from the same draws); ``no_flag_advice`` says what to do when the PRM flags no
 step at all.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 from .step_metrics import DEFAULT_THRESHOLD, calibrate_threshold, processbench_metrics, step_labels_from_ratings
 
 __all__ = ["DRAWS", "LEVEL", "best_of_n_intervals", "crossfit_hits", "no_flag_advice", "step_level_intervals",
-           "verdict"]
+           "threshold_verdict", "verdict"]
 
 DRAWS = 1000
 LEVEL = 0.95
@@ -222,6 +223,7 @@ def step_level_intervals(step_scores: Sequence[Sequence[float]], ratings: Sequen
     aurocs = np.array([_auroc(np.concatenate([unit_scores[u] for u in draw]),
                               np.concatenate([unit_truth[u] for u in draw])) for draw in index])
     interval("step_auroc", _auroc(all_scores, all_truth), aurocs)
+    f1_draws: dict[str, tuple[float, np.ndarray]] = {}  # per threshold: F1 on all solutions and in each draw
     for suffix, point in (("", DEFAULT_THRESHOLD), ("_calibrated", chosen)):
         if point is None:
             for name in ("first_error_acc", "no_error_acc", "first_error_f1"):
@@ -231,7 +233,14 @@ def step_level_intervals(step_scores: Sequence[Sequence[float]], ratings: Sequen
         whole = processbench_metrics(first_errors, step_scores=rows, threshold=float(point)) if rows else None
         interval("first_error_acc" + suffix, whole["error_acc"] if whole else float("nan"), error_acc)
         interval("no_error_acc" + suffix, whole["correct_acc"] if whole else float("nan"), correct_acc)
-        interval("first_error_f1" + suffix, whole["f1"] if whole else float("nan"), _f1(error_acc, correct_acc))
+        f1_draws[suffix] = (whole["f1"] if whole else float("nan"), _f1(error_acc, correct_acc))
+        interval("first_error_f1" + suffix, *f1_draws[suffix])
+    # what the chosen threshold buys over 0.5, paired: both F1s from the same draws, so the problems cancel out
+    if "" in f1_draws and "_calibrated" in f1_draws:
+        (at_default, default_draws), (at_chosen, chosen_draws) = f1_draws[""], f1_draws["_calibrated"]
+        interval("first_error_f1_gain", at_chosen - at_default, chosen_draws - default_draws)
+    else:
+        figures["first_error_f1_gain"] = {"value": None, "low": None, "high": None}
     crossfit = crossfit_hits(first_errors, rows, units, seed=seed) if error.any() and (~error).any() else None
     figures["crossfit_folds"] = min(CROSSFIT_FOLDS, len(units)) if crossfit is not None else None
     if crossfit is None:
@@ -247,6 +256,33 @@ def step_level_intervals(step_scores: Sequence[Sequence[float]], ratings: Sequen
         interval("threshold_interval", chosen, samples)
     figures["flags_no_step"] = bool(rows) and not any((r < DEFAULT_THRESHOLD).any() for r in rows)
     return figures
+
+
+def threshold_verdict(figures: Mapping[str, Any], *, fractions: bool = False, level: float = LEVEL) -> str | None:
+    """One sentence on what the PRM's threshold buys over 0.5 in first-error F1 on the scored solutions, from the
+    paired interval ``first_error_f1_gain``, in percent and points (``fractions``: as fractions, for a page whose
+    figures are fractions); None when there is no such figure (no threshold, no erroneous or no correct solution,
+    or figures computed before the gain was)."""
+    gain = figures.get("first_error_f1_gain") or {}
+    threshold = figures.get("threshold")
+    if gain.get("value") is None or threshold is None:
+        return None
+    value, low, high = float(gain["value"]), float(gain["low"]), float(gain["high"])
+
+    def number(x: float, sign: str = "") -> str:
+        return f"{x:{sign}.3f}" if fractions else f"{100 * x:{sign}.1f}"
+
+    unit = "" if fractions else " points"
+    where = "stored with the PRM" if figures.get("threshold_source") == "model" else "calibrated on these solutions"
+    chosen = f"the threshold {where} ({number(float(threshold))}{'' if fractions else ' %'})"
+    ci = f"{100 * level:g} % CI"
+    if low > 0:
+        return f"First-error F1 at {chosen} beats 0.5 by {number(value)}{unit} ({ci} {number(low)}–{number(high)})"
+    if high < 0:
+        return (f"First-error F1 at 0.5 beats {chosen} by {number(-value)}{unit} "
+                f"({ci} {number(-high)}–{number(-low)})")
+    return (f"First-error F1 at {chosen} vs 0.5: no difference this data can show ({number(value, '+')}{unit}, "
+            f"{ci} {number(low)} to {number(high)})")
 
 
 def no_flag_advice(figures: Mapping[str, Any]) -> str | None:

@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from annotate.models import Campaign, PositionedRow, Problem, position_meta
+from rewards.evaluation.intervals import threshold_verdict
 from rewards.models import NumberedPerCampaign
 from steplab.jobs import ACTIVE_STATUSES as ACTIVE_STATUSES  # re-exported: job code finds the job layer's
 from steplab.jobs import FINAL_STATUSES as FINAL_STATUSES  # names next to the job models
@@ -105,6 +106,12 @@ class TrainingJob(LaunchedJob):
 
     def progress_words(self) -> str:
         return f"{self.step} of {self.total_steps} steps" if self.total_steps else f"step {self.step}"
+
+    @property
+    def threshold_verdict(self) -> str | None:
+        """What the PRM's stored threshold buys over 0.5 on its validation rows, when they did not choose it."""
+        validation = (self.metrics or {}).get("validation") or {}
+        return threshold_verdict(validation["intervals"], fractions=True) if validation.get("intervals") else None
 
     @property
     def started_how(self) -> str:

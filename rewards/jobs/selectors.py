@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 
 from annotate.models import Assignment, AssignmentStatus, Campaign, FinishReason, MachineLabel, Solution
-from rewards.evaluation.intervals import no_flag_advice, verdict
+from rewards.evaluation.intervals import no_flag_advice, threshold_verdict, verdict
 from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD
 from rewards.models import DatasetVersion
 
@@ -151,7 +151,8 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
                "threshold_calibrated": bool(metrics.get("calibrated")),
                "first_error_f1_calibrated": calibrated.get("f1", bench.get("f1")),
                "first_error_f1_crossfit": (intervals.get("first_error_f1_crossfit") or {}).get("value"),
-               "advice": no_flag_advice(intervals) if intervals else None}
+               "advice": no_flag_advice(intervals) if intervals else None,
+               "threshold_verdict": threshold_verdict(intervals) if intervals else None}
         # the table's percent cells, in its column order, each with its interval (over held-out problems)
         cells = []
         for metric, value in (("step_auroc", row["step_auroc"]), ("first_error_acc", row["first_error_acc"]),

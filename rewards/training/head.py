@@ -608,9 +608,11 @@ def validation_figures(kind: str, head: Head, cache: FeatureCache | None, rows: 
                        recipe: str, aggregation: str, *,
                        calibration: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The same figures as fine-tuning reports, plus (PRM) the first-error threshold: ``calibration``'s, chosen
-    on the training problems (``crossfit_threshold``), with the F1 these rows give at it and at 0.5; without one,
-    the threshold is calibrated on these rows themselves."""
-    from ..evaluation.step_metrics import DEFAULT_THRESHOLD, calibrate_threshold, processbench_metrics
+    on the training problems (``crossfit_threshold``), with the F1 these rows give at it and at 0.5 and their 95 %
+    intervals over the rows' problems (``intervals``: ``step_level_intervals``, the paired gain over 0.5 included);
+    without one, the threshold is calibrated on these rows themselves (no interval: they chose it)."""
+    from ..evaluation.intervals import step_level_intervals
+    from ..evaluation.step_metrics import calibrate_threshold
     from .scoring import aggregate
     from .train import binary_figures
 
@@ -622,6 +624,8 @@ def validation_figures(kind: str, head: Head, cache: FeatureCache | None, rows: 
     step_scores, step_truth, solution_scores, solution_truth = [], [], [], []
     per_row: list[list[float]] = []
     first_errors: list[int] = []
+    problems: list[str] = []
+    ratings: list[list[int]] = []  # as the compare's step-level figures take them: +1 correct (or neutral), −1 not
     scores = step_scores_of(head, [(row.prompt, row.steps) for row in rows],
                             lambda n: step_features(cache, rows[n].prompt, rows[n].steps, recipe))
     for row, row_scores in zip(rows, scores, strict=True):
@@ -634,6 +638,8 @@ def validation_figures(kind: str, head: Head, cache: FeatureCache | None, rows: 
         solution_truth.append(int(all(lab for _, lab in labeled)))
         per_row.append([s for s, _ in labeled])
         first_errors.append(_first_error(labeled))
+        problems.append(_problem(row))
+        ratings.append([1 if lab else -1 for _, lab in labeled])
     figures: dict[str, Any] = {
         "step_level": binary_figures(np.array(step_scores), np.array(step_truth)),
         "solution_level": binary_figures(np.array(solution_scores), np.array(solution_truth)),
@@ -643,13 +649,13 @@ def validation_figures(kind: str, head: Head, cache: FeatureCache | None, rows: 
         figures["calibration"] = {"source": "validation split"} if figures["threshold"] is not None else None
         return figures
 
-    def f1_at(threshold: float) -> float | None:
-        if not per_row or all(e == -1 for e in first_errors) or all(e != -1 for e in first_errors):
-            return None  # F1 needs an erroneous and a correct solution
-        return float(processbench_metrics(np.array(first_errors), step_scores=per_row, threshold=threshold)["f1"])
-
-    figures.update(threshold=calibration["threshold"], f1_calibrated=f1_at(calibration["threshold"]),
-                   f1_at_default=f1_at(DEFAULT_THRESHOLD), calibration=calibration)
+    # these rows did not choose the threshold: its F1 here, at 0.5 and the paired gain over 0.5 each carry an
+    # interval over their problems, as the compare's step-level table does for the held-out split it scores
+    intervals = step_level_intervals(per_row, ratings, groups=problems, threshold=calibration["threshold"],
+                                     seed=0) if per_row else None
+    figures.update(threshold=calibration["threshold"], calibration=calibration, intervals=intervals,
+                   f1_calibrated=((intervals or {}).get("first_error_f1_calibrated") or {}).get("value"),
+                   f1_at_default=((intervals or {}).get("first_error_f1") or {}).get("value"))
     return figures
 
 

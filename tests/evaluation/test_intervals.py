@@ -1,5 +1,6 @@
-"""Bootstrap intervals (seeded, reproducible, moving with the seed and the data), the paired verdict in each of its
-wordings, the first-error threshold calibration and the advice when a PRM flags no step."""
+"""Bootstrap intervals (seeded, reproducible, moving with the seed and the data), the paired verdicts (PRM vs ORM or
+majority vote, the stored threshold vs 0.5) in each of their wordings, the first-error threshold calibration and
+the advice when a PRM flags no step."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +12,7 @@ from rewards.evaluation.intervals import (
     crossfit_hits,
     no_flag_advice,
     step_level_intervals,
+    threshold_verdict,
     verdict,
 )
 from rewards.evaluation.step_metrics import calibrate_threshold, centre_on_threshold, processbench_metrics
@@ -192,3 +194,54 @@ def test_centre_on_threshold_keeps_order_and_moves_the_cut() -> None:
     assert centre_on_threshold(0.79, 0.8) < 0.5 < centre_on_threshold(0.81, 0.8)
     assert centre_on_threshold(0.0, 0.8) == 0.0 and centre_on_threshold(1.0, 0.8) == 1.0
     assert centre_on_threshold(0.3, 0.5) == pytest.approx(0.3)
+
+
+def _gain(value: float, low: float, high: float, source: str = "model") -> dict[str, object]:
+    return {"threshold": 0.406, "threshold_source": source,
+            "first_error_f1_gain": {"value": value, "low": low, "high": high}}
+
+
+def test_threshold_verdict_wordings() -> None:
+    assert threshold_verdict(_gain(0.031, 0.005, 0.057)) == (
+        "First-error F1 at the threshold stored with the PRM (40.6 %) beats 0.5 by 3.1 points (95 % CI 0.5–5.7)")
+    assert threshold_verdict(_gain(-0.02, -0.035, -0.004)) == (
+        "First-error F1 at 0.5 beats the threshold stored with the PRM (40.6 %) by 2.0 points (95 % CI 0.4–3.5)")
+    assert threshold_verdict(_gain(-0.013, -0.04, 0.015)) == (
+        "First-error F1 at the threshold stored with the PRM (40.6 %) vs 0.5: no difference this data can show "
+        "(-1.3 points, 95 % CI -4.0 to 1.5)")
+    assert threshold_verdict(_gain(-0.013, -0.04, 0.015), fractions=True) == (
+        "First-error F1 at the threshold stored with the PRM (0.406) vs 0.5: no difference this data can show "
+        "(-0.013, 95 % CI -0.040 to 0.015)")
+    assert threshold_verdict(_gain(0.031, 0.005, 0.057, source="held-out")).startswith(
+        "First-error F1 at the threshold calibrated on these solutions (40.6 %) beats 0.5")
+    assert threshold_verdict({}) is None
+    assert threshold_verdict(_gain(0.0, 0.0, 0.0) | {"first_error_f1_gain": {"value": None}}) is None
+
+
+def test_the_gain_of_the_stored_threshold_over_half_is_paired() -> None:
+    """Problems differ in how high the PRM scores them (wrong steps 0.12 under the right ones), so either F1 moves
+    a lot with the problems drawn. On every problem the threshold 0.56 finds at least the first errors 0.5 finds
+    and flags no right step, so drawn from the same problems the gain is never negative, although the two
+    intervals overlap."""
+    rng = np.random.default_rng(3)
+    scores, ratings, groups = [], [], []
+    for problem in range(12):
+        level = 0.57 + 0.4 * rng.random()  # this problem's right steps score around here
+        for solution in range(6):
+            rated = [1, 1, -1 if solution % 2 == 0 else 1, 1]
+            scores.append([level + 0.02 * rng.random() - (0.12 if r == -1 else 0.0) for r in rated])
+            ratings.append(rated)
+            groups.append(f"p{problem}")
+    figures = step_level_intervals(scores, ratings, groups=groups, threshold=0.56, draws=400, seed=0)
+    at_default, at_chosen = figures["first_error_f1"], figures["first_error_f1_calibrated"]
+    gain = figures["first_error_f1_gain"]
+    assert gain["value"] == pytest.approx(at_chosen["value"] - at_default["value"]) and gain["value"] > 0
+    assert at_chosen["low"] < at_default["high"]  # drawn apart, the difference could be negative
+    assert 0 <= gain["low"] <= gain["value"] <= gain["high"]
+    assert gain["high"] - gain["low"] < (at_default["high"] - at_default["low"]) / 2
+    assert threshold_verdict(figures) == (
+        f"First-error F1 at the threshold stored with the PRM (56.0 %) vs 0.5: no difference this data can show "
+        f"(+{100 * gain['value']:.1f} points, 95 % CI {100 * gain['low']:.1f} to {100 * gain['high']:.1f})")
+    assert figures == step_level_intervals(scores, ratings, groups=groups, threshold=0.56, draws=400, seed=0)
+    no_error = step_level_intervals(scores, [[1] * len(r) for r in ratings], groups=groups, threshold=0.56, draws=50)
+    assert no_error["first_error_f1_gain"]["value"] is None and threshold_verdict(no_error) is None

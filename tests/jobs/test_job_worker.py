@@ -86,6 +86,10 @@ def test_train_score_evaluate_prm_and_orm(celery_worker_process, dataset_version
     assert step_metrics["intervals"]["crossfit_folds"] == min(5, step_metrics["problems"])
     crossfit = step_metrics["intervals"]["first_error_f1_crossfit"]
     assert crossfit["low"] <= crossfit["value"] <= crossfit["high"]
+    gain, at_it, at_half = (step_metrics["intervals"][name] for name in
+                            ("first_error_f1_gain", "first_error_f1_calibrated", "first_error_f1"))
+    assert gain["value"] == pytest.approx(at_it["value"] - at_half["value"])
+    assert gain["low"] <= gain["value"] <= gain["high"]
 
     run = evaluate_pool(pool, prm_scoring=scorings["prm"], orm_scoring=scorings["orm"], trials=200, seed=3)
     # The same figures from the estimator's own CLI on the run's rows in the paper's layout.

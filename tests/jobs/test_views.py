@@ -143,6 +143,10 @@ def test_a_prm_job_page_says_where_its_threshold_was_chosen(client, users, datas
     job = _job(dataset_version)
     calibration = {"threshold": 0.406, "f1_calibrated": 0.161, "f1_at_default": 0.132, "folds": 5, "problems": 845,
                    "rows": 28941, "source": "training problems, cross-fitted"}
+    intervals = {"problems": 103, "unit": "problems", "threshold": 0.406, "threshold_source": "model",
+                 "first_error_f1_calibrated": {"value": 0.153, "low": 0.114, "high": 0.2},
+                 "first_error_f1": {"value": 0.166, "low": 0.124, "high": 0.213},
+                 "first_error_f1_gain": {"value": -0.013, "low": -0.04, "high": 0.015}}
     validation = {"step_level": {"auroc": 0.696}, "threshold": 0.406, "f1_calibrated": 0.153, "f1_at_default": 0.166,
                   "calibration": calibration}
     TrainingJob.objects.filter(pk=job.pk).update(status="succeeded",
@@ -151,7 +155,19 @@ def test_a_prm_job_page_says_where_its_threshold_was_chosen(client, users, datas
     row = _threshold_row(client.get(f"/models/jobs/{job.pk}/").content.decode())
     assert row == ("first-error threshold 0.406, chosen on 845 training problems in 5 folds, each scored by a fit on "
                    "the other folds (first-error F1 there 0.161, 0.132 at 0.5) · validation first-error F1 0.153 at "
-                   "it, 0.166 at 0.5")
+                   "it, 0.166 at 0.5")  # a model trained before the intervals: the figures alone
+    TrainingJob.objects.filter(pk=job.pk).update(metrics={"method": "head",
+                                                          "validation": {**validation, "intervals": intervals}})
+    html = client.get(f"/models/jobs/{job.pk}/").content.decode()
+    assert _threshold_row(html) == (
+        "first-error threshold 0.406, chosen on 845 training problems in 5 folds, each scored by a fit on the other "
+        "folds (first-error F1 there 0.161, 0.132 at 0.5) · validation first-error F1 0.153 (95 % CI 0.114–0.200) "
+        "at it, 0.166 (0.124–0.213) at 0.5, intervals over the validation split's 103 problems First-error F1 at the "
+        "threshold stored with the PRM (0.406) vs 0.5: no difference this data can show (-0.013, 95 % CI -0.040 to "
+        "0.015).")
+    assert re.search(r'data-metric="f1_calibrated" data-ci-low="0.114" data-ci-high="0.2">0.153<', html)
+    assert re.search(r'data-metric="f1_at_default" data-ci-low="0.124" data-ci-high="0.213">0.166<', html)
+    assert re.search(r"<p data-threshold-verdict>First-error F1 at the threshold", html)
     validation.update(calibration={"source": "validation split"})
     TrainingJob.objects.filter(pk=job.pk).update(metrics={"method": "finetune", "validation": validation})
     row = _threshold_row(client.get(f"/models/jobs/{job.pk}/").content.decode())

@@ -76,6 +76,11 @@ def test_compare_prm_and_orm_from_one_click(page: Page, live_server, celery_work
     assert "labeled steps in" in step_level.locator("td[data-trained-on]").inner_text()
     # the intervals are drawn over problems: the table says how many the held-out solutions come from
     assert re.fullmatch(r"[\d,]+ of [\d,]+ problems", step_level.locator("td[data-heldout]").inner_text().strip())
+    # what the stored threshold buys over 0.5, paired over the same problem draws
+    gain = page.locator(f'[data-threshold-verdict][data-model="{run.prm_job.reward_model.pk}"]')
+    expect(gain).to_have_count(1)
+    assert re.search(r"First-error F1 at (the threshold stored with the PRM \([\d.]+ %\) (beats 0.5|vs 0.5)|0.5 beats)",
+                     gain.inner_text()), gain.inner_text()
     verdict = page.locator("[data-verdict]")
     expect(verdict).to_have_count(1)
     words = verdict.inner_text()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rewards.evaluation.intervals import step_level_intervals
 from rewards.evaluation.step_metrics import first_error_index, processbench_metrics
 from rewards.training import TrainingConfigError, load_reward_model, parse_config, run_training
 from rewards.training.head import distinct_steps, orm_steps, resolved_method
@@ -137,6 +138,18 @@ def test_the_threshold_is_chosen_on_the_training_problems_not_the_scored_split(
     first_errors = [next((i for i, lab in enumerate(r["labels"]) if not lab), -1) for r in held]
     expected = processbench_metrics(first_errors, step_scores=scores, threshold=validation["threshold"])["f1"]
     assert validation["f1_calibrated"] == pytest.approx(expected)
+    # its intervals are over the held-out problems, reproducible from the saved model's scores, and the gain over
+    # 0.5 is paired: the difference of the two F1s, drawn from the same problems
+    ratings = [[1 if lab else -1 for lab in r["labels"]] for r in held]
+    again = step_level_intervals(scores, ratings, groups=[r["problem_id"] for r in held],
+                                 threshold=validation["threshold"], seed=0)
+    intervals = validation["intervals"]
+    assert intervals["problems"] == len({r["problem_id"] for r in held}) and intervals["unit"] == "problems"
+    for name in ("first_error_f1", "first_error_f1_calibrated", "first_error_f1_gain", "step_auroc"):
+        assert intervals[name] == pytest.approx(again[name], abs=1e-6)
+    gain = intervals["first_error_f1_gain"]
+    assert gain["value"] == pytest.approx(validation["f1_calibrated"] - validation["f1_at_default"])
+    assert gain["low"] <= gain["value"] <= gain["high"]
 
 
 def test_with_one_training_problem_the_threshold_comes_from_the_validation_split(
