@@ -128,6 +128,17 @@ def domain_rows(run: EvaluationRun) -> list[dict[str, Any]]:
     return rows
 
 
+def _threshold_verdict(intervals: dict[str, Any], metrics: dict[str, Any]) -> str | None:
+    """The paired sentence on the stored threshold against 0.5, saying so when the threshold was not chosen on the
+    training problems (a fine-tuned model's comes from its validation split, which may hold the scored solutions)."""
+    sentence = threshold_verdict(intervals) if intervals else None
+    calibration = (metrics.get("validation") or {}).get("calibration") or {}
+    if sentence is None or intervals.get("threshold_source") != "model" or calibration.get("folds"):
+        return sentence
+    return (f"{sentence}; this PRM's threshold was chosen on its validation split, which may hold these solutions: "
+            "the column of a threshold chosen on other held-out problems is the fair comparison")
+
+
 def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
     rows, seen = [], set()
     for job in scorings:
@@ -152,7 +163,7 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
                "first_error_f1_calibrated": calibrated.get("f1", bench.get("f1")),
                "first_error_f1_crossfit": (intervals.get("first_error_f1_crossfit") or {}).get("value"),
                "advice": no_flag_advice(intervals) if intervals else None,
-               "threshold_verdict": threshold_verdict(intervals) if intervals else None}
+               "threshold_verdict": _threshold_verdict(intervals, model.metrics)}
         # the table's percent cells, in its column order, each with its interval (over held-out problems)
         cells = []
         for metric, value in (("step_auroc", row["step_auroc"]), ("first_error_acc", row["first_error_acc"]),

@@ -1,6 +1,7 @@
 """Every step of the loop from the browser's forms and from the REST API, through the same services."""
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -383,3 +384,38 @@ def test_held_out_figures_use_the_stored_threshold(tmp_path: Path) -> None:
     grouped = held_out_step_metrics(named, "positive", 0.75)
     assert grouped["problems"] == 2 and grouped["intervals"]["unit"] == "problems"
     assert grouped["intervals"]["problems"] == 2 and grouped["step_auroc"] == calibrated["step_auroc"]
+
+
+def test_the_dashboard_says_what_the_stored_threshold_buys_over_half(client, campaign_admin, loop_campaign,
+                                                                     hand_scored) -> None:
+    """One paired sentence per PRM under the step-level table; when the threshold was not chosen on the training
+    problems (a fine-tuned model's validation split may be the scored split), the sentence says so."""
+    from rewards.jobs.models import RewardModel, ScoringJob
+
+    scoring = hand_scored["prm"]
+    intervals = {"unit": "problems", "problems": 4, "threshold": 0.406, "threshold_source": "model",
+                 "first_error_f1": {"value": 0.166, "low": 0.124, "high": 0.213},
+                 "first_error_f1_calibrated": {"value": 0.153, "low": 0.114, "high": 0.2},
+                 "first_error_f1_gain": {"value": -0.013, "low": -0.047, "high": 0.025}}
+    ScoringJob.objects.filter(pk=scoring.pk).update(step_metrics={**scoring.step_metrics, "threshold": 0.406,
+                                                                  "calibrated": True, "intervals": intervals})
+    _login(client, campaign_admin)
+
+    def sentences() -> list[str]:
+        page = client.get(_dashboard(loop_campaign)).content.decode()
+        return [html.unescape(found) for found in
+                re.findall(rf'<p data-threshold-verdict data-model="{scoring.reward_model_id}">(.*?)</p>', page, re.S)]
+
+    head_metrics = {"validation": {"threshold": 0.406, "calibration": {"folds": 5, "problems": 848,
+                                                                     "source": "training problems, cross-fitted"}}}
+    RewardModel.objects.filter(pk=scoring.reward_model_id).update(metrics=head_metrics)
+    assert sentences() == ["hand PRM, paired over the same problem draws: First-error F1 at the threshold stored with "
+                           "the PRM (40.6 %) vs 0.5: no difference this data can show (-1.3 points, 95 % CI -4.7 to "
+                           "2.5)."]
+    RewardModel.objects.filter(pk=scoring.reward_model_id).update(metrics={"validation": {"threshold": 0.406}})
+    [fine_tuned] = sentences()
+    assert fine_tuned.endswith("(-1.3 points, 95 % CI -4.7 to 2.5); this PRM's threshold was chosen on its validation "
+                               "split, which may hold these solutions: the column of a threshold chosen on other "
+                               "held-out problems is the fair comparison.")
+    ScoringJob.objects.filter(pk=scoring.pk).update(step_metrics=scoring.step_metrics)  # scored before the gain
+    assert sentences() == []
