@@ -3,6 +3,8 @@
     .venv/bin/python bench/reward_quality.py        # the default CPU recipe: about 1 min on 2 idle cores
     .venv/bin/python bench/reward_quality.py --steps 2000 --max-length 512 --base-model DIR   # e.g. on a GPU
     .venv/bin/python bench/reward_quality.py --feature-cache DIR --features context+text:mlp,context:linear
+    .venv/bin/python bench/reward_quality.py --write-datasets DIR   # the training files alone, then stop
+    python3 bench/reward_quality.py --datasets DIR --pool-size 0 ...  # no Django: a node that has only the ML stack
 
 Training data: the openly licensed PRM800K phase-1 labels in ``shared/data/prm800k`` (train and test
 reconstructions). The PRM trains on the ``trl-stepwise`` rows in the ``alternatives`` step mode (built by the
@@ -30,6 +32,11 @@ threshold (maximum F1) and the aggregation; every figure is reported on the othe
 * best-of-N on the demo's candidate pool (AIME 2025 I+II, 64 real samples per problem; ``--pool-size`` keeps
   the first K per problem to bound CPU time): PRM, ORM, majority vote, pass@N.
 
+Without Django (a GPU node has the ML stack and nothing else): ``--datasets DIR`` reads the training files that
+``--write-datasets DIR`` wrote on a machine with the project installed, and ``--pool-size 0`` leaves out best-of-N
+(its pool parser and grader live in Django apps); ProcessBench is read from ``$STEPLAB_SHARED/data/processbench``.
+``bench/device_pack.py`` packs all of it, with a half-precision copy of the default backbone, for such a node.
+
 Prints the figures, then one JSON line (last line).
 """
 from __future__ import annotations
@@ -39,6 +46,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -303,7 +311,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--processbench-limit", type=int, default=200,
                         help="items per ProcessBench set, evenly spread over the file (0: all 1000 + 400)")
-    parser.add_argument("--pool-size", type=int, default=4, help="samples per AIME problem for best-of-N")
+    parser.add_argument("--pool-size", type=int, default=4,
+                        help="samples per AIME problem for best-of-N (0: no best-of-N, which needs Django)")
+    parser.add_argument("--datasets", type=Path, default=None,
+                        help="read prm.jsonl and orm.jsonl (and counts.json) from this folder instead of building "
+                             "them from the PRM800K labels (which needs Django)")
+    parser.add_argument("--write-datasets", type=Path, default=None,
+                        help="build the training files into this folder and stop")
+    parser.add_argument("--device", default=None,
+                        help="where the trained models score (default: cuda when present, else cpu)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--feature-cache", type=Path, default=None,
                         help="head: keep the backbone's text vectors in this folder across runs (default: a "
@@ -314,12 +330,26 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    _django()
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.write_datasets is not None:
+        _django()
+        args.write_datasets.mkdir(parents=True, exist_ok=True)
+        counts = build_datasets(args.write_datasets)
+        (args.write_datasets / "counts.json").write_text(json.dumps(counts), encoding="utf-8")
+        print(json.dumps({"bench": "reward_quality", "datasets": str(args.write_datasets), "data": counts}))
+        return 0
+    if args.datasets is None or args.pool_size:
+        _django()
     started = time.time()
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="reward-quality-") as tmp:
         work = Path(tmp)
-        data = build_datasets(work)
+        if args.datasets is None:
+            data = build_datasets(work)
+        else:
+            for name in ("prm.jsonl", "orm.jsonl"):
+                shutil.copyfile(args.datasets / name, work / name)
+            data = json.loads((args.datasets / "counts.json").read_text(encoding="utf-8"))
         print(f"data: {data['labelings']} labelings; PRM rows {data['prm_rows']} (chosen-path steps "
               f"{data['chosen_steps']}, {data['chosen_negatives']} negative; alternatives {data['alternative_rows']}, "
               f"{data['alternative_negatives']} negative); ORM rows {data['orm_rows']} ({data['outcome_correct']} "
@@ -340,14 +370,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"features {training[kind]['features']}", flush=True)
         from rewards.training import load_reward_model
 
-        prm = load_reward_model(work / "prm", device="cpu", batch_size=16)
-        orm = load_reward_model(work / "orm", device="cpu", batch_size=16)
+        prm = load_reward_model(work / "prm", device=device, batch_size=16)
+        orm = load_reward_model(work / "orm", device=device, batch_size=16)
         scoring_started = time.time()
         thresholds = np.round(np.arange(0.05, 1.0, 0.05), 2)
         bench = processbench(prm, orm, args.processbench_limit or None, thresholds)
         heldout = heldout_solution_auroc(prm, orm, work / "orm.jsonl")
         step_heldout = heldout_step_auroc(prm, work / "prm.jsonl")
-        bon = best_of_n(prm, orm, args.pool_size, args.aggregation)
+        bon = best_of_n(prm, orm, args.pool_size, args.aggregation) if args.pool_size else None
         scoring_s = time.time() - scoring_started
         print(f"held-out solutions ({heldout['solutions']}, {heldout['correct']} correct): solution AUROC PRM "
               f"{heldout['prm']} vs ORM {heldout['orm']}", flush=True)
@@ -361,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             features, _, model = recipe.partition(":")
             variant = train("prm", work / "prm.jsonl", work / f"prm-{number}", args, features,
                             head_model=model or None)
-            scorer = load_reward_model(work / f"prm-{number}")
+            scorer = load_reward_model(work / f"prm-{number}", device=device)
             figures = processbench(scorer, orm, args.processbench_limit or None, thresholds)
             steps = heldout_step_auroc(scorer, work / "prm.jsonl")
             variants[recipe] = {"training": variant, "processbench": figures, "heldout_step_auroc": steps}
@@ -382,11 +412,12 @@ def main(argv: list[str] | None = None) -> int:
               f"slice): erroneous {f3(fe['error_acc'])}, correct {f3(fe['correct_acc'])}, F1 {f3(fe['f1'])}; at the "
               f"model's calibrated threshold {figures['model_threshold']:.3f}: F1 "
               f"{f3(figures['first_error_model_threshold']['f1'])}")
-    table = bon["accuracy_percent"]
-    print(f"best-of-N on AIME 2025 ({bon['problems']} problems x {bon['pool_size']} samples), accuracy %:")
-    for n in table["pass"]:
-        print(f"  N={n:>3}: PRM {table['prm'].get(n)}  ORM {table['orm'].get(n)}  majority "
-              f"{table['majority'].get(n)}  pass@N {table['pass'].get(n)}")
+    if bon is not None:
+        table = bon["accuracy_percent"]
+        print(f"best-of-N on AIME 2025 ({bon['problems']} problems x {bon['pool_size']} samples), accuracy %:")
+        for n in table["pass"]:
+            print(f"  N={n:>3}: PRM {table['prm'].get(n)}  ORM {table['orm'].get(n)}  majority "
+                  f"{table['majority'].get(n)}  pass@N {table['pass'].get(n)}")
     wall = time.time() - started
     print(f"wall {wall:.0f} s (scoring {scoring_s:.0f} s); load average {load_before:.1f} at start, "
           f"{os.getloadavg()[0]:.1f} at end on {os.cpu_count()} cores; peak RSS "
@@ -403,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                       "variants": variants,
                       "training_and_scoring_s": round(sum(v["seconds"] for v in training.values()) + scoring_s, 1),
                       "wall_s": round(wall, 1), "load_average_start": round(load_before, 2),
-                      "cpus": os.cpu_count()}))
+                      "cpus": os.cpu_count(), "device": device}))
     return 0
 
 
