@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import LoraSettings
+from .config import LoraSettings, TrainingConfigError
 from .data import SequenceLayout, tokenize_texts
 
 SPEC_FILE = "steplab_reward_model.json"
@@ -97,15 +97,50 @@ def max_positions(folder: Path) -> int | None:
     return int(value) if value else None
 
 
+def reads_later_tokens(model: Any, tokenizer: Any) -> bool:
+    """Whether a position's output changes with a token after it (a bidirectional encoder's does; a decoder's
+    does not): two short sequences that differ only in their last token, compared at the first position."""
+    import torch
+
+    ids = list(tokenizer("one two three four", add_special_tokens=True)["input_ids"])
+    other = ids[:-1] + [ids[1] if ids[-1] != ids[1] else ids[2]]
+    was_training = model.training
+    model.eval()  # dropout would make any two passes differ
+    try:
+        with torch.no_grad():
+            outputs = [model(input_ids=torch.tensor([sequence])).logits for sequence in (ids, other)]
+    finally:
+        model.train(was_training)
+    first = (outputs[0][0, 0], outputs[1][0, 0]) if outputs[0].dim() == 3 else (outputs[0][0], outputs[1][0])
+    return not torch.allclose(first[0], first[1], atol=1e-6)
+
+
 def build_model(kind: str, folder: Path, tokenizer: Any, *, resize: bool, lora: LoraSettings | None) -> Any:
-    """A 2-class token head (PRM) or sequence head (ORM) on the backbone, fp32, optionally LoRA-wrapped."""
+    """A 2-class token head (PRM) or sequence head (ORM) on the backbone, fp32, optionally LoRA-wrapped. A PRM
+    attends causally: each step's score reads the problem and the steps up to it, never the steps after it."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
     auto = AutoModelForTokenClassification if kind == "prm" else AutoModelForSequenceClassification
-    model = auto.from_pretrained(str(folder), num_labels=2, id2label=ID2LABEL,
-                                 label2id={v: k for k, v in ID2LABEL.items()},
-                                 dtype=torch.float32, local_files_only=True)
+
+    def load(**config: Any) -> Any:
+        return auto.from_pretrained(str(folder), num_labels=2, id2label=ID2LABEL,
+                                    label2id={v: k for k, v in ID2LABEL.items()},
+                                    dtype=torch.float32, local_files_only=True, **config)
+
+    model = load()
+    if kind == "prm" and reads_later_tokens(model, tokenizer):
+        # A bidirectional encoder (BERT, MiniLM) would let a step's label see the steps after it. An
+        # ``alternatives`` row ends at its rated alternative, so "this is the last step" alone predicts -1: on the
+        # demo's labels MiniLM fine-tuned so scored a held-out step AUROC of 0.965 on rows built the same way, a
+        # figure about the rows' shape, not the steps. Its own decoder mode (saved in its config, so scoring
+        # attends the same way) makes it read each step as a decoder PRM does.
+        model = load(is_decoder=True, use_cache=False)
+        if reads_later_tokens(model, tokenizer):
+            raise TrainingConfigError(
+                f"config key 'base_model' is {str(folder)!r}, whose attention reads every token in both directions "
+                "and has no causal mode: a PRM's step scores would see the steps after them. Choose a decoder or a "
+                "BERT-style encoder", key="base_model")
     if resize:
         model.resize_token_embeddings(len(tokenizer))
     model.config.pad_token_id = tokenizer.pad_token_id  # decoders pick the last non-pad token for ORM pooling

@@ -80,10 +80,14 @@ def test_prm_model_loads_and_scores(trained_prm: TrainedRun, tmp_path: Path) -> 
     assert model.score_solution(prompt, steps) == pytest.approx(math.prod(scores))
     long_steps = steps * 12  # longer than max_length: scored in windows, one score per step
     assert len(model.score_steps(prompt, long_steps)) == len(long_steps)
-    # MiniLM is bidirectional: a step's score also depends on the steps after it, so a prefix scores differently
+    # MiniLM reads both ways, but a PRM attends causally (its decoder mode, saved with it): a step's score reads the
+    # problem and the steps up to it, never the steps after it, so a prefix scores as it does in the whole solution
+    assert model.model.config.is_decoder
     batch = model.score_steps_batch([(prompt, steps), (prompt, steps[:2])])
     assert batch[0] == pytest.approx(scores, abs=1e-5)
-    assert batch[1] == pytest.approx(model.score_steps(prompt, steps[:2]), abs=1e-5)
+    assert batch[1] == pytest.approx(scores[:2], abs=1e-5)
+    assert model.score_steps(prompt, [*steps[:2], "So the answer is 7 + 5 = 13."])[:2] == pytest.approx(scores[:2],
+                                                                                                    abs=1e-5)
 
     source = tmp_path / "pool.jsonl"
     source.write_text(json.dumps({"id": "a", "prompt": prompt, "completions": steps}) + "\n", encoding="utf-8")
