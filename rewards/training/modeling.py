@@ -119,28 +119,33 @@ def build_model(kind: str, folder: Path, tokenizer: Any, *, resize: bool, lora: 
     """A 2-class token head (PRM) or sequence head (ORM) on the backbone, fp32, optionally LoRA-wrapped. A PRM
     attends causally: each step's score reads the problem and the steps up to it, never the steps after it."""
     import torch
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoModelForTokenClassification
 
     auto = AutoModelForTokenClassification if kind == "prm" else AutoModelForSequenceClassification
+    refusal = TrainingConfigError(
+        f"config key 'base_model' is {str(folder)!r}, whose attention reads every token in both directions and has "
+        "no causal mode: a PRM's step scores would see the steps after them. Choose a decoder or a BERT-style "
+        "encoder", key="base_model")
 
-    def load(**config: Any) -> Any:
-        return auto.from_pretrained(str(folder), num_labels=2, id2label=ID2LABEL,
-                                    label2id={v: k for k, v in ID2LABEL.items()},
-                                    dtype=torch.float32, local_files_only=True, **config)
+    def load(*, causal: bool) -> Any:
+        config = AutoConfig.from_pretrained(str(folder), num_labels=2, id2label=ID2LABEL,
+                                            label2id={v: k for k, v in ID2LABEL.items()}, local_files_only=True)
+        if causal:
+            if not hasattr(config, "is_decoder"):
+                raise refusal
+            config.is_decoder, config.use_cache = True, False
+        return auto.from_pretrained(str(folder), config=config, dtype=torch.float32, local_files_only=True)
 
-    model = load()
+    model = load(causal=False)
     if kind == "prm" and reads_later_tokens(model, tokenizer):
         # A bidirectional encoder (BERT, MiniLM) would let a step's label see the steps after it. An
         # ``alternatives`` row ends at its rated alternative, so "this is the last step" alone predicts -1: on the
-        # demo's labels MiniLM fine-tuned so scored a held-out step AUROC of 0.965 on rows built the same way, a
+        # demo's labels MiniLM fine-tuned so scored a validation step AUROC of 0.965 on rows built the same way, a
         # figure about the rows' shape, not the steps. Its own decoder mode (saved in its config, so scoring
         # attends the same way) makes it read each step as a decoder PRM does.
-        model = load(is_decoder=True, use_cache=False)
+        model = load(causal=True)
         if reads_later_tokens(model, tokenizer):
-            raise TrainingConfigError(
-                f"config key 'base_model' is {str(folder)!r}, whose attention reads every token in both directions "
-                "and has no causal mode: a PRM's step scores would see the steps after them. Choose a decoder or a "
-                "BERT-style encoder", key="base_model")
+            raise refusal
     if resize:
         model.resize_token_embeddings(len(tokenizer))
     model.config.pad_token_id = tokenizer.pad_token_id  # decoders pick the last non-pad token for ORM pooling

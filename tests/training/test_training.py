@@ -180,3 +180,22 @@ def test_decoder_backbone_gets_a_new_separator_token(stepwise_file: Path, outcom
         assert model.tokenizer.convert_ids_to_tokens(model.layout.separator_id) == "<steplab_step>"
         assert model.model.get_input_embeddings().num_embeddings >= len(model.tokenizer) > len(tokenizer)
         assert 0 < model.score_solution(prompt, steps) < 1
+
+
+def test_a_prm_backbone_that_cannot_attend_causally_is_refused(stepwise_file: Path, tmp_path: Path) -> None:
+    """DistilBERT has no decoder mode: its step scores would read the steps after them, so a PRM on it is refused
+    naming base_model (an ORM, which reads its whole solution, trains on it)."""
+    from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
+
+    from rewards.training import TrainingConfigError
+    from rewards.training.config import default_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    DistilBertModel(DistilBertConfig(vocab_size=len(tokenizer), dim=32, hidden_dim=64, n_layers=1, n_heads=2,
+                                     max_position_embeddings=512)).save_pretrained(tmp_path / "tiny")
+    with pytest.raises(TrainingConfigError) as refused:
+        run_training(parse_config({**FAST, "kind": "prm", "dataset": str(stepwise_file), "max_steps": 1,
+                                   "max_length": 128, "base_model": str(tmp_path / "tiny"),
+                                   "output_dir": str(tmp_path / "prm")}))
+    assert refused.value.key == "base_model" and "has no causal mode" in str(refused.value)
