@@ -210,6 +210,10 @@ def tokenize_texts(tokenizer: TextTokenizer, texts: list[str]) -> list[list[int]
     return list(tokenizer(texts, add_special_tokens=False, split_special_tokens=True, verbose=False)["input_ids"])
 
 
+#: the most of a window's room that the context before its first target (prompt, earlier steps) may take
+CONTEXT_SHARE = 0.5
+
+
 def _tail(tokens: list[int], keep: int) -> list[int]:
     return tokens[len(tokens) - keep:] if keep < len(tokens) else tokens
 
@@ -220,30 +224,35 @@ def encode_prm(layout: SequenceLayout, prompt_ids: list[int], step_ids: Sequence
 
     Steps from ``first_step`` on are targets: each one's separator carries its label (or, when
     scoring, is where its score is read). Everything else is context with label IGNORE_INDEX.
-    When the sequence is too long, context is cut from the left (leading prompt tokens first),
-    then whole target steps are left off from the end (``end_step`` tells how many fit; scoring
-    continues from there in a new window). A single step longer than the room keeps its tail, so
-    its label position always survives. Nothing is dropped without ``overlong`` saying so.
+    When the sequence is too long, the context (the prompt and the steps before ``first_step``)
+    keeps its last ``CONTEXT_SHARE`` of the room at most, cut from the left, and whole target
+    steps are left off from the end (``end_step`` tells how many fit; scoring continues from there
+    in a new window). The context's cut is decided before the targets are placed, so what a step's
+    separator can attend to never depends on the steps after it: cut to make room for them, a long
+    prompt would tell a causal PRM how much solution is still to come. A single step longer than
+    the room keeps its tail, so its label position always survives. Nothing is dropped without
+    ``overlong`` saying so.
     """
     sep = layout.separator_id
     room = max_length - len(layout.prefix_ids)
+    context = list(prompt_ids) + [sep]
+    for index in range(first_step):
+        context += step_ids[index] + [sep]
+    kept = _tail(context, int(room * CONTEXT_SHARE))
+    room_for_targets = room - len(kept)
     targets: list[int] = []
     ends: list[int] = []  # offset of each target's separator inside ``targets``
     end = first_step
     for index in range(first_step, len(step_ids)):
-        if len(targets) + len(step_ids[index]) + 1 > room:
+        if len(targets) + len(step_ids[index]) + 1 > room_for_targets:
             break
         targets += step_ids[index] + [sep]
         ends.append(len(targets) - 1)
         end = index + 1
     cut_step = False
     if end == first_step:  # the first target alone does not fit: keep its tail
-        targets = _tail(step_ids[first_step], room - 1) + [sep]
+        targets = _tail(step_ids[first_step], room_for_targets - 1) + [sep]
         ends, end, cut_step = [len(targets) - 1], first_step + 1, True
-    context = list(prompt_ids) + [sep]
-    for index in range(first_step):
-        context += step_ids[index] + [sep]
-    kept = _tail(context, room - len(targets))
     offset = len(layout.prefix_ids) + len(kept)
     input_ids = list(layout.prefix_ids) + kept + targets
     labels = [IGNORE_INDEX] * len(input_ids)

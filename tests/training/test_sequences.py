@@ -203,3 +203,24 @@ def test_repeated_step_labels_are_trained_once() -> None:
     rows, repeated = dedupe_step_labels([chosen, alternative, disagreeing, other_problem])
     assert [r.labels for r in rows] == [(1, 1, 1), (IGNORE_INDEX, IGNORE_INDEX, 0), (IGNORE_INDEX, 0), (1,)]
     assert repeated == 3 and rows[0] is chosen and rows[3] is other_problem
+
+
+def test_a_steps_window_does_not_depend_on_the_steps_after_it(minilm_tokenizer: Any, layout: Any) -> None:
+    """What a step's separator can attend to (its window up to that separator) is the same whether the solution
+    ends there or goes on: a causal PRM cannot read, from how much of the prompt was cut, how much solution is
+    still to come. An alternatives row ends at its rated alternative, so that would say "this step is last"."""
+    prompt = " ".join(f"word{i}" for i in range(120))
+    steps = [f"Step {i}: we add {i} to the running total, which is now {i * (i + 1) // 2}." for i in range(12)]
+
+    def seen_by(steps_given: list[str], step: int) -> list[int]:
+        first = 0
+        while True:
+            window = _encode(minilm_tokenizer, layout, prompt, steps_given, None, 96, first_step=first)
+            if window.first_step <= step < window.end_step:
+                return window.input_ids[:window.label_positions[step - first] + 1]
+            first = window.end_step
+
+    for step in range(len(steps)):
+        assert seen_by(steps[:step + 1], step) == seen_by(steps, step), step
+    first = _encode(minilm_tokenizer, layout, prompt, steps, None, 96)
+    assert first.overlong and 0 < first.end_step < len(steps)  # the prompt was cut and the windows moved on

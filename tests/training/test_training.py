@@ -58,7 +58,9 @@ def test_prm_training_learns_and_reports(trained_prm: TrainedRun) -> None:
     assert validation["loss"] > 0
     step, solution = validation["step_level"], validation["solution_level"]
     assert step["count"] == data["validation"]["steps"] and 0 <= step["accuracy"] <= 1
-    assert step["auroc"] > 0.6  # real signal after 30 steps (≈0.9 measured)
+    # above chance after 30 steps (0.58 measured); the 0.9 measured before 2026-12-06 came from the rows' shape: the
+    # steps after a step (or how much of a long prompt was cut to make room for them) gave its label away
+    assert step["auroc"] > 0.5
     assert solution["count"] == data["validation"]["rows_used"] and solution["auroc"] is not None
     assert data["overlong"] == data["train"]["overlong"] + data["validation"]["overlong"] > 0
     assert data["train"]["dropped_steps"] > 0
