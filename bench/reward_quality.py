@@ -157,7 +157,9 @@ def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, feature
     }
     if args.method == "head":  # every label: the head's budget is its optimizer's iterations
         job.update(feature_cache=str(getattr(args, "feature_cache", None) or out.parent / "features"),
-                   head_features=features, head_model=head_model or getattr(args, "head_model", "linear"))
+                   head_features=features)
+        if head_model or getattr(args, "head_model", None):  # unset: the recipe's default classifier
+            job["head_model"] = head_model or args.head_model
     else:  # only the rows the budget reaches are tokenized (32k PRM rows take a minute on a busy CPU)
         job.update(max_steps=args.steps, learning_rate=args.learning_rate, batch_size=args.batch_size,
                    logging_steps=max(args.steps // 5, 1), limit=args.steps * args.batch_size, max_eval_rows=300)
@@ -297,11 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-model", default="default")
     parser.add_argument("--method", default="head", choices=("head", "finetune", "lora"))
     parser.add_argument("--features", default="lexical",
-                        help="head: comma-separated step-feature recipes, each optionally :linear or :mlp (the "
-                             "classifier; default --head-model); the first is the reported PRM and ORM, the "
-                             "others are PRM variants trained on the same cached features")
-    parser.add_argument("--head-model", default="linear", choices=("linear", "mlp"),
-                        help="head: the classifier over the features")
+                        help="head: comma-separated step-feature recipes, each optionally :linear, :mlp or "
+                             ":linear+trees (the classifier; default --head-model); the first is the reported PRM "
+                             "and ORM, the others are PRM variants trained on the same cached features")
+    parser.add_argument("--head-model", default=None, choices=("auto", "linear", "mlp", "linear+trees"),
+                        help="head: the classifier over the features (auto, the default: linear+trees for the "
+                             "lexical recipes, linear for the others)")
     parser.add_argument("--steps", type=int, default=60, help="optimizer steps per model (the same budget)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--learning-rate", type=float, default=1e-4)

@@ -312,14 +312,15 @@ def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache
 
 
 def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_heads: Heads) -> None:
-    """The default recipe: a linear head over the steps' dense columns and their word n-grams. The saved
-    vocabulary and IDF weights rebuild the same columns: the loaded head scores exactly as a fit of the same
-    examples does, and the words change the score."""
+    """The default recipe: a linear head over the steps' dense columns and their word n-grams, with boosted trees
+    beside it. The saved vocabularies, IDF weights and trees rebuild the same columns: the loaded head scores
+    exactly as a fit of the same examples does, and the words change the score."""
     import numpy as np
 
     from rewards.training.data import read_dataset, split_rows
     from rewards.training.head import (
         DEFAULT_ITERATIONS,
+        TREES_FILE,
         LexicalHead,
         head_scores,
         load_head,
@@ -330,15 +331,18 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_h
     heads = lexical_heads
     assert ModelSpec.load(heads.prm).features == "lexical" and heads.prm_metrics["model"]["features"] == "lexical"
     with np.load(heads.prm / "head.npz", allow_pickle=False) as saved:  # plain arrays, the vocabulary as text
-        assert saved["vocabulary"].dtype.kind == "U"
+        assert saved["vocabulary"].dtype.kind == "U" and saved["tree_vocabulary"].dtype.kind == "U"
         assert saved["vocabulary"].size == saved["idf"].size == saved["word_coef"].size > 0
+    assert (heads.prm / TREES_FILE).read_text().startswith("tree\n")  # LightGBM's text format, no pickle
+    assert heads.prm_metrics["model"]["head"] == "linear+trees" and heads.prm_metrics["train"]["trees"] > 0
     loaded = load_head(heads.prm)
-    assert isinstance(loaded, LexicalHead)
+    assert isinstance(loaded, LexicalHead) and loaded.trees is not None
     train, _ = split_rows(read_dataset(heads.prm.parent / "prm.jsonl", "prm", "positive"), None, 0)
     examples = prm_examples(None, dedupe_step_labels(train)[0], "lexical")
     fitted, _ = LexicalHead.fit(examples.x, examples.texts, examples.y, contexts=examples.contexts,
-                                negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0)
+                                negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0, trees=True)
     assert list(fitted.vocabulary) == list(loaded.vocabulary)
+    assert fitted.trees is not None and list(fitted.trees.vocabulary) == list(loaded.trees.vocabulary)
     np.testing.assert_allclose(head_scores(loaded, examples.x, examples.texts),
                                fitted.predict(examples.x, examples.texts), rtol=1e-5)
     strongest = str(loaded.vocabulary[int(np.argmax(np.abs(loaded.word_coef)))])
@@ -398,7 +402,7 @@ def test_a_lexical_head_saved_before_punctuation_loads_as_it_was(heads: Heads, t
     from rewards.training.head import LEGACY_LEXICAL_TOKENS, LexicalHead, load_head
 
     with np.load(heads.prm / "head.npz", allow_pickle=False) as saved:
-        arrays = {name: saved[name] for name in saved.files if name not in ("tokens", "marks")}
+        arrays = {name: saved[name] for name in saved.files if name not in ("tokens", "marks", "tree_vocabulary")}
     arrays["vocabulary"] = np.array(["halve", "double", "halve it"])
     arrays["idf"], arrays["word_coef"] = np.ones(3, np.float32), np.array([1.0, -1.0, 0.5], np.float32)
     np.savez(tmp_path / "head.npz", **arrays)
@@ -419,3 +423,68 @@ def test_lexical_recipe_is_refused_with_the_mlp(stepwise_file: Path) -> None:
         parse_config({**base, "head_model": "mlp", "head_features": "lexical+cosines"})
     assert refused.value.key == "head_model" and "lexical+cosines" in str(refused.value)
     assert parse_config({**base, "head_model": "mlp", "head_features": "context+text"}).head_model == "mlp"
+
+
+def test_boosted_trees_learn_what_one_weight_per_column_cannot() -> None:
+    """"The answer is" is wrong late in a solution and right early; a computation the other way round. Each word
+    and the position alone are right half the time, so the regression cannot rank them; the trees beside it read
+    the word and the position together."""
+    import numpy as np
+
+    from rewards.training.head import DEFAULT_ITERATIONS, LexicalHead
+
+    texts, labels, positions = [], [], []
+    for index in range(100):
+        for words, late in (("the answer is", 0), ("the answer is", 1), ("we compute", 0), ("we compute", 1)):
+            texts.append(f"{words} {index % 7}")
+            positions.append(late)
+            labels.append(int((words == "the answer is") != bool(late)))
+    x, y = np.array(positions, np.float32)[:, None], np.array(labels)
+    probe_x = np.array([[0], [1], [0], [1]], np.float32)
+    probe = ["the answer is 3", "the answer is 3", "we compute 3", "we compute 3"]
+    right = np.array([1, 0, 0, 1], bool)  # what the labels say of the probes
+    for trees in (False, True):
+        head, fit = LexicalHead.fit(x, texts, y, negative_weight="balanced", iterations=DEFAULT_ITERATIONS,
+                                    seed=0, trees=trees)
+        scores = head.predict(probe_x, probe)
+        margin = scores[right].min() - scores[~right].max()
+        if trees:
+            assert margin > 0.1 and fit["trees"] > 0 and head.parameters > head.coef.size + head.word_coef.size + 1
+        else:
+            assert abs(margin) < 0.05 and "trees" not in fit and head.trees is None
+
+
+def test_a_lexical_head_saved_before_the_trees_scores_with_its_regression_alone(lexical_heads: Heads,
+                                                                                tmp_path: Path) -> None:
+    import shutil
+
+    import numpy as np
+
+    from rewards.training.head import TREES_FILE, LexicalHead, load_head
+
+    folder = tmp_path / "before-trees"
+    shutil.copytree(lexical_heads.prm, folder)
+    with np.load(folder / "head.npz", allow_pickle=False) as saved:
+        np.savez(folder / "head.npz", **{name: saved[name] for name in saved.files if name != "tree_vocabulary"})
+    (folder / TREES_FILE).unlink()
+    before, now = load_head(folder), load_head(lexical_heads.prm)
+    assert isinstance(before, LexicalHead) and before.trees is None
+    assert isinstance(now, LexicalHead) and now.trees is not None
+    x = np.zeros((1, now.coef.size), np.float32)
+    text = ["So the answer is $42$."]
+    linear = now.intercept + ((x - now.mean) / now.scale) @ now.coef + now._words(text) @ now.word_coef
+    np.testing.assert_allclose(before.predict(x, text), 1 / (1 + np.exp(-linear)), rtol=1e-6)
+    assert now.predict(x, text) != pytest.approx(before.predict(x, text))  # the trees move it
+
+
+def test_the_head_model_follows_the_recipe_unless_named(stepwise_file: Path) -> None:
+    base = {"kind": "prm", "base_model": "default", "output_dir": "out", "dataset": str(stepwise_file),
+            "method": "head"}
+    assert parse_config(base).head_model == "linear+trees"
+    assert parse_config({**base, "head_features": "lexical+cosines"}).head_model == "linear+trees"
+    assert parse_config({**base, "head_features": "context"}).head_model == "linear"
+    assert parse_config({**base, "head_model": "linear"}).head_model == "linear"  # the regression alone
+    assert parse_config(base).resolved()["head_model"] == "linear+trees"  # a repeat of the job trains the same
+    with pytest.raises(TrainingConfigError) as refused:
+        parse_config({**base, "head_model": "linear+trees", "head_features": "context+text"})
+    assert refused.value.key == "head_model" and "context+text" in str(refused.value)
