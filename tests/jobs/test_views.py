@@ -189,6 +189,10 @@ def test_a_head_job_page_says_it_was_fitted_in_one_pass(client, users, dataset_v
     assert 'data-chart="loss"' not in html and "data-single-fit" in html
     assert "fitted in one pass over every label (146 optimizer iterations): training loss 0.5188" in html
     assert "validation loss" not in html and "tokens/s" not in html and "7295.3" in html
+    metrics = {"method": "head", "train": {"loss": 0.5107, "trees": 200}, "validation": {}}
+    TrainingJob.objects.filter(pk=job.pk).update(curve=[{"step": 146, "loss": 0.5107}], metrics=metrics)
+    html = " ".join(client.get(f"/models/jobs/{job.pk}/").content.decode().split())
+    assert "(146 optimizer iterations, and 200 boosted trees beside the regression): training loss 0.5107" in html
     TrainingJob.objects.filter(pk=job.pk).update(
         curve=[{"step": 10, "loss": 0.9}, {"step": 20, "loss": 0.7}],
         metrics={"method": "finetune", "train": {"loss": 0.7, "examples_per_s": 6.0, "tokens_per_s": 1300.0},
