@@ -98,8 +98,9 @@ def max_positions(folder: Path) -> int | None:
 
 
 def reads_later_tokens(model: Any, tokenizer: Any) -> bool:
-    """Whether a position's output changes with a token after it (a bidirectional encoder's does; a decoder's
-    does not): two short sequences that differ only in their last token, compared at the first position."""
+    """Whether a token head's output at a position changes with a token after it (a bidirectional encoder's
+    does; a decoder's does not): two short sequences that differ only in their last token, compared at the
+    first position."""
     import torch
 
     ids = list(tokenizer("one two three four", add_special_tokens=True)["input_ids"])
@@ -111,8 +112,8 @@ def reads_later_tokens(model: Any, tokenizer: Any) -> bool:
             outputs = [model(input_ids=torch.tensor([sequence])).logits for sequence in (ids, other)]
     finally:
         model.train(was_training)
-    first = (outputs[0][0, 0], outputs[1][0, 0]) if outputs[0].dim() == 3 else (outputs[0][0], outputs[1][0])
-    return not torch.allclose(first[0], first[1], atol=1e-6)
+    # a token head's logits are (sequence, position, class): the first position of each
+    return not torch.allclose(outputs[0][0, 0], outputs[1][0, 0], atol=1e-6)
 
 
 def build_model(kind: str, folder: Path, tokenizer: Any, *, resize: bool, lora: LoraSettings | None) -> Any:
