@@ -68,8 +68,8 @@ TREE_LEAVES = 31
 TREE_MIN_CHILD = 40  # examples per leaf at least
 TREE_ROW_SHARE = 0.8  # each round fits on this share of the examples ...
 TREE_COLUMN_SHARE = 0.5  # ... and each tree reads this share of the columns
-# an n-gram is a tree column once this many training texts hold it (with fewer, no split on it could leave
-# TREE_MIN_CHILD examples on its side)
+# an n-gram is a tree column once this many training texts hold it (the value the cross-validation ran with; one
+# held by fewer than TREE_MIN_CHILD texts can never be split on anyway)
 TREE_MIN_DF = 20
 # below this many examples the trees grow on one thread: waking a second one each round costs more than it saves
 # (measured on 2 cores: 4,294 examples 0.7 s on one thread, 2.8 s on two; 41,669 examples 14.2 s, 12.0 s on two)
@@ -367,8 +367,9 @@ class BoostedTrees:
 
     @classmethod
     def fit(cls, x: np.ndarray, texts: Sequence[str], y: np.ndarray, *, sample_weight: np.ndarray,
-            seed: int) -> BoostedTrees:
-        """``x``: the dense columns as built (trees need no standardisation)."""
+            seed: int) -> tuple[BoostedTrees, np.ndarray]:
+        """The trees and their log-odds of the training examples (from the columns built for the fit: the texts
+        are split into n-grams once). ``x``: the dense columns as built (trees need no standardisation)."""
         import lightgbm
 
         vectorizer = cls._new_vectorizer(min_df=TREE_MIN_DF)
@@ -383,8 +384,10 @@ class BoostedTrees:
                   "num_threads": 1 if len(y) < TREE_THREADED_EXAMPLES else 0,  # 0: OpenMP's default, every core
                   # the same trees whatever the number of threads
                   "deterministic": True, "force_col_wise": True, "verbose": -1}
-        data = lightgbm.Dataset(cls._columns(x, words), label=y, weight=sample_weight, params={"verbose": -1})
-        return cls(lightgbm.train(params, data, num_boost_round=TREE_ROUNDS), vocabulary)
+        columns = cls._columns(x, words)
+        data = lightgbm.Dataset(columns, label=y, weight=sample_weight, params={"verbose": -1})
+        booster = lightgbm.train(params, data, num_boost_round=TREE_ROUNDS)
+        return cls(booster, vocabulary), np.asarray(booster.predict(columns, raw_score=True), dtype=np.float64)
 
     def log_odds(self, x: np.ndarray, texts: Sequence[str]) -> np.ndarray:
         words = None
@@ -466,14 +469,15 @@ class LexicalHead:
                   sample_weight=np.concatenate([weights, np.ones(2 * len(better))]))
         coef = model.coef_[0].astype(np.float32)
         width = x.shape[1]
-        boosted = BoostedTrees.fit(x, texts, y, sample_weight=weights, seed=seed) if trees else None
+        boosted, tree_log_odds = (BoostedTrees.fit(x, texts, y, sample_weight=weights, seed=seed) if trees
+                                  else (None, None))
         head = cls(mean.astype(np.float32), scale.astype(np.float32), coef[:width],
                    np.asarray(vectorizer.get_feature_names_out(), dtype=str), vectorizer.idf_.astype(np.float32),
                    coef[width:-1], float(coef[-1]), recipe=recipe, trees=boosted)
         # the training loss from the columns already built (head.predict would tokenize every text again)
         log_odds = np.asarray(examples @ coef[:-1] + coef[-1], dtype=np.float64)
-        if boosted is not None:
-            log_odds = head.blend(log_odds, boosted.log_odds(x, texts))
+        if tree_log_odds is not None:
+            log_odds = head.blend(log_odds, tree_log_odds)
         fit = {"iterations": int(np.max(model.n_iter_)), "loss": _log_loss(y, 1.0 / (1.0 + np.exp(-log_odds))),
                "ngrams": int(head.word_coef.size), "sibling_pairs": int(len(better))}
         if boosted is not None:
