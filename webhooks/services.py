@@ -200,8 +200,9 @@ def check_progress_milestones(campaign_id: int) -> list[int]:
 def after_labeling_finished(campaign_id: int) -> None:
     """A labeling was submitted: check the milestones in the worker, when some hook listens for them."""
     def check() -> None:
-        listening = Webhook.objects.filter(campaign_id=campaign_id, is_active=True,
-                                           events__contains=[Event.CAMPAIGN_PROGRESS.value]).exists()
+        # A campaign has a handful of hooks; JSON containment (``events__contains``) does not exist on SQLite.
+        listening = any(Event.CAMPAIGN_PROGRESS.value in events for events in Webhook.objects.filter(
+            campaign_id=campaign_id, is_active=True).values_list("events", flat=True))
         if listening:
             from .tasks import progress_milestones_task
 
