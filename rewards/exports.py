@@ -18,8 +18,9 @@ format's declaration, its files and Parquet schema), streamed in constant memory
   (neutral steps are left out of ``completions``/``labels``). A human-written step (conversational
   mode) counts as +1: the labeler wrote it as a correct continuation.
 * ``outcome`` — for ORMs: ``prompt``, ``completion`` (the whole solution, steps joined by newlines),
-  ``label`` (final answer correct per the grader), ``split``, ``problem_id``, ``solution_id``; one row
-  per labeled solution with a grader verdict.
+  ``label`` (final answer correct per the grader), ``split``, ``problem_id``, ``source``, ``solution_id``,
+  ``candidate_id``; one row per graded solution of the campaign, labeled or not, and per graded pool candidate
+  (``rewards.formats.outcome``).
 
 The train/test split is by problem and deterministic: a problem is in ``test`` when
 SHA-256(seed, problem text digest) falls under ``test_fraction``.
@@ -314,32 +315,6 @@ def solution_paths(solution_ids: list[int]) -> dict[int, list[str]]:
         if text is not None:
             paths[step_order[step_id][0]].append(text)
     return paths
-
-
-def iter_outcome_rows(assignments: QuerySet[models.Assignment], options: ExportOptions,
-                      chunk_size: int = 2000) -> Iterator[dict[str, Any]]:
-    """One row per labeled solution with a grader verdict (deduplicated across overlapping labelers)."""
-    from annotate.models import Solution
-
-    # The ids first (one query, a few MB for 1M solutions), then chunks by id: an ``IN (subquery)`` per chunk
-    # made PostgreSQL rebuild the whole labeled set for every chunk (0.6 s each, measured on 100k solutions).
-    solution_ids = sorted(set(assignments.filter(solution__is_correct__isnull=False)
-                              .values_list("solution_id", flat=True)))
-    for start in range(0, len(solution_ids), chunk_size):
-        # Plain values, not model instances (a third of this pass's time on 100k solutions).
-        chunk = list(Solution.objects.filter(pk__in=solution_ids[start:start + chunk_size]).order_by("pk").values_list(
-            "pk", "pre_generated_steps", "is_correct", "problem__text", "problem__text_sha256", "problem__source_id"))
-        paths = solution_paths([row[0] for row in chunk if not row[1]])
-        for solution_id, pre_generated, is_correct, prompt, digest, source_id in chunk:
-            steps = pre_generated or paths.get(solution_id, [])
-            yield {
-                "prompt": prompt,
-                "completion": "\n".join(steps),
-                "label": bool(is_correct),
-                "split": split_of(digest, options.seed, options.test_fraction),
-                "problem_id": source_id or digest[:16],
-                "solution_id": solution_id,
-            }
 
 
 def iter_format_rows(campaign: models.Campaign, fmt: str, options: ExportOptions) -> Iterator[dict[str, Any]]:

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -158,6 +158,8 @@ class _Tally:
     rows: Counter[str] = field(default_factory=Counter)
     problems: dict[str, set[str]] = field(default_factory=lambda: {"train": set(), "test": set()})
     modes: dict[str, Counter[str]] = field(default_factory=lambda: {"chosen": Counter(), "alternatives": Counter()})
+    #: right and wrong answers of the outcome rows per source (labeled, imported, sampled, pool)
+    outcome_sources: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
 
     def stepwise(self, groups: Iterator[StepwiseRows]) -> Iterator[dict[str, Any]]:
         for group in groups:
@@ -188,8 +190,10 @@ class _Tally:
 
     def outcome(self, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         for row in rows:
+            verdict = "correct" if row["label"] else "wrong"
             self.rows[f"outcome:{row['split']}"] += 1
-            self.rows[f"outcome:{'correct' if row['label'] else 'wrong'}"] += 1
+            self.rows[f"outcome:{verdict}"] += 1
+            self.outcome_sources[row["source"]][verdict] += 1
             yield row
 
 
@@ -231,7 +235,9 @@ def _counts(database: dict[str, Any], tally: _Tally, written: dict[str, WrittenF
                    "outcome_rows": tally.rows[f"outcome:{name}"]}
             for name in ("train", "test")
         },
-        "outcome": {"correct": tally.rows["outcome:correct"], "wrong": tally.rows["outcome:wrong"]},
+        "outcome": {"correct": tally.rows["outcome:correct"], "wrong": tally.rows["outcome:wrong"],
+                    "by_source": {source: {"correct": counter["correct"], "wrong": counter["wrong"]}
+                                  for source, counter in sorted(tally.outcome_sources.items())}},
     }
 
 

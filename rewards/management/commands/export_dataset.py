@@ -18,7 +18,8 @@ class Command(BaseCommand):
                             help="; ".join(f"{fmt.name}: {fmt.help}" for fmt in formats.formats()))
         parser.add_argument("--out", required=True, type=Path)
         parser.add_argument("--sources", default="",
-                            help="consensus: comma-separated label sources, e.g. human,mc:smollm2 (default: all)")
+                            help="consensus: comma-separated label sources, e.g. human,mc:smollm2; outcome: "
+                                 "comma-separated row sources of labeled, imported, sampled, pool (default: all)")
         add_export_arguments(parser, steps_help="trl-stepwise: 'chosen' path only, or every rated 'alternatives' "
                                                 "completion after its chosen prefix; 'auto' picks alternatives when "
                                                 "the labels carry rated alternatives")
