@@ -1,16 +1,22 @@
-"""The client: datasets (list, download with SHA-256 check, load as ``datasets.Dataset``), labeling (lease,
-whole-solution submit), jobs (start, wait). It talks only HTTP: no Django, no settings."""
+"""The client: campaigns, datasets (list, download with SHA-256 check, load as ``datasets.Dataset``), labeling
+(lease, whole-solution submit), jobs (start, wait). It talks only HTTP: no Django, no settings.
+
+The API token goes only to the server the client was made for: a link the server answers with (a page's ``next``,
+a file's ``url``) that points at another scheme, host or port is fetched without it."""
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import requests
+from requests.auth import AuthBase
 
 if TYPE_CHECKING:
     import datasets
@@ -35,6 +41,46 @@ class ChecksumMismatch(Exception):
     """A downloaded file's SHA-256 is not the one the version records: the file is removed, not kept."""
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) with the scheme's default port filled in: what "the same server" means."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
+
+
+class _BearerForOrigin(AuthBase):
+    """``Authorization: Bearer …`` on requests to one origin only; requests drops it itself on a redirect
+    elsewhere, and this keeps it off links the server hands out that point elsewhere."""
+
+    def __init__(self, token: str, base_url: str) -> None:
+        self.header = f"Bearer {token}"
+        self.origin = _origin(base_url)
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        if request.url is not None and _origin(request.url) == self.origin:
+            request.headers["Authorization"] = self.header
+        else:
+            request.headers.pop("Authorization", None)
+        return request
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A campaign you are a member of: its ``id`` is what ``dataset_versions`` and ``lease`` take."""
+
+    id: int
+    slug: str
+    name: str
+    mode: str
+    is_active: bool
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_api(cls, row: dict[str, Any]) -> Campaign:
+        return cls(id=row["id"], slug=row["slug"], name=row["name"], mode=row["mode"],
+                   is_active=row["is_active"], raw=row)
+
+
 @dataclass(frozen=True)
 class DatasetFile:
     format: str
@@ -51,8 +97,12 @@ class DatasetVersion:
     campaign: int
     number: int
     content_sha256: str
-    files: dict[str, DatasetFile]
-    raw: dict[str, Any]
+    files: dict[str, DatasetFile] = field(repr=False)
+    raw: dict[str, Any] = field(repr=False)
+
+    def __repr__(self) -> str:
+        return (f"DatasetVersion(id={self.id}, campaign={self.campaign}, number={self.number}, "
+                f"sha256={self.content_sha256[:12]}…, formats={sorted(self.files)})")
 
     @classmethod
     def from_api(cls, row: dict[str, Any]) -> DatasetVersion:
@@ -68,7 +118,10 @@ class Lease:
     assignment: int
     solution: int
     steps: list[str]
-    raw: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"Lease(assignment={self.assignment}, solution={self.solution}, steps={len(self.steps)})"
 
 
 class Steplab:
@@ -79,7 +132,10 @@ class Steplab:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.session = session or requests.Session()
-        self.session.headers["Authorization"] = f"Bearer {token}"
+        self.session.auth = _BearerForOrigin(token, self.base_url)
+
+    def __repr__(self) -> str:
+        return f"Steplab({self.base_url!r})"
 
     # --- plumbing ------------------------------------------------------------------------------
     def _url(self, path: str) -> str:
@@ -108,9 +164,16 @@ class Steplab:
                 return
             page = self.request("GET", page["next"])
 
+    # --- campaigns -----------------------------------------------------------------------------
+    def campaigns(self) -> list[Campaign]:
+        """The campaigns you are a member of (any role), oldest first."""
+        return [Campaign.from_api(row) for row in self._pages("/api/campaigns/")]
+
     # --- datasets ------------------------------------------------------------------------------
-    def dataset_versions(self, campaign: int | None = None) -> list[DatasetVersion]:
+    def dataset_versions(self, campaign: Campaign | int | None = None) -> list[DatasetVersion]:
         """Ready dataset versions you may read, oldest first."""
+        if isinstance(campaign, Campaign):
+            campaign = campaign.id
         params = {"campaign": campaign} if campaign is not None else None
         return [DatasetVersion.from_api(row) for row in self._pages("/api/datasets/", params)]
 
@@ -118,16 +181,19 @@ class Steplab:
         return DatasetVersion.from_api(self.request("GET", f"/api/datasets/{version_id}/"))
 
     def download(self, version: DatasetVersion | int, fmt: str, dest: str | Path) -> Path:
-        """Stream one file of a version to ``dest`` (a folder: the file keeps its name) and check its SHA-256
-        against the version's record; a mismatch removes the file and raises ``ChecksumMismatch``."""
+        """Stream one file of a version to ``dest`` and check its SHA-256 against the version's record; a mismatch
+        removes the file and raises ``ChecksumMismatch``. ``dest`` is a folder when it exists as one or ends with
+        a slash (made if missing; the file keeps its name), else the file's path (its folder made if missing)."""
         if isinstance(version, int):
             version = self.dataset_version(version)
         if fmt not in version.files:
             raise KeyError(f"version {version.number} has no {fmt!r} file (has: {', '.join(sorted(version.files))})")
         info = version.files[fmt]
         target = Path(dest)
-        if target.is_dir():
+        if target.is_dir() or str(dest).endswith(("/", os.sep)):
+            target.mkdir(parents=True, exist_ok=True)
             target = target / Path(info.name).name
+        target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(target.name + ".part")
         digest = hashlib.sha256()
         with self.session.get(self._url(info.url), stream=True, timeout=self.timeout) as answer:
@@ -163,9 +229,11 @@ class Steplab:
         return datasets.Dataset.from_json(str(path))
 
     # --- labeling ------------------------------------------------------------------------------
-    def lease(self, campaign: int) -> Lease | None:
+    def lease(self, campaign: Campaign | int) -> Lease | None:
         """Your open solution in the campaign, else the next one to label; None when there is no work (the
         server's reason is in ``SteplabError`` only for refusals)."""
+        if isinstance(campaign, Campaign):
+            campaign = campaign.id
         answer = self.request("POST", f"/api/campaigns/{campaign}/lease/")
         assignment = answer.get("assignment")
         if assignment is None:
