@@ -16,8 +16,9 @@ log = logging.getLogger(__name__)
 
 #: The queues served by separate worker processes. A local training or scoring job's task holds its worker slot
 #: for the whole run (it watches the subprocess), so training-class work (``gpu``) gets a process of its own and
-#: imports, metrics and exports (``default``) never wait behind it.
-WORKER_QUEUES = ("default", "gpu")
+#: imports, metrics and exports (``default``) never wait behind it. Webhook deliveries (``webhooks``, the default
+#: of STEPLAB_WEBHOOK_QUEUE) wait on receivers outside: a process of their own too.
+WORKER_QUEUES = ("default", "gpu", "webhooks")
 
 
 def worker_command(queue: str, *, concurrency: int, node: str, options: tuple[str, ...] = ()) -> list[str]:

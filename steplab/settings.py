@@ -216,6 +216,7 @@ CELERY_BEAT_SCHEDULE = {
     "jobs-reap-stale": {"task": "jobs.reap_stale_jobs", "schedule": 60.0},
     "jobs-auto-train": {"task": "jobs.auto_train", "schedule": 600.0},
     "jobs-auto-generations": {"task": "jobs.auto_start_generations", "schedule": 600.0},
+    "webhooks-sweep": {"task": "webhooks.sweep_deliveries", "schedule": 60.0},
 }
 
 CACHES = {
@@ -324,9 +325,10 @@ STEPLAB_KUBERNETES: dict[str, object] = {
 }
 
 # --- Webhooks -----------------------------------------------------------------------------------
-# Receiver hosts allowed although they resolve to a private, loopback or link-local address (comma-separated).
+# Receivers admitted although not public (steplab/outbound.py): host names or CIDRs, comma-separated.
 STEPLAB_WEBHOOK_ALLOWED_HOSTS = env.list("STEPLAB_WEBHOOK_ALLOWED_HOSTS", [], subcast=str)
-STEPLAB_WEBHOOK_TIMEOUT_S = env.float("STEPLAB_WEBHOOK_TIMEOUT_S", 10.0)
+STEPLAB_WEBHOOK_TIMEOUT_S = env.float("STEPLAB_WEBHOOK_TIMEOUT_S", 10.0)  # one delivery in all: connect to answer
 STEPLAB_WEBHOOK_MAX_ATTEMPTS = env.int("STEPLAB_WEBHOOK_MAX_ATTEMPTS", 8)
 STEPLAB_WEBHOOK_RETRY_BASE_S = env.float("STEPLAB_WEBHOOK_RETRY_BASE_S", 30.0)  # doubled after each failure
-STEPLAB_WEBHOOK_QUEUE = env.str("STEPLAB_WEBHOOK_QUEUE", CELERY_TASK_DEFAULT_QUEUE)  # the deliveries' Celery queue
+# The deliveries' Celery queue: their own, so a slow receiver never holds imports (steplab/celery.py WORKER_QUEUES).
+STEPLAB_WEBHOOK_QUEUE = env.str("STEPLAB_WEBHOOK_QUEUE", "webhooks")

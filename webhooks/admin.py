@@ -44,12 +44,15 @@ class DeliveryInline(admin.TabularInline):
 @admin.register(Webhook)
 class WebhookAdmin(admin.ModelAdmin):
     form = WebhookForm
-    list_display = ["url", "campaign", "events", "is_active", "created_at"]
+    list_display = ["url", "campaign", "events", "is_active", "disabled_reason", "created_at"]
     list_filter = ["is_active", "campaign"]
+    readonly_fields = ["disabled_reason"]
     inlines = [DeliveryInline]
 
     def save_model(self, request: HttpRequest, obj: Webhook, form: Any, change: bool) -> None:
         if change:
+            if obj.is_active:
+                obj.disabled_reason = ""  # turned on again with a URL the form checked
             super().save_model(request, obj, form, change)
             return
         hook, secret = register_webhook(campaign=obj.campaign, url=obj.url, events=obj.events, user=request.user)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class Event(models.TextChoices):
@@ -25,6 +26,8 @@ class Webhook(models.Model):
     events = models.JSONField(default=list, help_text="event names; see webhooks.models.Event")
     secret = models.CharField(max_length=100, editable=False)
     is_active = models.BooleanField(default=True)
+    # Why Steplab turned the hook off (its URL refused by the outbound rules); empty when active or off by hand.
+    disabled_reason = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -38,7 +41,11 @@ class Webhook(models.Model):
 
 class Delivery(models.Model):
     """One event sent to one webhook: pending until the receiver answers 2xx (delivered) or the attempts run out
-    (failed). ``attempts_log`` keeps every try: when, the status code or the error, how long it took."""
+    (failed). ``attempts_log`` keeps every try: when, the status code or the error, how long it took.
+
+    An attempt claims the row (``claimed_at``) with one conditional UPDATE and holds no transaction while it
+    waits on the receiver; ``next_attempt_at`` is when the next try is due. A row claimed long ago (its worker
+    died) or overdue is sent again by ``webhooks.services.sweep_deliveries``: delivery is at least once."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -55,9 +62,13 @@ class Delivery(models.Model):
     attempts_log = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["next_attempt_at"], condition=Q(status="pending"),
+                                name="delivery_pending_due")]
         verbose_name_plural = "deliveries"
 
     def __str__(self) -> str:

@@ -1,6 +1,11 @@
 """Webhooks: registering a receiver (its address checked), emitting events after the commit that caused them,
 and delivering them signed, with retries.
 
+Every request goes through ``steplab.outbound`` (the address checked and connected to once, a total deadline, a
+capped answer, no redirects). A delivery claims its row with one conditional UPDATE and sends with no database
+transaction open; what the receiver answered is recorded afterwards. A delivery whose worker died is sent again
+by ``sweep_deliveries`` (a periodic task): a receiver may get a delivery twice and tells by ``X-Steplab-Delivery``.
+
 Signature: ``X-Steplab-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the hook's secret>``.
 A receiver recomputes it over the raw body and refuses a mismatch or an old ``t`` (replays).
 """
@@ -8,23 +13,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import secrets
-import socket
 import time
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
-import requests
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from annotate.models import AssignmentStatus, Campaign, Solution
+from steplab import outbound
+from steplab.celery import send_task
 
 from .models import Delivery, Event, ProgressMilestone, Webhook
 
@@ -32,6 +35,10 @@ MILESTONES = (25, 50, 75, 100)
 SIGNATURE_HEADER = "X-Steplab-Signature"
 EVENT_HEADER = "X-Steplab-Event"
 DELIVERY_HEADER = "X-Steplab-Delivery"
+#: What a receiver's answer may cost us: its status matters, its body only as a quote in the log.
+MAX_ANSWER_BYTES = 64 * 1024
+#: A claim older than the deadline plus this means its worker died; a due attempt this late lost its task.
+SWEEP_GRACE_S = 60.0
 
 
 class WebhookRefused(ValueError):
@@ -42,31 +49,21 @@ class WebhookRefused(ValueError):
         self.field = field
 
 
-def _allowed_host(host: str) -> bool:
-    return host.lower() in {h.lower() for h in settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS}
+def receiver_rules() -> outbound.Rules:
+    """The outbound rules of webhook receivers, from the settings."""
+    return outbound.Rules(allowed=outbound.allowed_from(settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS),
+                          deadline_s=settings.STEPLAB_WEBHOOK_TIMEOUT_S, max_answer_bytes=MAX_ANSWER_BYTES,
+                          setting="STEPLAB_WEBHOOK_ALLOWED_HOSTS")
 
 
-def check_receiver_url(url: str) -> None:
-    """Refuse a receiver on a private, loopback, link-local or otherwise non-public address (the host is
-    resolved: a public name pointing inside is refused too), unless ``STEPLAB_WEBHOOK_ALLOWED_HOSTS`` names it.
-    Otherwise a campaign admin could make the server POST into its own network."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise WebhookRefused("url", f"{url!r} is not an http(s) URL with a host.")
-    host = parts.hostname
-    if _allowed_host(host):
-        return
+def check_receiver_url(url: str) -> outbound.Target:
+    """The receiver's checked target, or ``WebhookRefused`` saying why (steplab.outbound's rules: a public address
+    or one ``STEPLAB_WEBHOOK_ALLOWED_HOSTS`` admits). Otherwise a campaign admin could make the server POST into
+    its own network."""
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
-    except (socket.gaierror, ValueError) as error:
-        raise WebhookRefused("url", f"The host {host!r} does not resolve: {error}.") from None
-    for address in sorted(addresses):
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-        if not ip.is_global or ip.is_multicast:
-            raise WebhookRefused("url", f"The host {host!r} resolves to {address}, a private, loopback or link-local "
-                                        f"address: receivers must be public (or named in "
-                                        f"STEPLAB_WEBHOOK_ALLOWED_HOSTS).")
+        return outbound.check_url(url, rules=receiver_rules())
+    except outbound.OutboundRefused as refused:
+        raise WebhookRefused("url", str(refused)) from None
 
 
 def register_webhook(*, campaign: Campaign, url: str, events: Iterable[str], user: Any = None) -> tuple[Webhook, str]:
@@ -116,48 +113,82 @@ def emit_on_commit(*, campaign_id: int, event: str, data: dict[str, Any]) -> Non
 
 def attempt_delivery(delivery_id: int, *, now: datetime | None = None) -> bool:
     """POST one delivery to its receiver, signed; log the attempt. True when it should be tried again later
-    (no 2xx answer and attempts left). The address is checked again: DNS may have changed since registration."""
+    (no 2xx answer and attempts left). The address is checked again: DNS may have changed since registration.
+    Runs outside any transaction: the row is claimed and committed first, the receiver is waited on with
+    nothing locked, and the answer recorded after."""
+    if transaction.get_connection().in_atomic_block:
+        raise RuntimeError("attempt_delivery waits on a receiver: call it outside any transaction")
+    claimed_at = timezone.now()
+    if not Delivery.objects.filter(pk=delivery_id, status=Delivery.Status.PENDING,
+                                   claimed_at__isnull=True).update(claimed_at=claimed_at):
+        return False  # delivered, given up, removed, or another attempt holds it: a redelivered task does nothing
+    delivery = Delivery.objects.select_related("webhook").get(pk=delivery_id)
+    hook = delivery.webhook
+    started = time.perf_counter()
+    code, error = _send(delivery, hook)
+    return _record(delivery_id, claimed_at=claimed_at, code=code, error=error, now=now or timezone.now(),
+                   ms=round((time.perf_counter() - started) * 1000, 1))
+
+
+def _send(delivery: Delivery, hook: Webhook) -> tuple[int | None, str]:
+    """The receiver's status code and the error to log ("" for a 2xx)."""
+    if not hook.is_active:
+        return None, f"The webhook is disabled{': ' + hook.disabled_reason if hook.disabled_reason else ''}."
+    body = json.dumps({**delivery.payload, "delivery": delivery.pk}, separators=(",", ":")).encode()
+    try:
+        target = check_receiver_url(hook.url)
+        answer = outbound.post(target, body=body, rules=receiver_rules(), headers={
+            "Content-Type": "application/json", "User-Agent": "Steplab-Webhooks/1",
+            EVENT_HEADER: delivery.event, DELIVERY_HEADER: str(delivery.pk),
+            SIGNATURE_HEADER: sign(hook.secret, int(time.time()), body)})
+    except WebhookRefused as refused:
+        return None, str(refused)
+    except outbound.OutboundFailed as failed:
+        return None, str(failed)
+    return answer.status, "" if 200 <= answer.status < 300 else answer.summary()
+
+
+def _record(delivery_id: int, *, claimed_at: datetime, code: int | None, error: str, now: datetime,
+            ms: float) -> bool:
+    """Write one attempt's outcome onto the row this attempt claimed; True when another attempt is due."""
     with transaction.atomic():
-        delivery = (Delivery.objects.select_for_update().select_related("webhook")
-                    .filter(pk=delivery_id, status=Delivery.Status.PENDING).first())
+        delivery = Delivery.objects.select_for_update().filter(pk=delivery_id, claimed_at=claimed_at).first()
         if delivery is None:
-            return False  # delivered, given up, or removed: a redelivered task does nothing
-        hook = delivery.webhook
-        body = json.dumps({**delivery.payload, "delivery": delivery.pk}, separators=(",", ":")).encode()
-        stamp = int(time.time())
-        started = time.perf_counter()
-        code: int | None = None
-        error = ""
-        try:
-            check_receiver_url(hook.url)
-            answer = requests.post(hook.url, data=body, timeout=settings.STEPLAB_WEBHOOK_TIMEOUT_S,
-                                   allow_redirects=False, headers={
-                                       "Content-Type": "application/json", "User-Agent": "Steplab-Webhooks/1",
-                                       EVENT_HEADER: delivery.event, DELIVERY_HEADER: str(delivery.pk),
-                                       SIGNATURE_HEADER: sign(hook.secret, stamp, body)})
-            code = answer.status_code
-            if not 200 <= code < 300:
-                error = f"HTTP {code}: {answer.text[:200]}"
-        except WebhookRefused as refused:
-            error = str(refused)
-        except requests.RequestException as failed:
-            error = f"{type(failed).__name__}: {failed}"
-        now = now or timezone.now()
+            return False  # the sweep took the claim back and sent the delivery again: that attempt records
         delivery.attempts += 1
         delivery.last_status_code, delivery.last_error = code, error
-        delivery.attempts_log = [*delivery.attempts_log, {
-            "at": now.isoformat(), "status_code": code, "error": error,
-            "ms": round((time.perf_counter() - started) * 1000, 1)}]
+        delivery.attempts_log = [*delivery.attempts_log, {"at": now.isoformat(), "status_code": code,
+                                                          "error": error, "ms": ms}]
+        delivery.claimed_at = None
         retry = False
         if not error:
             delivery.status, delivery.delivered_at = Delivery.Status.DELIVERED, now
-        elif delivery.attempts >= settings.STEPLAB_WEBHOOK_MAX_ATTEMPTS:
+        elif delivery.attempts >= settings.STEPLAB_WEBHOOK_MAX_ATTEMPTS or not delivery.webhook.is_active:
             delivery.status = Delivery.Status.FAILED
         else:
             retry = True
+            delivery.next_attempt_at = now + timedelta(seconds=retry_delay_s(delivery.attempts))
         delivery.save(update_fields=["status", "attempts", "last_status_code", "last_error", "attempts_log",
-                                     "delivered_at"])
+                                     "delivered_at", "claimed_at", "next_attempt_at"])
     return retry
+
+
+def sweep_deliveries(*, now: datetime | None = None) -> list[int]:
+    """Send again the pending deliveries whose attempt died with its worker (claimed longer ago than the deadline
+    plus a grace) or whose due attempt never ran (its task lost); the ids sent. At least once, not exactly once."""
+    now = now or timezone.now()
+    grace = timedelta(seconds=SWEEP_GRACE_S)
+    pending = Delivery.objects.filter(status=Delivery.Status.PENDING)
+    pending.filter(claimed_at__lt=now - grace - timedelta(seconds=settings.STEPLAB_WEBHOOK_TIMEOUT_S)).update(
+        claimed_at=None)
+    due = list(pending.filter(claimed_at__isnull=True, next_attempt_at__lt=now - grace).values_list("pk", flat=True))
+    # Each is due again a grace from now: a queue slower than that gets one extra task, not one a minute.
+    Delivery.objects.filter(pk__in=due, claimed_at__isnull=True).update(next_attempt_at=now)
+    from .tasks import deliver_task
+
+    for delivery_id in due:
+        send_task(deliver_task, args=[delivery_id], queue=settings.STEPLAB_WEBHOOK_QUEUE)
+    return due
 
 
 def retry_delay_s(attempts: int) -> float:

@@ -5,7 +5,7 @@ from typing import Any
 
 from celery import shared_task
 
-from .services import attempt_delivery, check_progress_milestones, retry_delay_s
+from .services import attempt_delivery, check_progress_milestones, retry_delay_s, sweep_deliveries
 
 
 @shared_task(name="webhooks.deliver", bind=True, ignore_result=True, max_retries=None)
@@ -18,3 +18,9 @@ def deliver_task(self: Any, delivery_id: int) -> None:
 @shared_task(name="webhooks.progress_milestones", ignore_result=True)
 def progress_milestones_task(campaign_id: int) -> list[int]:
     return check_progress_milestones(campaign_id)
+
+
+@shared_task(name="webhooks.sweep_deliveries", ignore_result=True)
+def sweep_deliveries_task() -> list[int]:
+    """Periodic (beat): send again the deliveries a dead worker left claimed or a lost task left due."""
+    return sweep_deliveries()
