@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prm-solutions", type=int, default=200)
     parser.add_argument("--threshold", type=float, default=0.5)
     parser.add_argument("--base-model", default="default", help="backbone of the PRM trained here")
+    parser.add_argument("--method", default="head", choices=("head", "finetune", "lora"),
+                        help="how the PRM trained here learns (reward_quality.py's trainer reads it)")
+    parser.add_argument("--head-model", default=None, choices=("auto", "linear", "mlp", "linear+trees"))
     parser.add_argument("--steps", type=int, default=40, help="optimizer steps of the PRM trained here")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--learning-rate", type=float, default=1e-4)

@@ -25,12 +25,14 @@ processed in chunks bounded by ``chunk_elements``.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from .intervals import DRAWS, best_of_n_intervals
+from .intervals import DRAWS, PAIRS, best_of_n_intervals
 from .pools import Pool
 
 __all__ = [
@@ -344,6 +346,7 @@ def best_of_n(
     include_exact: bool = True,
     chunk_elements: int = 2_000_000,
     draws: int = DRAWS,
+    baselines: Mapping[str, Sequence[np.ndarray]] | None = None,
 ) -> dict:
     """Best-of-N accuracy as the paper computes it; returns the CLI's JSON document::
 
@@ -357,6 +360,9 @@ def best_of_n(
     ``draws=0`` leaves them out. N keys are strings (as in JSON). A method not requested, or whose score no
     sample carries, is None.
     ``pool_size`` defaults to the largest pool; smaller pools are padded with empty slots.
+    ``baselines``: per baseline name, one score array per pool (``baselines.candidate_scores``); each picks its top
+    candidate as the PRM does, on the same problems, and gets ``doc["baselines"][name]`` (mean, std per N), its
+    interval and the paired PRM − baseline and ORM − baseline differences (``intervals.paired``).
     """
     enc = encode_pools(problems, pool_size)
     ns = _check_ns(ns, enc.pool_size)
@@ -372,9 +378,24 @@ def best_of_n(
         "problems": enc.problems,
         "seed": seed,
     }
+    pairs = list(PAIRS)
+    if baselines:
+        picks: dict[str, Any] = {}
+        doc["baselines"] = picks
+        for name, scores in baselines.items():
+            if len(scores) != len(problems):
+                raise ValueError(f"baseline {name!r} scores {len(scores)} problems, the pools hold {len(problems)}")
+            rescored = [dataclasses.replace(p, prm_score=np.asarray(s, dtype=float)) for p, s in zip(
+                problems, scores, strict=True)]
+            picked = encode_pools(rescored, enc.pool_size)
+            mine: dict[str, np.ndarray] = {}
+            _, won = _simulate_wins(picked, ns, trials, seed, ("prm",), chunk_elements, mine)
+            picks[name] = summarize_wins(ns, won, enc.problems)["prm"]
+            per_problem[name] = mine["prm"]
+            pairs += [(m, name) for m in SCORE_METHODS if m in per_problem]
     if include_exact:
         doc["exact"] = exact_best_of_n(enc, ns)
     if draws:
         doc["intervals"] = best_of_n_intervals({m: w / int(trials) for m, w in per_problem.items()}, ns,
-                                               draws=draws, seed=0 if seed is None else int(seed))
+                                               draws=draws, seed=0 if seed is None else int(seed), pairs=pairs)
     return doc

@@ -54,7 +54,8 @@ def _bounds(samples: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def best_of_n_intervals(per_problem: Mapping[str, np.ndarray], ns: Sequence[int], *, draws: int = DRAWS,
-                        seed: int = 0, level: float = LEVEL) -> dict[str, Any]:
+                        seed: int = 0, level: float = LEVEL,
+                        pairs: Sequence[tuple[str, str]] = PAIRS) -> dict[str, Any]:
     """Intervals of every method's best-of-N accuracy and the paired PRM − ORM / PRM − majority differences.
 
     ``per_problem[method]`` is a (problems, len(ns)) array of each problem's expected accuracy at each N.
@@ -70,7 +71,7 @@ def best_of_n_intervals(per_problem: Mapping[str, np.ndarray], ns: Sequence[int]
     for method, values in per_problem.items():
         low, high = _bounds(values[index].mean(axis=1), level)
         doc["methods"][method] = {str(n): {"low": float(low[j]), "high": float(high[j])} for j, n in enumerate(ns)}
-    for first, second in PAIRS:
+    for first, second in pairs:
         if first not in per_problem or second not in per_problem:
             continue
         difference = per_problem[first] - per_problem[second]
@@ -85,31 +86,62 @@ def _points(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
-def verdict(paired: Mapping[str, Mapping[str, Mapping[str, float]]], *, level: float = LEVEL) -> list[str]:
-    """One sentence per pair: who is ahead at the largest N where the interval excludes 0, or that no
-    difference shows at any N of the table."""
+def _lead(pair: tuple[str, str], figures: Mapping[str, float], names: Mapping[str, str],
+          percent: str) -> tuple[str, str, str]:
+    """(who is ahead of whom, by how much, its interval) for one N whose interval excludes 0."""
+    first, second = pair
+    if figures["low"] > 0:
+        ahead, behind, diff, low, high = first, second, figures["diff"], figures["low"], figures["high"]
+    else:
+        ahead, behind, diff, low, high = second, first, -figures["diff"], -figures["high"], -figures["low"]
+    ci = f"{percent} CI {_points(low)}–{_points(high)}"
+    return f"{names[ahead]} ahead of {names[behind]}", f"{_points(diff)} points", ci
+
+
+def _ns_words(ns: Sequence[str]) -> str:
+    return ", ".join(ns[:-1]) + f" and {ns[-1]}" if len(ns) > 1 else ns[0]
+
+
+def verdict(paired: Mapping[str, Mapping[str, Mapping[str, float]]], *, level: float = LEVEL,
+            names: Mapping[str, str] = NAMES) -> list[str]:
+    """One sentence per pair (of the methods ``names`` knows; PRM − baseline pairs have their own sentences) that
+    sums up every N: who is ahead at the largest N, or that no difference shows there; the other Ns where one is
+    ahead; and between which Ns the lead changes sign."""
     sentences = []
     percent = f"{100 * level:g} %"
     for key, by_n in paired.items():
         first, second = key.split("-", 1)
-        if not by_n:
+        if not by_n or first not in names or second not in names:
             continue
         ns = sorted(by_n, key=int)
-        clear = [n for n in ns if by_n[n]["low"] > 0 or by_n[n]["high"] < 0]
+        sign = {n: 1 if by_n[n]["low"] > 0 else -1 if by_n[n]["high"] < 0 else 0 for n in ns}
+        clear = [n for n in ns if sign[n]]
+        last = by_n[ns[-1]]
         if not clear:
-            last = by_n[ns[-1]]
-            sentences.append(f"{NAMES[first]} vs {NAMES[second]}: no difference this data can show at N ≤ {ns[-1]} "
+            sentences.append(f"{names[first]} vs {names[second]}: no difference this data can show at N ≤ {ns[-1]} "
                              f"(at N = {ns[-1]}: {float(last['diff']) * 100:+.1f} points, {percent} CI "
                              f"{_points(last['low'])} to {_points(last['high'])})")
             continue
-        n = clear[-1]
-        figures = by_n[n]
-        if figures["low"] > 0:
-            ahead, behind, diff, low, high = first, second, figures["diff"], figures["low"], figures["high"]
+
+        parts = []
+        if sign[ns[-1]]:
+            who, by, ci = _lead((first, second), last, names, percent)
+            parts.append(f"{who} at N = {ns[-1]} by {by} ({ci})")
         else:
-            ahead, behind, diff, low, high = second, first, -figures["diff"], -figures["high"], -figures["low"]
-        sentences.append(f"{NAMES[ahead]} ahead of {NAMES[behind]} at N = {n} by {_points(diff)} points "
-                         f"({percent} CI {_points(low)}–{_points(high)})")
+            parts.append(f"{names[first]} vs {names[second]} at N = {ns[-1]}, the largest: no difference this data "
+                         f"can show ({float(last['diff']) * 100:+.1f} points, {percent} CI {_points(last['low'])} to "
+                         f"{_points(last['high'])})")
+        for direction in (1, -1):
+            earlier = [n for n in clear[:-1] if sign[n] == direction] if sign[ns[-1]] else \
+                [n for n in clear if sign[n] == direction]
+            if not earlier or (sign[ns[-1]] == direction):
+                continue
+            who, by, ci = _lead((first, second), by_n[earlier[-1]], names, percent)
+            parts.append(f"{who} at N = {_ns_words(earlier)} (at N = {earlier[-1]} by {by}, {ci})")
+        flips = [(a, b) for a, b in zip(clear, clear[1:], strict=False) if sign[a] != sign[b]]
+        if flips:
+            parts.append("the lead changes sign between " + ", ".join(f"N = {a} and N = {b}" for a, b in flips))
+        sentences.append("; ".join(parts))
     return sentences
 
 

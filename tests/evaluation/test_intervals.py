@@ -70,7 +70,14 @@ def test_verdict_wordings() -> None:
     ahead = verdict({"prm-orm": {"4": _pair(0.02, -0.01, 0.05), "16": _pair(0.061, 0.020, 0.103)}})
     assert ahead == ["PRM ahead of ORM at N = 16 by 6.1 points (95 % CI 2.0–10.3)"]
     behind = verdict({"prm-orm": {"4": _pair(-0.08, -0.12, -0.03), "16": _pair(-0.02, -0.06, 0.01)}})
-    assert behind == ["ORM ahead of PRM at N = 4 by 8.0 points (95 % CI 3.0–12.0)"]
+    # the largest N leads, the Ns where one is ahead follow
+    assert behind == ["PRM vs ORM at N = 16, the largest: no difference this data can show (-2.0 points, 95 % CI "
+                      "-6.0 to 1.0); ORM ahead of PRM at N = 4 (at N = 4 by 8.0 points, 95 % CI 3.0–12.0)"]
+    flips = verdict({"prm-majority": {"2": _pair(0.05, 0.01, 0.09), "4": _pair(0.0, -0.03, 0.03),
+                                      "8": _pair(-0.06, -0.1, -0.02), "11": _pair(-0.07, -0.12, -0.02)}})
+    assert flips == ["majority vote ahead of PRM at N = 11 by 7.0 points (95 % CI 2.0–12.0); PRM ahead of majority "
+                     "vote at N = 2 (at N = 2 by 5.0 points, 95 % CI 1.0–9.0); the lead changes sign between N = 2 "
+                     "and N = 8"]
     none = verdict({"prm-majority": {"1": _pair(0.0, -0.01, 0.01), "16": _pair(0.01, -0.03, 0.05)}})
     assert none == ["PRM vs majority vote: no difference this data can show at N ≤ 16 "
                     "(at N = 16: +1.0 points, 95 % CI -3.0 to 5.0)"]
