@@ -33,6 +33,9 @@ from steplab.celery import send_task
 #: the settings' DATABASES alias of the second connection (same database as "default")
 PROGRESS_DATABASE = "job_progress"
 ERROR_TAIL_CHARS = 6000
+#: how long a queued job with nothing ahead of it reads "starting" before the page asks whether a worker serves
+#: its queue (the periodic dispatcher re-sends an unsent task after 30 s, too)
+STARTING_GRACE_S = 30.0
 
 J = TypeVar("J", bound="Job")
 
@@ -199,9 +202,13 @@ class Waiting:
     blocking: list[Job]
     ahead: int
     sent: bool
+    #: seconds since the job was recorded: a worker normally takes it within a few
+    age_s: float
 
     @property
     def words(self) -> str:
+        if self.age_s < STARTING_GRACE_S and not self.blocking and not self.ahead:
+            return f"starting: a worker on the {self.queue} queue takes it in a moment"
         if not self.sent:
             return "its task has not reached the broker yet; it is sent again within a minute"
         if self.blocking:
@@ -240,4 +247,5 @@ def waiting_for(job: Job) -> Waiting:
                 blocking.append(other)
             elif other.dispatched_at is not None and other.created_at < job.created_at:
                 ahead += 1
-    return Waiting(queue=queue, blocking=blocking, ahead=ahead, sent=job.dispatched_at is not None)
+    return Waiting(queue=queue, blocking=blocking, ahead=ahead, sent=job.dispatched_at is not None,
+                   age_s=(timezone.now() - job.created_at).total_seconds())

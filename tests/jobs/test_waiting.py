@@ -2,6 +2,8 @@
 the jobs queued before it, or that its task has not reached the broker."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -19,6 +21,8 @@ def _import(campaign, user, *, sent: bool = True, **fields):
 
     job = create_import_job(campaign, kind="problems", user=user,
                             upload=SimpleUploadedFile("p.jsonl", b'{"problem": "1+1?"}\n'))
+    # recorded a minute ago: past the first seconds, in which every queued job with nothing ahead reads "starting"
+    fields.setdefault("created_at", timezone.now() - timedelta(minutes=1))
     ImportJob.objects.filter(pk=job.pk).update(dispatched_at=timezone.now() if sent else None, **fields)
     job.refresh_from_db()
     return job
