@@ -365,10 +365,15 @@ def _json_config(text: str) -> Any:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def labeling_round_start(request: HttpRequest, slug: str) -> HttpResponse:
-    """The dashboard's "start the next labeling round" form (staff and campaign admins)."""
+    """The dashboard's "start the next labeling round" form (staff and campaign admins); a GET (the address as the
+    README gives it) answers the same form on a page of its own, which POSTs here."""
     campaign = _startable_campaign(request, slug, "generations", can_start_labeling_round)
+    if request.method == "GET":
+        return render(request, "jobs/labeling_round_start.html", {
+            "campaign": campaign, "strategies": sorted(STRATEGIES),
+            "labeling_pool": selectors.loop_state(campaign)["labeling_pool"]})
     form = {key: request.POST.get(key, "").strip() for key in ("strategy", "batch_size", "config")}
     try:
         try:
