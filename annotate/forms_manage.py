@@ -199,6 +199,18 @@ class MemberForm(forms.Form):
         "invalid_choice": "role must be labeler, admin or researcher, not %(value)s."})
 
 
+class NewAccountForm(forms.Form):
+    """A new account for someone who has none, a member of this campaign at once (``services.accounts``)."""
+
+    username = forms.CharField(max_length=150, label="User name",
+                               error_messages={"required": "username is required."})
+    email = forms.CharField(max_length=254, required=False, label="E-mail (optional)")
+    role = forms.ChoiceField(choices=Role.choices, initial=Role.LABELER, error_messages={
+        "invalid_choice": "role must be labeler, admin or researcher, not %(value)s."})
+    password = forms.CharField(required=False, strip=False, max_length=128, widget=forms.PasswordInput,
+                               label="Password (empty: generate one, shown once)")
+
+
 class MemberStateForm(forms.Form):
     action = forms.ChoiceField(choices=[("deactivate", "deactivate"), ("activate", "activate"),
                                         ("pause", "pause"), ("unpause", "unpause")], error_messages={

@@ -38,7 +38,7 @@ from .models import (
 from .rendering import math_source, render_markdown
 from .scales import Scale, campaign_scale
 from .selectors import solutions_with_split_reports
-from .services import adjudication, agreement, campaigns, resplit
+from .services import accounts, adjudication, agreement, campaigns, resplit
 from .services.campaigns import CampaignAdminError
 
 View = Callable[..., HttpResponse]
@@ -178,6 +178,8 @@ def metrics_refresh(request: HttpRequest, campaign: Campaign) -> HttpResponse:
 @campaign_admin_required
 @require_http_methods(["GET", "POST"])
 def members(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    if request.POST.get("form") == "account":
+        return _new_account(request, campaign)
     form = forms.MemberForm(request.POST or None)
     status = 200
     if request.method == "POST":
@@ -192,7 +194,29 @@ def members(request: HttpRequest, campaign: Campaign) -> HttpResponse:
                 return redirect("manage:members", slug=campaign.slug)
         status = 400
     return render(request, "annotate/manage/members.html", {
-        "campaign": campaign, "form": form, "members": campaigns.member_summaries(campaign)}, status=status)
+        "campaign": campaign, "form": form, "account_form": forms.NewAccountForm(),
+        "members": campaigns.member_summaries(campaign)}, status=status)
+
+
+def _new_account(request: HttpRequest, campaign: Campaign) -> HttpResponse:
+    """The members page's "Create an account" form. Answered with the page itself, not a redirect: a generated
+    password is shown in this one answer and stored nowhere else."""
+    form = forms.NewAccountForm(request.POST)
+    created = None
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            created = accounts.create_member_account(
+                campaign, username=data["username"], role=data["role"], email=data["email"],
+                password=data["password"], created_by=request.user)
+        except CampaignAdminError as error:
+            form.add_error(error.field if error.field in form.fields else None, error.message)
+    response = render(request, "annotate/manage/members.html", {
+        "campaign": campaign, "form": forms.MemberForm(), "account_form": form if created is None else
+        forms.NewAccountForm(), "created": created, "members": campaigns.member_summaries(campaign)},
+        status=200 if created is not None else 400)
+    response["Cache-Control"] = "no-store"  # it may hold a password
+    return response
 
 
 @campaign_admin_required
