@@ -12,7 +12,8 @@ from django.db import models
 from .graders import DEFAULT_GRADER, GRADER_CHOICES, GRADERS
 from .models import AutoTrain, Campaign, ImportKind, LeaseOrder, Role, StepRationale, SuggestionMode
 from .scales import NAMED, ScaleError, scale_from_data
-from .steps import SPLIT_RULES
+from .step_rule_validation import validate_step_rule
+from .steprules import MAX_RULE_CHARS, STEP_RULE_DETAIL
 
 
 def scale_text(scale: dict[str, Any]) -> str:
@@ -102,9 +103,8 @@ class CampaignForm(forms.ModelForm):
                   "answer, which becomes the outcome label).",
         error_messages={"invalid_choice": f"grader must be one of {', '.join(GRADERS)}, not %(value)s."})
     step_rule = forms.CharField(
-        required=False, max_length=200, initial="auto", label="Step rule",
-        help_text="How imported responses are cut into steps: auto (PRM800K's lines when the text has a "
-                  "“# Answer” line, else paragraphs), newline, paragraph, sentence, or regex:PATTERN.")
+        required=False, max_length=MAX_RULE_CHARS, initial="auto", label="Step rule", validators=[validate_step_rule],
+        help_text=f"How imported responses are cut into steps: {STEP_RULE_DETAIL}.")
     step_scale = forms.CharField(
         required=False, label="Label scale", widget=forms.Textarea(attrs={"rows": 3, "data-scale": ""}),
         help_text="pm1 (−1 / 0 / +1, PRM800K), binary (incorrect / correct), or a custom scale as JSON: "
@@ -218,8 +218,7 @@ class MemberStateForm(forms.Form):
         "invalid_choice": "action must be deactivate, activate, pause or unpause, not %(value)s."})
 
 
-SPLIT_HELP = ("Solutions given as text: how to cut them into steps (auto: one step per line when the text has a "
-              "`# Answer` line, PRM800K style; otherwise one per paragraph).")
+SPLIT_HELP = f"Solutions given as text: how to cut them into steps (empty: the campaign's rule). {STEP_RULE_DETAIL}."
 
 
 class UploadForm(forms.Form):
@@ -229,11 +228,9 @@ class UploadForm(forms.Form):
     file = forms.FileField(error_messages={"required": "file is required.", "empty": "file is empty."},
                            help_text="A .jsonl file (UTF-8, one JSON object per line).")
     skip_invalid = forms.BooleanField(required=False, label="Skip invalid lines (import the valid ones)")
-    split_rule = forms.ChoiceField(choices=[("", "the campaign's step rule"), *((r, r) for r in SPLIT_RULES)],
-                                   initial="", required=False,
-                                   label="Split rule", help_text=SPLIT_HELP,
-                                   error_messages={"invalid_choice": "split_rule must be one of "
-                                                   + ", ".join(SPLIT_RULES) + ", not %(value)s."})
+    split_rule = forms.CharField(initial="", required=False, max_length=MAX_RULE_CHARS, label="Split rule",
+                                 help_text=SPLIT_HELP, validators=[validate_step_rule],
+                                 widget=forms.TextInput(attrs={"placeholder": "the campaign's step rule"}))
     generation = forms.IntegerField(required=False, error_messages={"invalid": "generation must be a whole number."},
                                     help_text="Solutions only: the round these samples belong to, for rows without "
                                               "their own `generation` (empty = none).")

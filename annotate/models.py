@@ -600,7 +600,7 @@ class ImportJob(Job):
     file = models.FileField(upload_to="imports/%Y/%m/")
     original_name = models.CharField(max_length=255)
     skip_invalid = models.BooleanField(default=False)
-    split_rule = models.CharField(max_length=20, default="auto")
+    split_rule = models.CharField(max_length=200, default="auto")
     generation = models.IntegerField(null=True, blank=True)
     phase = models.CharField(max_length=20, blank=True)
     label_source = models.CharField(max_length=200, blank=True, help_text="Machine labels: the source's name.")

@@ -8,7 +8,8 @@ from rest_framework import serializers
 
 from annotate.models import ERROR_CATEGORY_MAX_CHARS, Assignment, Campaign, FinishReason, Problem, Solution
 from annotate.scales import RATING_MAX, RATING_MIN
-from annotate.steps import SPLIT_RULES
+from annotate.step_rule_validation import validate_step_rule
+from annotate.steprules import MAX_RULE_CHARS, STEP_RULE_DETAIL
 from steplab.jsonlimits import MAX_ID
 
 
@@ -141,7 +142,9 @@ class ListFilterSerializer(serializers.Serializer):
 class ImportSolutionsInputSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="JSONL of solutions (see import_solutions)")
     skip_invalid = serializers.BooleanField(default=False)
-    split_rule = serializers.ChoiceField(choices=sorted(SPLIT_RULES), default="auto")
+    split_rule = serializers.CharField(required=False, allow_blank=True, default="", max_length=MAX_RULE_CHARS,
+                                       validators=[validate_step_rule],
+                                       help_text=f"empty: the campaign's step rule. {STEP_RULE_DETAIL}")
     generation = serializers.IntegerField(required=False, allow_null=True, min_value=-2**31, max_value=2**31 - 1)
 
 

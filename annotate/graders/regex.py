@@ -3,21 +3,19 @@ ignored, a closing period left out).
 
 Optional ``config["pattern"]`` reads the final answer out of the response instead of its last line (the last
 match; its first group when it has one). Patterns come from admins' files, so a bad one grades nothing rather
-than failing an import, and answers are capped in length (Python's ``re`` has no timeout).
+than failing an import. Both run on RE2 (``annotate.patterns``), in time linear in the answer: RE2 syntax, no
+backreferences or lookaround; a config pattern RE2 refuses is refused when the campaign's settings are saved.
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-
+from ..patterns import Pattern, PatternError, compile_pattern
 from .base import MAX_ANSWER_CHARS, Grader, GraderConfigError
 
 
-@lru_cache(maxsize=1024)
-def _compiled(pattern: str) -> re.Pattern[str] | None:
+def _compiled(pattern: str) -> Pattern | None:
     try:
-        return re.compile(pattern, re.IGNORECASE)
-    except re.error:
+        return compile_pattern(pattern, ignore_case=True)
+    except PatternError:
         return None
 
 
@@ -28,8 +26,13 @@ class RegexGrader(Grader):
     def __init__(self, config: dict[str, object] | None = None) -> None:
         super().__init__(config)
         pattern = self.config.get("pattern")
-        if pattern is not None and (not isinstance(pattern, str) or _compiled(pattern) is None):
+        if pattern is not None and not isinstance(pattern, str):
             raise GraderConfigError("pattern", f"is not a valid regular expression: {pattern!r}")
+        if pattern is not None:
+            try:
+                compile_pattern(pattern, ignore_case=True)
+            except PatternError as error:
+                raise GraderConfigError("pattern", f"{pattern!r} is {error}") from None
 
     def extract(self, text: str, steps: list[str] | None = None, options: list[str] | None = None) -> str | None:
         pattern = self.config.get("pattern")

@@ -171,7 +171,7 @@ class CandidatePool(Recorded):
     campaign = models.ForeignKey(Campaign, null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="candidate_pools")
     source = models.CharField(max_length=500, blank=True, help_text="File it was imported from.")
-    split_rule = models.CharField(max_length=16, default="auto")
+    split_rule = models.CharField(max_length=200, default="auto")
     problem_count = models.PositiveIntegerField(default=0)
     candidate_count = models.PositiveIntegerField(default=0)
     pool_size = models.PositiveIntegerField(default=0, help_text="Largest number of candidates of one problem.")

@@ -13,9 +13,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 NODE_PACKAGES = ("rewards.training", "rewards.evaluation", "rewards.sampling")
 WEB_SIDE = ("django", "rest_framework", "celery", "annotate", "steplab", "rewards.jobs", "rewards.api")
-# The sampler splits solutions with the importer's own rule, so both agree on every step boundary: those two
-# plain modules (and their package's empty __init__) are shared, and they import nothing of the web side.
-SHARED_PURE = {"annotate", "annotate.steps", "annotate.grading"}
+# The sampler splits solutions with the importer's own rule, so both agree on every step boundary: those plain
+# modules (the step rules, their pattern engine, and their package's empty __init__) are shared, and they import
+# nothing of the web side.
+SHARED_PURE = {"annotate", "annotate.steps", "annotate.grading", "annotate.patterns", "annotate.steprules",
+               *(f"annotate.steprules.{rule}" for rule in ("base", "auto", "lines", "paragraphs", "sentence", "regex"))}
 
 PROBE = """
 import importlib, json, pkgutil, sys

@@ -14,6 +14,7 @@ from annotate.graders import DEFAULT_GRADER, GRADERS
 from annotate.models import CampaignMode
 from annotate.scales import NAMED, PM1
 from annotate.services.campaigns import CampaignAdminError, create_campaign
+from annotate.steprules import STEP_RULE_DETAIL
 
 
 def _scale(value: str) -> dict[str, Any]:
@@ -47,8 +48,7 @@ class Command(BaseCommand):
         parser.add_argument("--grader", default=DEFAULT_GRADER, choices=sorted(GRADERS))
         parser.add_argument("--grader-config", default="{}", help="the grader's settings as a JSON object, "
                                                                   "e.g. '{\"pattern\": \"Answer: (.*)\"}' for regex")
-        parser.add_argument("--steps", default="auto",
-                            help="step rule: auto (default), newline, paragraph, sentence or regex:PATTERN")
+        parser.add_argument("--steps", default="auto", help=f"step rule (default auto): {STEP_RULE_DETAIL}")
         parser.add_argument("--error-categories", default="",
                             help="comma-separated kinds of error a labeler may name on an error step")
         parser.add_argument("--mode", default=CampaignMode.STEPWISE, choices=CampaignMode.values)

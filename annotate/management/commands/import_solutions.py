@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from annotate.services.problems import import_solutions
-from annotate.steps import check_step_rule
+from annotate.steprules import STEP_RULE_DETAIL, step_rule_argument
 
 from ._common import ImportCommand, get_campaign, run_import
 
@@ -15,9 +15,8 @@ class Command(ImportCommand):
 
     def add_options(self, parser: CommandParser) -> None:
         parser.add_argument("--campaign", required=True)
-        parser.add_argument("--split", type=check_step_rule, default=None,
-                            help="step rule (auto, newline, paragraph, sentence, regex:PATTERN); "
-                                 "default: the campaign's")
+        parser.add_argument("--split", type=step_rule_argument, default=None,
+                            help=f"step rule (default: the campaign's): {STEP_RULE_DETAIL}")
         parser.add_argument("--generation", type=int, default=None, help="generation for rows that name none")
 
     def handle(self, *args: Any, **options: Any) -> None:

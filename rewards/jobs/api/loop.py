@@ -10,6 +10,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from annotate.services.importing import ImportFailed
+from annotate.step_rule_validation import validate_step_rule
+from annotate.steprules import MAX_RULE_CHARS, STEP_RULE_DETAIL
 from rewards.models import DatasetVersion
 from steplab.jsonlimits import MAX_ID
 
@@ -65,7 +67,8 @@ class UploadPoolInput(serializers.Serializer):
     file = serializers.FileField(help_text="JSONL pool file (see the pool upload page for the two layouts).")
     name = serializers.CharField(required=False, default="", allow_blank=True)
     purpose = serializers.ChoiceField(choices=models.PoolPurpose.choices, default=models.PoolPurpose.EVALUATION)
-    split_rule = serializers.ChoiceField(choices=["auto", "lines", "paragraphs"], default="auto")
+    split_rule = serializers.CharField(default="auto", max_length=MAX_RULE_CHARS, validators=[validate_step_rule],
+                                       help_text=f"How candidates given as text are cut into steps: {STEP_RULE_DETAIL}")
 
 
 class PoolsView(JobsApiView):
