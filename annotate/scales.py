@@ -18,6 +18,8 @@ from typing import Any
 RATING_MIN, RATING_MAX = -9, 9  # stored ratings lie here (annotate.models checks the same range)
 _COLOUR = re.compile(r"^#[0-9a-fA-F]{6}$")
 _RESERVED_KEYS = frozenset("jkfsc?")  # the workspace's other shortcuts (move, Unsure, bad split, continue, help)
+#: the error categories' keys, first free ones first (at most 9 categories, at most 5 scale keys)
+_CATEGORY_KEYS = "qwertyuiopadghlzxvbnm"
 
 
 class ScaleError(ValueError):
@@ -88,6 +90,13 @@ class Scale:
 
     def keys(self) -> dict[str, int]:
         return {v.key: v.value for v in self.values}
+
+    def error_category_keys(self, categories: list[str]) -> list[tuple[str, str]]:
+        """(category, key) in order: letters of their own, never a rating key, so that the rating keys go on
+        rating a step after its error (PRM800K's ``1 2 3`` included) while a letter names the kind of error."""
+        taken = {key.lower() for key in self.keys()} | _RESERVED_KEYS
+        free = [key for key in _CATEGORY_KEYS if key not in taken]
+        return list(zip(categories, free, strict=False))
 
     def as_data(self) -> dict[str, Any]:
         return {"name": self.name, "values": [v.as_data() for v in self.values]}

@@ -189,11 +189,14 @@ def _workspace_context(request: AppRequest, ws: Workspace, **extra: object) -> d
     context = {
         "assignment": assignment, "campaign": campaign, "problem": assignment.solution.problem,
         "problem_text": math_source(assignment.solution.problem.text),
-        "answer": answer_source(assignment.solution.problem.answer),
+        # a multiple-choice answer is an option's letter: text, never math
+        "answer": (assignment.solution.problem.answer or "") if assignment.solution.problem.options
+        else answer_source(assignment.solution.problem.answer),
         "instructions_html": render_markdown(campaign.instructions),
         "rows": _rows(ws), "progress": progress, "rating_buttons": rating_buttons(scale), "scale": scale,
         "error_values": ",".join(map(str, sorted(scale.error_values))),
-        "error_categories": campaign.error_categories, "problem_options": _options(assignment.solution.problem),
+        "error_categories": scale.error_category_keys(campaign.error_categories),
+        "problem_options": _options(assignment.solution.problem),
         "is_open": assignment.status == AssignmentStatus.LEASED,
         "is_expired": assignment.status == AssignmentStatus.EXPIRED,
         "stepwise": campaign.is_stepwise, "heartbeat_s": heartbeat_s,
@@ -254,10 +257,11 @@ def _rows_response(request: AppRequest, ws: Workspace, step_index: int, announce
     if not request.htmx:
         return redirect("annotate:workspace", ws.assignment.pk)
     rows = _rows(ws, oob={step.index for step in ws.steps if step.index != step_index})
+    scale = campaign_scale(ws.assignment.solution.campaign)
     return render(request, "annotate/_rows_update.html", {
         "rows": rows, "assignment": ws.assignment, "progress": ws.progress,
-        "rating_buttons": rating_buttons(campaign_scale(ws.assignment.solution.campaign)),
-        "error_categories": ws.assignment.solution.campaign.error_categories,
+        "rating_buttons": rating_buttons(scale),
+        "error_categories": scale.error_category_keys(ws.assignment.solution.campaign.error_categories),
         "stepwise": ws.assignment.solution.campaign.is_stepwise,
         "next_ready": _next_ready(ws.assignment, ws.progress), "is_open": True,
         "announce": announce, "removed": removed, "rationale_mode": ws.assignment.solution.campaign.step_rationale,

@@ -8,7 +8,6 @@
   // PRM800K's keys; a campaign with another label scale names its own on each rating button (data-key).
   var KEY_RATINGS = { "1": "-1", "-": "-1", "2": "0", "0": "0", "3": "1", "+": "1", "=": "1" };
   var ERROR_VALUES = ["-1"]; // the scale's values that stop the solution (data-error-values)
-  var categoryStep = null; // after an error rating on a campaign with error categories: that step's index
 
   function readScale() {
     var ws = workspace();
@@ -101,13 +100,19 @@
     return !!(elt && elt.matches && elt.matches("[data-rating], [data-flag], [data-bad-split], [data-choose], [data-error-category], form.write-own, form.rationale"));
   }
 
+  // An error category's own key (a letter no rating uses): the focused error step's category, else the error
+  // step's (a stepwise pass has one).
+  function categoryButton(key) {
+    if (!/^[a-z]$/.test(key)) { return null; }
+    var selector = 'button[data-error-category][data-key="' + key + '"]';
+    var unit = focused();
+    var row = unit ? unit.closest(".step-row") : null;
+    return (row && row.querySelector(selector)) || document.querySelector(".step-row.is-error " + selector);
+  }
+
   function handleKey(key) {
-    if (categoryStep !== null) {  // the key right after an error rating may name the kind of error
-      var row = document.getElementById("step-" + categoryStep);
-      categoryStep = null;
-      var category = row ? row.querySelector('button[data-error-category][data-key="' + key + '"]') : null;
-      if (category) { clickIfEnabled(category); return; }
-    }
+    var category = categoryButton(key);
+    if (category) { clickIfEnabled(category); return; }
     var unit = focused() || firstToDo();
     if (unit && unit.querySelector("button[data-rating]:disabled") && firstToDo()) { unit = firstToDo(); }
     if (KEY_RATINGS.hasOwnProperty(key)) {
@@ -172,8 +177,10 @@
     if (!workspace() || event.ctrlKey || event.metaKey || event.altKey || isTyping(event.target)) { return; }
     if (event.key === "?") { event.preventDefault(); toggleHelp(); return; }
     var dialog = document.getElementById("shortcuts");
-    // the scale's own keys, and the number keys that name an error's kind right after the error key
-    var extra = KEY_RATINGS.hasOwnProperty(event.key) || (categoryStep !== null && /^[1-9]$/.test(event.key));
+    // the scale's own keys, and the error categories' letters
+    // (a letter typed while a rating is in flight waits too: its category buttons come with that rating's row)
+    var extra = KEY_RATINGS.hasOwnProperty(event.key) || !!categoryButton(event.key) ||
+      ((pending > 0 || !!retry) && /^[a-z]$/.test(event.key));
     if ((dialog && dialog.open) || !(HANDLED_KEYS.test(event.key) || extra)) { return; }
     event.preventDefault();
     if (pending > 0 || retry) { queue.push(event.key); return; }
@@ -263,9 +270,6 @@
       // After a −1 the later steps are locked: the keyboard focus goes to "Submit" once every swap is in
       // (to the −1's reason field first, where the campaign takes reasons).
       focusSubmit = ERROR_VALUES.indexOf(requester.getAttribute("data-rating")) >= 0;
-      // the swapped element may be a later row (out of band): the rated row is the requester's
-      var ratedRow = requester.closest("[data-step-index]");
-      categoryStep = focusSubmit && ratedRow ? ratedRow.getAttribute("data-step-index") : null;
       focusRationale = focusSubmit && current ? keyOf(current) : null;
       // After a rating, move on to the next unit that still needs one and can take it.
       var index = all.indexOf(current);
