@@ -8,8 +8,9 @@ labeled set of mostly correct solutions starves it of wrong answers). So the row
 * ``sampled`` — a candidate of a pool a sampling job drew, ``pool`` — of any other candidate pool of the campaign.
 
 A solution is graded when it has a verdict; a pool candidate when its problem has a ground truth. A pool
-candidate that a labeling round turned into a solution is that solution's row, once; a candidate whose problem and
-text another pool already gave (a comparison's subset copies its pool) is not repeated. The filters of
+candidate that a labeling round turned into a solution is that solution's row, once; a candidate whose problem,
+position and text another pool already gave (a comparison's subset copies its pool) is not repeated, while two
+samples of one pool that read alike stay two rows, as the generator drew them. The filters of
 ``ExportOptions`` apply as in the other training formats (QC and screening solutions left out unless asked;
 ``generations`` keeps the solutions of those generations and no pool). Before 2026-12-07 the format held the
 labeled solutions only: ``--sources labeled`` writes those rows (with the two new columns).
@@ -92,11 +93,12 @@ def _candidate_rows(campaign: Campaign, options: ExportOptions, chosen: tuple[st
         for start in range(0, len(ids), CHUNK):
             chunk = Candidate.objects.filter(pk__in=ids[start:start + CHUNK]).order_by(
                 "pool_problem__index", "index").values_list(
-                "pk", "steps", "text", "is_correct", "pool_problem__problem_id", "pool_problem__problem__text",
-                "pool_problem__problem__text_sha256", "pool_problem__problem__source_id")
-            for pk, steps, text, is_correct, problem, prompt, digest, source_id in chunk:
+                "pk", "index", "steps", "text", "is_correct", "pool_problem__problem_id",
+                "pool_problem__problem__text", "pool_problem__problem__text_sha256", "pool_problem__problem__source_id")
+            for pk, index, steps, text, is_correct, problem, prompt, digest, source_id in chunk:
                 completion = "\n".join(steps) if steps else text
-                key = hashlib.sha256(f"{problem}\x00{completion}".encode()).digest()
+                # a subset's copy keeps its candidate's problem, position and text; two samples alike are two rows
+                key = hashlib.sha256(f"{problem}\x00{index}\x00{completion}".encode()).digest()
                 if key in seen:
                     continue
                 seen.add(key)

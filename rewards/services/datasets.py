@@ -65,6 +65,7 @@ from rewards.exports import (
     write_rows_multi,
 )
 from rewards.formats import registry as formats
+from rewards.jobs.models import Candidate
 from rewards.models import DatasetVersion
 from rewards.services.downloads import read_file
 from webhooks.models import Event
@@ -113,13 +114,16 @@ def label_watermark(campaign: Campaign) -> dict[str, Any]:
     s = Solution.objects.filter(campaign=campaign).aggregate(n=Count("id"),
                                                              correct=Count("id", filter=Q(is_correct=True)))
     m = MachineLabel.objects.filter(solution__campaign=campaign).aggregate(n=Count("id"), last=Max("created_at"))
+    # the outcome rows hold the pools' graded candidates
+    pooled = Candidate.objects.filter(pool_problem__pool__campaign=campaign).aggregate(n=Count("id"), last=Max("id"))
 
     def iso(value: datetime | None) -> str | None:
         return value.isoformat() if value else None
 
     return {"assignments": a["n"], "assignments_at": iso(a["last"]), "ratings": r["n"],
             "ratings_at": iso(r["last"]), "decisions_at": iso(d["last"]), "solutions": s["n"],
-            "correct": s["correct"], "machine_labels": m["n"], "machine_labels_at": iso(m["last"])}
+            "correct": s["correct"], "machine_labels": m["n"], "machine_labels_at": iso(m["last"]),
+            "pool_candidates": pooled["n"], "pool_candidates_last": pooled["last"]}
 
 
 _code_version: str | None = None

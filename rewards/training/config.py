@@ -119,6 +119,9 @@ class TrainConfig:
     # their log-odds averaged; "auto": "linear+trees" for the lexical recipes, measured ahead of "linear" in the
     # README's "Methods", and "linear" for the others)
     head_model: HeadModel = "auto"
+    # Problems (their ``problem_id``) whose rows neither train nor validate: a comparison's ORM leaves out the
+    # problems of the pool it is then evaluated on, which the outcome export holds too.
+    exclude_problems: tuple[Annotated[str, Field(strict=True, min_length=1)], ...] = ()
 
     @field_validator("dataset", "output_dir", "feature_cache", mode="before")
     @classmethod

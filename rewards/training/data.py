@@ -8,7 +8,7 @@ the two can never drift apart. Nothing here imports torch.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -159,6 +159,21 @@ def read_dataset(path: Path, kind: str, neutral: str = "positive",
         return [parse_prm_record(where, record, neutral, label_map or PM1_LABELS)
                 for where, record in iter_records(path)]
     return [parse_orm_record(where, record) for where, record in iter_records(path)]
+
+
+def without_problems(rows: Sequence[Any], problems: Collection[str]) -> tuple[list[Any], int]:
+    """The rows whose ``problem_id`` is not among ``problems``, and how many were left out."""
+    if not problems:
+        return list(rows), 0
+    excluded = set(problems)
+    kept = [row for row in rows if row.problem_id not in excluded]
+    return kept, len(rows) - len(kept)
+
+
+def rows_outside(path: Path, problems: Collection[str]) -> int:
+    """How many rows of an exported file are not on ``problems`` (a file with no ``problem_id`` column: all)."""
+    excluded = set(problems)
+    return sum(1 for _, record in iter_records(path) if str(record.get("problem_id")) not in excluded)
 
 
 def _held_out(key: str, seed: int, fraction: float) -> bool:

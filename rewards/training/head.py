@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .config import TrainConfig, default_model_path
-from .data import IGNORE_INDEX, OrmRow, PrmRow, prefix_digests, read_dataset, split_rows
+from .data import IGNORE_INDEX, OrmRow, PrmRow, prefix_digests, read_dataset, split_rows, without_problems
 from .features import FeatureCache
 from .textfeatures import NAMES as TEXT_NAMES
 from .textfeatures import provenance_features, steps_text_features
@@ -784,9 +784,12 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
     from .modeling import ModelSpec
     from .train import dedupe_step_labels
 
-    rows = read_dataset(config.dataset, config.kind, config.neutral)
+    rows, excluded = without_problems(read_dataset(config.dataset, config.kind, config.neutral),
+                                      config.exclude_problems)
     if not rows:
-        raise ValueError(f"{config.dataset}: the {config.kind.upper()} dataset has no rows: nothing to train on")
+        raise ValueError(f"{config.dataset}: the {config.kind.upper()} dataset has no rows"
+                         f"{f' outside the {len(config.exclude_problems)} excluded problems' if excluded else ''}: "
+                         f"nothing to train on")
     train_rows, eval_rows = split_rows(rows, config.eval_fraction, config.seed)
     if config.limit is not None:
         train_rows = train_rows[:config.limit]
@@ -828,7 +831,7 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
     counts = {"rows": len(train_rows), "rows_used": len(train_rows), "steps": int(y.size),
               "positive_steps" if config.kind == "prm" else "positive": int(y.sum()),
               "negative_steps" if config.kind == "prm" else "negative": int(y.size - y.sum()),
-              "repeated_steps": repeated, "overlong": 0}
+              "repeated_steps": repeated, "overlong": 0, "excluded_rows": excluded}
     events.write("data", train=counts, eval={"rows": len(eval_rows)}, overlong=0)
     fit_started = time.time()
     head, fit = fit_head(config.head_model, recipe, examples, negative_weight=config.negative_weight,

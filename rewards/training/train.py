@@ -30,6 +30,7 @@ from .data import (
     read_dataset,
     split_rows,
     tokenize_texts,
+    without_problems,
 )
 from .modeling import (
     POSITIVE_CLASS,
@@ -293,7 +294,8 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
                  world_size=world, cuda=torch.cuda.is_available(), config=config.resolved())
     set_seed(config.seed)
 
-    rows = read_dataset(config.dataset, config.kind, config.neutral, config.label_map)
+    rows, excluded = without_problems(read_dataset(config.dataset, config.kind, config.neutral, config.label_map),
+                                      config.exclude_problems)
     train_rows, eval_rows = split_rows(rows, config.eval_fraction, config.seed)
     if config.limit is not None:
         train_rows = train_rows[:config.limit]
@@ -320,6 +322,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     else:
         train_features, train_counts = encode_orm_rows(train_rows, tokenizer, layout, config.max_length)
         eval_features, eval_counts = encode_orm_rows(eval_rows, tokenizer, layout, config.max_length)
+    train_counts["excluded_rows"] = excluded
     events.write("data", train=train_counts, eval=eval_counts, separator=separator, separator_added=added,
                  overlong=train_counts["overlong"] + eval_counts["overlong"])
     if not eval_features:

@@ -25,6 +25,7 @@ from annotate.models import Campaign
 from annotate.permissions import NotAllowed, can_run_models, require
 from rewards.models import DatasetVersion
 from rewards.services.datasets import create_dataset_version
+from rewards.training.data import rows_outside
 from steplab import jobs
 
 from ..models import (
@@ -48,6 +49,7 @@ from .training import (
     JobInputError,
     TrainingRequest,
     backbones,
+    dataset_file,
     request_cancel,
     start_training_job,
 )
@@ -217,13 +219,24 @@ def _snapshot(run: ComparisonRun) -> None:
     if run.source_pool is None:
         _fail(run, "snapshot: the candidate pool of this comparison was deleted")
         return
+    # the outcome rows hold the pool's own candidates: the ORM trains on the others, never on the problems it ranks
+    # (imported here: importing a format module registers it, and the registry loads them in name order)
+    from rewards.formats.outcome import pool_problem_ids
+
+    excluded = pool_problem_ids(run.source_pool)
+    if not rows_outside(dataset_file(version, Kind.ORM), excluded):
+        _fail(run, f"snapshot: the outcome dataset of {version} has no rows outside the {len(excluded)} problems of "
+                   f"the pool {run.source_pool.name}: none of its other solutions has a graded final answer")
+        return
     # the same backbone (run.base_model), method and budget for both models: the comparison is fair
     hyper = {"max_steps": run.max_steps, "max_eval_rows": VALIDATION_ROWS, "method": METHOD}
+    orm_hyper = {**hyper, "exclude_problems": excluded}
     try:
         with transaction.atomic():
             pool = first_per_problem(run.source_pool, run.per_problem)
             trainings = {kind: start_training_job(TrainingRequest(kind=kind, dataset_version=version,
-                                                                  base_model=run.base_model, hyper=hyper),
+                                                                  base_model=run.base_model,
+                                                                  hyper=orm_hyper if kind == Kind.ORM else hyper),
                                                   user=run.started_by) for kind in (Kind.PRM, Kind.ORM)}
             _move(run, ComparisonRun.Stage.SNAPSHOT, stage=ComparisonRun.Stage.TRAIN, dataset_version=version,
                   new_version=new, pool=pool, prm_job=trainings[Kind.PRM], orm_job=trainings[Kind.ORM])
