@@ -204,9 +204,10 @@ def test_no_transaction_is_open_while_the_receiver_is_waited_on(campaign_factory
     assert locked == ["free"] and delivery.status == Delivery.Status.DELIVERED
 
 
-def test_on_sqlite_a_concurrent_write_during_the_request_does_not_lose_the_delivery(tmp_path: Path) -> None:
-    """The embedded default: the receiver writes to the database while the delivery waits on it."""
-    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'embedded.sqlite3'}",
+def test_on_sqlite_a_write_during_the_request_succeeds_and_a_delivery_it_blocks_is_swept(tmp_path: Path) -> None:
+    """The embedded default: while the delivery waits on the receiver, the receiver takes the database's write
+    lock (nothing holds it) and keeps it until the delivery cannot record its answer; the sweep sends it again."""
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'embedded.sqlite3'}", STEPLAB_VAR_DIR=str(tmp_path),
                DJANGO_SETTINGS_MODULE="steplab.settings", STEPLAB_WEBHOOK_ALLOWED_HOSTS="127.0.0.1")
     env.pop("REDIS_URL", None)
     script = Path(__file__).with_name("sqlite_delivery.py")
@@ -214,8 +215,9 @@ def test_on_sqlite_a_concurrent_write_during_the_request_does_not_lose_the_deliv
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout.splitlines()[-1])
-    assert outcome["concurrent_write"] == "committed"
-    assert outcome["status"] == "delivered" and outcome["attempts"] == 1, outcome
+    assert outcome["concurrent_write"] == ["locked", "committed"], outcome
+    assert outcome["first_attempt"] == "database is locked" and outcome["swept"], outcome
+    assert outcome["status"] == "delivered" and outcome["attempts"] == 1 and outcome["visits"] == 2, outcome
 
 
 @pytest.mark.worker
