@@ -37,6 +37,9 @@ MMLU_DATA = DEMO_DATA / "mmlu_pro"
 #: the models whose answers make demo-mmlu's labeling queue (the pool holds every model's)
 MMLU_QUEUE_MODELS = ("Mixtral-8x7B-Instruct-v0.1", "Mistral-7B-Instruct-v0.2")
 MMLU_POOL_QUESTIONS_PER_DOMAIN = 15
+#: other MMLU-Pro math questions than the headroom pool's, and the 11 models' answers to them: graded answers, most of
+#: them wrong, that the outcome export hands the ORM (the paper's ORM learns from every graded sample)
+MMLU_TRAINING_FILES = ("math_training_questions.jsonl.gz", "math_training_responses.jsonl.gz")
 MMLU_ERROR_CATEGORIES = ["factual error", "misread the question", "invalid inference", "calculation",
                          "unsupported claim"]
 MMLU_INSTRUCTIONS = """\
@@ -227,16 +230,17 @@ def mmlu_pool_questions(questions: list[dict[str, Any]],
     return pooled
 
 
-def pool_rows(question_ids: set[int]) -> Iterator[dict[str, Any]]:
+def pool_rows(question_ids: set[int], responses: str = "responses.jsonl.gz") -> Iterator[dict[str, Any]]:
     """MMLU-Pro answers as a pool's per-candidate rows: the question by its id, the answer text, and where it came
     from (the benchmark's own reading of the letter, ``pred``, rides along as provenance)."""
-    for row in _mmlu_rows("responses.jsonl.gz"):
+    for row in _mmlu_rows(responses):
         if row["question_id"] in question_ids:
             yield {"problem_id": str(row["question_id"]), "solution": row["response"],
                    "provenance": {"model": row["model"], "pred": row["pred"], "source": "MMLU-Pro eval_results"}}
 
 
-def import_mmlu_pool(campaign: Campaign, name: str, questions: list[dict[str, Any]]) -> int:
+def import_mmlu_pool(campaign: Campaign, name: str, questions: list[dict[str, Any]],
+                     responses: str = "responses.jsonl.gz") -> int:
     """A best-of-N pool of every model's answer to ``questions`` (already the campaign's problems), split into
     sentences and graded by the letter chosen, whatever the campaign's own grader."""
     from rewards.jobs.models import CandidatePool
@@ -245,10 +249,10 @@ def import_mmlu_pool(campaign: Campaign, name: str, questions: list[dict[str, An
     if CandidatePool.objects.filter(name=name, campaign=campaign).exists():
         return 0
     ids = {row["question_id"] for row in questions}
-    pool, report = _with_temp_jsonl(pool_rows(ids), lambda path: import_pool(
+    pool, report = _with_temp_jsonl(pool_rows(ids, responses), lambda path: import_pool(
         path, name, campaign=campaign, split_rule="sentence", grader=get_grader("multiple_choice")))
     CandidatePool.objects.filter(pk=pool.pk).update(
-        source="demo data: mmlu_pro/responses.jsonl.gz (TIGER-AI-Lab/MMLU-Pro, Apache-2.0)")
+        source=f"demo data: mmlu_pro/{responses} (TIGER-AI-Lab/MMLU-Pro, Apache-2.0)")
     return report.imported
 
 
@@ -270,6 +274,24 @@ def import_headroom_pool(campaign: Campaign) -> int:
     CandidatePool.objects.filter(campaign=campaign).update(comparison_default=False)
     CandidatePool.objects.filter(campaign=campaign, name=name).update(comparison_default=True)
     return imported
+
+
+def training_pool_name(campaign: Campaign) -> str:
+    return f"{campaign.slug}: MMLU-Pro math, other questions, 11 models (ORM training answers)"
+
+
+def import_training_answers(campaign: Campaign) -> int:
+    """The math demo's graded answers to other MMLU-Pro math questions than the headroom pool's, as a pool of its
+    own: the outcome export holds them, so the comparison's ORM, which leaves out the headroom pool's problems,
+    learns from about 1,200 wrong answers to questions like the ones it ranks."""
+    from rewards.jobs.models import CandidatePool
+
+    name = training_pool_name(campaign)
+    if CandidatePool.objects.filter(name=name, campaign=campaign).exists():
+        return 0
+    questions = list(_mmlu_rows(MMLU_TRAINING_FILES[0]))
+    _with_temp_jsonl(iter(questions), lambda path: import_problems(path, campaign))
+    return import_mmlu_pool(campaign, name, questions, responses=MMLU_TRAINING_FILES[1])
 
 
 def load_demo_mmlu() -> dict[str, int]:
@@ -338,6 +360,7 @@ def load_demo(*, password: str | None = None, qc_every: int = 6, to_label: int =
             report.counts["pool_candidates"] = import_demo_pool(campaign)
         # a demo loaded before the headroom pool existed gets it too
         report.counts["headroom_pool_candidates"] = import_headroom_pool(campaign)
+        report.counts["orm_training_candidates"] = import_training_answers(campaign)
         report.passwords = ensure_accounts(campaign, password)
         report.mmlu_counts = load_demo_mmlu()
         mmlu = Campaign.objects.get(slug=MMLU_SLUG)
