@@ -55,6 +55,7 @@ class Rules:
     deadline_s: float  # the whole request: connect, send, headers and body
     max_answer_bytes: int
     setting: str  # the setting that holds ``allowed``, named in messages
+    ca_certs: str | None = None  # the CA bundle TLS trusts (a private CA's file); None: certifi's public bundle
 
     def allowed_names(self) -> frozenset[str]:
         return frozenset(_name(entry) for entry in self.allowed if _network(entry) is None)
@@ -218,12 +219,12 @@ def refusal(url: str, *, rules: Rules, resolve: bool = True) -> str:
     return ""
 
 
-def _connection(target: Target, timeout: float) -> HTTPConnection:
+def _connection(target: Target, rules: Rules) -> HTTPConnection:
     if target.scheme == "https":
         # TLS speaks to the name (SNI, certificate check) over the connection to the checked address.
-        return HTTPSConnection(target.address, target.port, timeout=timeout, server_hostname=target.host,
-                               cert_reqs="CERT_REQUIRED", ca_certs=certifi.where())
-    return HTTPConnection(target.address, target.port, timeout=timeout)
+        return HTTPSConnection(target.address, target.port, timeout=rules.deadline_s, server_hostname=target.host,
+                               cert_reqs="CERT_REQUIRED", ca_certs=rules.ca_certs or certifi.where())
+    return HTTPConnection(target.address, target.port, timeout=rules.deadline_s)
 
 
 def _failure(error: BaseException) -> str:
@@ -248,7 +249,7 @@ def _failure(error: BaseException) -> str:
 def post(target: Target, *, body: bytes, headers: Mapping[str, str], rules: Rules) -> Answer:
     """POST ``body`` to the checked target: at most ``rules.deadline_s`` in all and ``rules.max_answer_bytes``
     read; no redirect followed. ``OutboundFailed`` when no answer came."""
-    conn = _connection(target, rules.deadline_s)
+    conn = _connection(target, rules)
     expired = threading.Event()
 
     def cut() -> None:

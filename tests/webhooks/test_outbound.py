@@ -12,8 +12,10 @@ import importlib
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -136,6 +138,64 @@ def test_the_request_goes_to_the_checked_address_without_a_second_lookup(receive
     answer = outbound.post(target, body=b"{}", headers={}, rules=rules)
     assert answer.status == 204
     assert f"Host: rebound.invalid:{receivers[0].port}".encode() in receivers[0].visits[0].request
+
+
+def _tls_receiver(tmp_path: Path, name: str) -> tuple[int, str, list[bytes]]:
+    """A TLS server on 127.0.0.1 with a certificate for ``name`` only; its port, CA file and requests."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = timezone.now()
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now - timedelta(hours=1)).not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    server = socket.create_server(("127.0.0.1", 0))
+    requests: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            raw, _ = server.accept()
+            try:
+                with context.wrap_socket(raw, server_side=True) as conn:
+                    data = b""
+                    while not data.endswith(b"{}"):
+                        data += conn.recv(65536)
+                    requests.append(data)
+                    conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+                    conn.recv(1)  # until the client closes: no reset under its read
+            except OSError:
+                continue
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1], str(cert_file), requests
+
+
+def test_tls_checks_the_name_over_the_connection_to_the_checked_address(tmp_path: Path) -> None:
+    port, ca_file, requests = _tls_receiver(tmp_path, "hooks.test")
+    rules = outbound.Rules(allowed=(), deadline_s=5.0, max_answer_bytes=1024, setting="TEST", ca_certs=ca_file)
+    target = outbound.Target(scheme="https", host="hooks.test", port=port, request_uri="/in", address="127.0.0.1",
+                             public=False)
+    assert outbound.post(target, body=b"{}", headers={}, rules=rules).status == 201
+    assert f"Host: hooks.test:{port}".encode() in requests[0]
+    other_name = outbound.Target(scheme="https", host="other.test", port=port, request_uri="/in",
+                                 address="127.0.0.1", public=False)
+    public_bundle = outbound.Rules(allowed=(), deadline_s=5.0, max_answer_bytes=1024, setting="TEST")
+    for wrong, wrong_rules in ((other_name, rules), (target, public_bundle)):
+        with pytest.raises(outbound.OutboundFailed, match="^The receiver's TLS certificate is not valid"):
+            outbound.post(wrong, body=b"{}", headers={}, rules=wrong_rules)
+    assert len(requests) == 1
 
 
 @pytest.mark.django_db(transaction=True)
