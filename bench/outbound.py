@@ -85,8 +85,10 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     port, held = trickling_receiver()
+    log = open(folder / "workers.log", "w")  # noqa: SIM115 — the workers write to it until they stop
     workers = [subprocess.Popen(worker_command(queue, concurrency=1, node=f"bench{os.getpid()}",
-                                               options=("-l", "WARNING")), cwd=ROOT, env=dict(os.environ))
+                                               options=("-l", "WARNING")), cwd=ROOT, env=dict(os.environ),
+                                stdout=log, stderr=subprocess.STDOUT)
                for queue in WORKER_QUEUES if queue != "gpu"]
     try:
         boss = get_user_model().objects.create_user("bench-boss", is_staff=True, is_superuser=True)
@@ -124,6 +126,7 @@ def main() -> None:
             worker.terminate()
         for worker in workers:
             worker.wait(timeout=30)
+        log.close()
     figures = {
         "webhook_queue": args.webhook_queue, "deadline_s": args.deadline, "hooks": args.hooks,
         "held_s_max": round(max(attempt_s), 2), "receiver_held_s_max": round(max(held), 2) if held else None,
