@@ -29,6 +29,7 @@ from annotate.services import labeling, leases
 from annotate.services.campaign_problems import bank_access
 from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport
+from annotate.steps import StepRuleError
 from annotate.services.problems import import_solutions
 from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
 
@@ -76,6 +77,9 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
                                               generation=data.validated_data.get("generation"))
             except ImportFailed as failed:
                 return Response(_report_body(failed.report, upload.name), status=status.HTTP_400_BAD_REQUEST)
+            except StepRuleError as error:  # the campaign's stored rule, which the engine refuses
+                raise ValidationError({"split_rule": [f"the campaign's {error}; choose a rule for this import"]}) \
+                    from None
         return Response(_report_body(report, upload.name), status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: s.CampaignMetricsSerializer})

@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
@@ -37,7 +37,7 @@ from ..models import (
     Role,
 )
 from ..scales import ScaleError, scale_from_data
-from ..steps import SPLIT_RULES, check_step_rule
+from ..steps import StepRuleError, check_step_rule
 from .campaign_problems import bank_access
 
 
@@ -317,8 +317,12 @@ def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, us
                         f"only staff and admins of campaign {campaign.slug} import")
     if kind not in ImportKind.values:
         raise CampaignAdminError("kind", f"must be one of {', '.join(ImportKind.values)}, got {kind!r}")
-    if split_rule and split_rule not in SPLIT_RULES:  # empty: the campaign's own step rule
-        raise CampaignAdminError("split_rule", f"must be one of {', '.join(SPLIT_RULES)}")
+    if kind == ImportKind.SOLUTIONS:  # empty: the campaign's own step rule, which must be usable too
+        try:
+            check_step_rule(split_rule or campaign.step_rule)
+        except StepRuleError as error:
+            raise CampaignAdminError("split_rule", str(error) if split_rule else
+                                     f"the campaign's {error}; choose a rule for this import") from None
     if not upload.size:
         raise CampaignAdminError("file", "is empty")
     label_source = label_source.strip()
@@ -371,6 +375,10 @@ def run_import_job(job_id: int) -> ImportJob | None:
             if job is None:
                 return None
             _run_claimed_job(job)
+    except DatabaseError as error:  # the import's transaction itself failed (SQLite: "database is locked")
+        job = ImportJob.objects.get(pk=job_id)
+        jobs.finish(job, JobStatus.FAILED, error=f"the import's transaction failed, nothing was imported: "
+                                                 f"{type(error).__name__}: {error}")
     finally:
         jobs.close_progress_connection()
     job.refresh_from_db()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from annotate.services.import_reaping import reap_dead_imports
+
 from .kinds.registry import kinds, load
 from .services import labeling_rounds, runner, training
 
@@ -23,9 +25,10 @@ load()  # every kind registers its task: a worker must know them all
 @shared_task(name=REAP)
 def reap_stale_jobs() -> dict[str, list[int]]:
     """Every kind's reaping, launched kinds first: a scoring job reaped now lets its labeling round's or
-    comparison's reconciler move on in the same pass."""
+    comparison's reconciler move on in the same pass; then the labeling side's import jobs whose task died."""
     done = {kind.name: kind.reap() for kind in sorted(kinds(), key=lambda kind: not kind.launched)}
-    return {**done, "sent_again": [pk for ids in runner.dispatch_undispatched().values() for pk in ids]}
+    return {**done, "imports": reap_dead_imports(),
+            "sent_again": [pk for ids in runner.dispatch_undispatched().values() for pk in ids]}
 
 
 @shared_task(name=AUTO_TRAIN)

@@ -1,4 +1,4 @@
-"""manage.py import_pool FILE --name NAME [--campaign SLUG] [--split-rule auto|lines|paragraphs]
+"""manage.py import_pool FILE --name NAME [--campaign SLUG] [--split-rule RULE]
 [--purpose evaluation|labeling]"""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign
 from annotate.services.importing import ImportFailed
+from annotate.steprules import STEP_RULE_DETAIL, step_rule_argument
 
 from ...services.pools import import_pool
 
@@ -19,7 +20,8 @@ class Command(BaseCommand):
         parser.add_argument("file")
         parser.add_argument("--name", required=True)
         parser.add_argument("--campaign", help="campaign slug the pool belongs to (its dashboard shows it)")
-        parser.add_argument("--split-rule", default="auto", choices=("auto", "lines", "paragraphs"))
+        parser.add_argument("--split-rule", default=None, type=step_rule_argument,
+                            help=f"step rule (default: the campaign's, else auto): {STEP_RULE_DETAIL}")
         parser.add_argument("--purpose", default="evaluation", choices=("evaluation", "labeling"),
                             help="labeling: the campaign's candidate pool for active-learning generations")
 
