@@ -29,8 +29,8 @@ from annotate.services import labeling, leases
 from annotate.services.campaign_problems import bank_access
 from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport
-from annotate.steps import StepRuleError
 from annotate.services.problems import import_solutions
+from annotate.steps import StepRuleError
 from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
 
 from . import labeling_serializers as ls
