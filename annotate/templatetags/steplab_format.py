@@ -74,23 +74,26 @@ MIN_FIGURE_SOLUTIONS = 5
 
 
 @register.simple_tag
-def figure(metric: Any, unit: str, basis: Any = None, basis_unit: str = "solutions") -> SafeString:
-    """A quality figure ("0.873") and what it rests on ("n=12 steps from 3 overlapped solutions"); one resting on
-    fewer than ``MIN_FIGURE_SOLUTIONS`` (``basis`` solutions, else its own items) is greyed (``data-too-few``)
-    and says why."""
+def figure(metric: Any, unit: str, basis: Any = None, basis_unit: str = "solutions", *,
+           as_percent: bool = False) -> SafeString:
+    """A quality figure ("0.873", or "87.3 %" for a share with ``as_percent``) and what it rests on ("n=12 steps
+    from 3 overlapped solutions"); one resting on fewer than ``MIN_FIGURE_SOLUTIONS`` (``basis`` solutions, else
+    its own items) is greyed (``data-too-few``) and says what it needs, in the unit it counts."""
     metric = metric if isinstance(metric, dict) else {}
     value, items = metric.get("value"), int(metric.get("items") or 0)
     if value is None:
-        return format_html("— <small>n={} {}</small>", items, unit)
+        return format_html("— <small>n={} {}</small>", f"{items:,}", unit)
     count = items if basis in (None, "") else int(basis)
+    counted = unit if basis in (None, "") else basis_unit
     if basis not in (None, "") and count == 1:
         basis_unit = basis_unit.removesuffix("s")
-    rests_on = f"n={items} {unit}" + ("" if basis in (None, "") else f" from {count} {basis_unit}")
-    shown = f"{float(value):.3f}"
+    rests_on = f"n={items:,} {unit}" + ("" if basis in (None, "") else f" from {count:,} {basis_unit}")
+    shown = percent_text(value) if as_percent else f"{float(value):.3f}"
     if count >= MIN_FIGURE_SOLUTIONS:
         return format_html("{} <small>{}</small>", shown, rests_on)
     return format_html('<span class="too-few" data-too-few title="too few to rely on">{}</span> '
-                       "<small>{}: too few to rely on (at least {})</small>", shown, rests_on, MIN_FIGURE_SOLUTIONS)
+                       "<small>{}: too few to rely on (it needs at least {} {})</small>", shown, rests_on,
+                       MIN_FIGURE_SOLUTIONS, counted)
 
 
 @register.filter
@@ -99,3 +102,15 @@ def percent(fraction: Any) -> str:
     if fraction is None or fraction == "":
         return ""
     return f"{100 * float(fraction):.1f}"
+
+
+@register.filter
+def percent_text(fraction: Any) -> str:
+    """A share as the dashboard writes it ("0.703" → "70.3 %"); "—" for none. Every page shows shares so; the
+    raw fraction stays in the ``data-*`` attributes scripts read."""
+    if fraction is None or fraction == "":
+        return "—"
+    try:
+        return f"{100 * float(fraction):.1f} %"
+    except (TypeError, ValueError):
+        return "—"

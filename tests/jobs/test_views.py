@@ -199,7 +199,7 @@ def test_a_head_job_page_says_it_was_fitted_in_one_pass(client, users, dataset_v
                  "validation": {"loss": 0.75}})
     html = client.get(f"/models/jobs/{job.pk}/").content.decode()
     assert 'data-chart="loss"' in html and "data-single-fit" not in html
-    assert "validation loss" in html and "examples/s · tokens/s" in html and "1300" in html
+    assert "validation loss" in html and "examples/s · tokens/s" in html and "1,300" in html
 
 
 def test_registered_models_say_what_they_were_trained_on(client, users, dataset_version) -> None:

@@ -118,7 +118,8 @@ def test_quality_figures_say_what_they_rest_on(client) -> None:
     page = client.get(reverse("manage:dashboard", args=["q"])).content.decode()
     alpha = page.split('data-metric="alpha"', 1)[1].split("</li>", 1)[0]
     assert "data-too-few" in alpha and "1.000" in alpha
-    assert "n=12 steps from 1 overlapped solution: too few to rely on (at least 5)" in alpha
+    assert ("n=12 steps from 1 overlapped solution: too few to rely on (it needs at least 5 overlapped "
+            "solutions)") in alpha
     cohen = page.split('data-metric="cohen"', 1)[1].split("</li>", 1)[0]
     assert "0.410 <small>n=30 solutions</small>" in cohen and "data-too-few" not in cohen
     assert "data-gold-why-empty" in page and "No labeling of a gold solution yet" in page
