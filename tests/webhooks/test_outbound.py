@@ -101,7 +101,8 @@ def test_the_backslash_url_is_refused_at_send(campaign_factory, settings, receiv
 @pytest.mark.parametrize("url", ["http://user:pw@example.com/hook", "http://example.com@127.0.0.1/",
                                  "http://exa mple.com/", "http://example.com/\x00", "gopher://example.com/",
                                  "http://[::ffff:127.0.0.1]/", "http://0x7f.1/", "http://2130706433/",
-                                 "http://[::1]/hook", "http://169.254.169.254/latest/meta-data"])
+                                 "http://[::1]/hook", "http://169.254.169.254/latest/meta-data",
+                                 "http://127.0.0.%31/", "http://1.1.1.1&@127.0.0.1/", "http://[::ffff:7f00:1]/"])
 def test_urls_that_aim_inward_or_confuse_parsers_are_refused(settings, url: str) -> None:
     settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS = []
     with pytest.raises(WebhookRefused):
