@@ -62,3 +62,20 @@ def test_job_and_reward_model_pages_show_percent_and_grouped_counts(client) -> N
     listing = _text(client.get(reverse("jobs:index")).content.decode())
     row = listing.split("<td>figures-prm</td>", 1)[1].split("</tr>", 1)[0]
     assert "70.3 % (step)" in row and "0.703" not in row
+
+
+def test_the_datasets_page_groups_its_counts(client) -> None:
+    from annotate.models import Membership, Role
+    from tests.factories import DatasetVersionFactory
+
+    campaign = CampaignFactory(slug="big-counts")
+    DatasetVersionFactory(campaign=campaign, counts={
+        "problems": 12000, "solutions": 41765, "assignments": 29002,
+        "ratings": {"negative": 21708, "neutral": 4214, "positive": 29002},
+        "split": {"train": {"problems": 10800}, "test": {"problems": 1200}}})
+    researcher = UserFactory(username="counts-researcher")
+    Membership.objects.create(campaign=campaign, user=researcher, role=Role.RESEARCHER)
+    client.force_login(researcher)
+    page = _text(client.get(reverse("pages:datasets")).content.decode())
+    assert '<td data-count="solutions">41,765</td>' in page and '<td data-count="assignments">29,002</td>' in page
+    assert "<td data-distribution>21,708 / 4,214 / 29,002" in page and "<td>10,800 / 1,200</td>" in page
