@@ -28,7 +28,8 @@ import numpy as np
 from .intervals import DRAWS, LEVEL, _bounds, _draws, _units
 from .step_metrics import DEFAULT_THRESHOLD, calibrate_threshold, step_labels_from_ratings
 
-__all__ = ["BASELINES", "BEST_OF_N_BASELINES", "NAMES", "Choice", "baseline_verdicts", "candidate_scores", "fit",
+__all__ = ["BASELINES", "BEST_OF_N_BASELINES", "NAMES", "Choice", "baseline_verdicts", "best_of_n_baseline_verdict",
+           "candidate_scores", "fit",
            "paired_step_figures", "step_scores", "step_values", "strongest"]
 
 BASELINES = ("length", "step_length", "position", "random")
@@ -269,3 +270,26 @@ def baseline_verdicts(doc: Mapping[str, Any], *, model: str = "PRM", level: floa
             sentences.append(f"{model} does not beat the strongest baseline on {words}: no difference from {rule} "
                              f"this data can show ({figures})")
     return sentences
+
+
+def best_of_n_baseline_verdict(baselines: Mapping[str, Mapping[str, Mapping[str, float]]],
+                               paired: Mapping[str, Mapping[str, Mapping[str, float]]], n: str, *,
+                               model: str = "prm", level: float = LEVEL) -> str | None:
+    """At N = ``n``: the strongest baseline there (highest mean accuracy) and, from the paired interval, whether the
+    model beats it, said plainly when it does not; None without baselines or a paired figure."""
+    means = {name: float(by_n[n]["mean"]) for name, by_n in baselines.items() if by_n and n in by_n}
+    if not means:
+        return None
+    name = max(means, key=lambda key: means[key])
+    figures = (paired.get(f"{model}-{name}") or {}).get(n)
+    if not figures:
+        return None
+    who = model.upper()
+    diff, low, high = 100 * figures["diff"], 100 * figures["low"], 100 * figures["high"]
+    ci = f"{100 * level:g} % CI {low:.1f} to {high:.1f}"
+    head = f"At N = {n} the strongest baseline is {NAMES[name]} ({100 * means[name]:.1f} %)"
+    if low > 0:
+        return f"{head}: the {who} beats it by {diff:.1f} points ({ci})"
+    if high < 0:
+        return f"{head}: the {who} does not beat it, the baseline is ahead by {-diff:.1f} points ({ci})"
+    return f"{head}: the {who} does not beat it, no difference this data can show ({diff:+.1f} points, {ci})"

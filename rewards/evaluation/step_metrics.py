@@ -23,10 +23,12 @@ __all__ = [
     "calibrate_threshold",
     "centre_on_threshold",
     "correct_answer_wrong_step_rate",
+    "distinct_steps",
     "first_error_index",
     "lowest_step_on_last_rate",
     "predict_first_errors",
     "processbench_metrics",
+    "sibling_pair_accuracy",
     "step_auroc",
     "step_labels_from_ratings",
 ]
@@ -227,3 +229,47 @@ def lowest_step_on_last_rate(step_scores: Iterable[Sequence[float]], ties: str =
         last, rest = s[-1], s[:-1]
         hits += bool(rest.size == 0 or (last <= rest.min() if ties == "any" else last < rest.min()))
     return hits / total if total else float("nan")
+
+
+def distinct_steps(prompts: Sequence[str], solutions: Sequence[Sequence[str]], step_scores: Sequence[Sequence[float]],
+                   ratings: Sequence[Sequence[int]]) -> tuple[list[float], list[int]]:
+    """(scores, ratings) of each distinct (problem, prefix, step) once: a rated alternative's row repeats the chosen
+    prefix before it, so scoring every row counts that prefix's steps once per alternative (the first copy is
+    kept)."""
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    scores: list[float] = []
+    kept: list[int] = []
+    for prompt, steps, scored, rated in zip(prompts, solutions, step_scores, ratings, strict=True):
+        for index, (score, rating) in enumerate(zip(scored, rated, strict=True)):
+            key = (prompt, tuple(steps[:index + 1]))
+            if key not in seen:
+                seen.add(key)
+                scores.append(float(score))
+                kept.append(int(rating))
+    return scores, kept
+
+
+def sibling_pair_accuracy(prompts: Sequence[str], solutions: Sequence[Sequence[str]],
+                          step_scores: Sequence[Sequence[float]], ratings: Sequence[Sequence[int]],
+                          neutral: str = "positive") -> dict[str, float | int | None]:
+    """Share of sibling pairs — two different steps after the same problem and prefix, one acceptable and one
+    wrong (``neutral`` as in :func:`step_labels_from_ratings`) — where the acceptable one scores higher (a tie
+    counts half): the in-context figure, free of how hard the problem is or how far the solution has come.
+    ``{"accuracy", "pairs", "contexts"}``; accuracy None without pairs."""
+    siblings: dict[tuple[str, tuple[str, ...]], dict[str, tuple[float, bool]]] = {}
+    for prompt, steps, scored, rated in zip(prompts, solutions, step_scores, ratings, strict=True):
+        labels, keep = step_labels_from_ratings(rated, neutral)
+        for index, step in enumerate(steps):
+            if keep[index]:
+                siblings.setdefault((prompt, tuple(steps[:index])), {}).setdefault(
+                    step, (float(scored[index]), bool(labels[index])))
+    total = 0.0
+    pairs = contexts = 0
+    for options in siblings.values():
+        good = np.array([score for score, ok in options.values() if ok])
+        bad = np.array([score for score, ok in options.values() if not ok])
+        if good.size and bad.size:
+            contexts += 1
+            pairs += good.size * bad.size
+            total += float((good[:, None] > bad[None, :]).sum() + 0.5 * (good[:, None] == bad[None, :]).sum())
+    return {"accuracy": total / pairs if pairs else None, "pairs": pairs, "contexts": contexts}

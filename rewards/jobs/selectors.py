@@ -7,6 +7,8 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 
 from annotate.models import Assignment, AssignmentStatus, Campaign, FinishReason, MachineLabel, Solution
+from rewards.evaluation.baselines import NAMES as BASELINE_NAMES
+from rewards.evaluation.baselines import baseline_verdicts, best_of_n_baseline_verdict
 from rewards.evaluation.intervals import no_flag_advice, threshold_verdict, verdict
 from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD
 from rewards.models import DatasetVersion
@@ -28,6 +30,12 @@ from .models import (
 from .services.labeling_rounds import best_prm_of
 
 METHOD_LABELS = {"prm": "PRM", "orm": "ORM", "majority": "Majority vote", "pass": "pass@N"}
+#: the best-of-N cells of the baselines, beside the methods (``rewards.evaluation.baselines``)
+BASELINE_LABELS = {"length": "Solution length", "position": "Step position", "random": "Random"}
+#: below these a verdict says nothing a reader should act on: the page greys the figures and says why instead
+MIN_CLASS_STEPS = 50
+MIN_CLASS_SOLUTIONS = 50
+MIN_PROBLEMS = 10
 RUNS_SHOWN = 20
 
 
@@ -79,11 +87,12 @@ def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
     """One row per N: mean, std and bootstrap interval per method, and the closed form where it exists."""
     results = run.results
     intervals = (results.get("intervals") or {}).get("methods") or {}
+    picks = {**(results.get("baselines") or {}), **results["methods"]}
     rows = []
     for n in results.get("ns", []):
         row: dict[str, Any] = {"n": n}
-        for method in METHOD_LABELS:
-            figures = (results["methods"].get(method) or {}).get(str(n))
+        for method in (*METHOD_LABELS, *BASELINE_LABELS):
+            figures = (picks.get(method) or {}).get(str(n))
             bounds = (intervals.get(method) or {}).get(str(n)) or {}
             row[f"{method}_mean"] = figures["mean"] if figures else None
             row[f"{method}_std"] = figures["std"] if figures else None
@@ -93,6 +102,8 @@ def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
             row[f"{method}_std_pct"] = percent(figures["std"]) if figures else None
             row[f"{method}_low_pct"] = percent(bounds.get("low"))
             row[f"{method}_high_pct"] = percent(bounds.get("high"))
+            row[f"{method}_ci"] = (f"{row[f'{method}_low_pct']}–{row[f'{method}_high_pct']}"
+                                   if bounds.get("low") is not None else "")
             exact = (results.get("exact") or {}).get(method) or {}
             if method != "majority":
                 row[f"{method}_exact"] = exact.get(str(n))
@@ -111,19 +122,22 @@ def domain_rows(run: EvaluationRun) -> list[dict[str, Any]]:
     for domain, figures in sorted((run.results.get("domains") or {}).items()):  # jsonb keeps no key order
         intervals = figures.get("intervals") or {}
         bounds = intervals.get("methods") or {}
+        paired = intervals.get("paired") or {}
         row: dict[str, Any] = {"domain": domain, "problems": figures["problems"], "n": int(n), "cells": [],
-                               "verdict": verdict(intervals.get("paired") or {})}
-        for method in METHOD_LABELS:
-            mean = ((figures["methods"].get(method) or {}).get(n) or {}).get("mean")
+                               "verdict": verdict(paired), "baseline_verdict": best_of_n_baseline_verdict(
+                                   figures.get("baselines") or {}, paired, n)}
+        picks = {**(figures.get("baselines") or {}), **figures["methods"]}
+        for method in (*METHOD_LABELS, *BASELINE_LABELS):
+            mean = ((picks.get(method) or {}).get(n) or {}).get("mean")
             low_high = (bounds.get(method) or {}).get(n) or {}
             row[method] = mean
             row["cells"].append({"method": method, "value": percent(mean), "low": percent(low_high.get("low")),
                                  "high": percent(low_high.get("high"))})
-        for pair, by_n in (intervals.get("paired") or {}).items():
-            paired = by_n.get(n) or {}
-            row[pair] = paired.get("diff")
-            row["cells"].append({"method": pair, "value": percent(paired.get("diff")),
-                                 "low": percent(paired.get("low")), "high": percent(paired.get("high"))})
+        for pair in ("prm-orm", "prm-majority"):
+            at_n = (paired.get(pair) or {}).get(n) or {}
+            row[pair] = at_n.get("diff")
+            row["cells"].append({"method": pair, "value": percent(at_n.get("diff")),
+                                 "low": percent(at_n.get("low")), "high": percent(at_n.get("high"))})
         rows.append(row)
     return rows
 
@@ -174,9 +188,61 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
             bounds = intervals.get("threshold_interval" if metric == "threshold" else metric) or {}
             cells.append({"metric": metric, "value": percent(value), "low": percent(bounds.get("low")),
                           "high": percent(bounds.get("high"))})
+        baselines = metrics.get("baselines") or {}
+        flawed = (baselines.get("model") or {}).get("flawed_auroc") or {}
+        cells.append({"metric": "flawed_auroc", "value": percent(flawed.get("value")),
+                      "low": percent(flawed.get("low")), "high": percent(flawed.get("high"))})
         row["cells"] = cells
+        row["baselines"] = [_baseline_row(name, figures) for name, figures in baselines.get("baselines", {}).items()]
+        row["baseline_verdicts"] = baseline_verdicts(baselines) if baselines else []
+        row["strongest"] = baselines.get("strongest") or {}
+        row["sibling_pairs"] = metrics.get("sibling_pairs") or {}
+        row["step_auroc_distinct"] = metrics.get("step_auroc_distinct")
+        row["distinct_steps"] = metrics.get("distinct_steps")
         rows.append(row)
     return rows
+
+
+def _baseline_row(name: str, figures: dict[str, Any]) -> dict[str, Any]:
+    """A baseline's row under its PRM in the step-level table: the same columns, blank where it has no figure."""
+    cells = []
+    for metric in ("step_auroc", "first_error_acc", "no_error_acc", "first_error_f1", "first_error_f1_calibrated",
+                   "first_error_f1_crossfit", "threshold", "flawed_auroc"):
+        bounds = figures.get(metric) or {}
+        cells.append({"metric": metric, "value": percent(bounds.get("value")), "low": percent(bounds.get("low")),
+                      "high": percent(bounds.get("high"))})
+    return {"name": name, "label": BASELINE_NAMES.get(name, name), "cells": cells}
+
+
+def withheld_reasons(run: EvaluationRun | None, step_rows: list[dict[str, Any]]) -> list[str]:
+    """Why the verdicts are withheld, one sentence each; empty when the data can carry them: a PRM with fewer than
+    50 labeled steps of a class, an ORM with fewer than 50 solutions of a class, or fewer than 10 distinct
+    problems under either figure."""
+    reasons = []
+    jobs = [run.prm_scoring, run.orm_scoring] if run is not None else []
+    for job in jobs:
+        if job is None:
+            continue
+        model = job.reward_model
+        train = ((model.metrics or {}).get("data") or {}).get("train") or {}
+        keys = (("positive_steps", "labeled steps rated correct or neutral"), ("negative_steps",
+                "labeled steps rated wrong")) if model.kind == Kind.PRM else (
+                ("positive", "solutions with a right answer"), ("negative", "solutions with a wrong answer"))
+        floor = MIN_CLASS_STEPS if model.kind == Kind.PRM else MIN_CLASS_SOLUTIONS
+        for key, words in keys:
+            count = train.get(key)
+            if count is not None and count < floor:
+                reasons.append(f"the {model.kind.upper()} “{model.name}” learned from {count} {words} "
+                               f"(fewer than {floor})")
+    problems = run.results.get("problems") if run is not None else None
+    if problems is not None and problems < MIN_PROBLEMS:
+        reasons.append(f"best-of-N rests on {problems} problems (fewer than {MIN_PROBLEMS})")
+    for row in step_rows[:1]:  # the newest PRM's held-out figures, the ones the verdicts read
+        held = row.get("heldout_problems")
+        if held is not None and held < MIN_PROBLEMS:
+            reasons.append(f"the step-level figures of “{row['model']}” rest on {held} held-out problems "
+                           f"(fewer than {MIN_PROBLEMS})")
+    return reasons
 
 
 def history_rows(runs: list[EvaluationRun]) -> list[dict[str, Any]]:
@@ -210,9 +276,13 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
     latest = runs[0] if runs else None
     step_rows = step_metric_rows(scorings)
     paired = ((latest.results.get("intervals") or {}).get("paired") or {}) if latest else {}
+    ns = latest.results.get("ns") if latest else None
     return {
         "latest": latest,
         "verdict": verdict(paired),
+        "verdict_baseline": best_of_n_baseline_verdict(latest.results.get("baselines") or {}, paired,
+                                                       str(ns[-1])) if latest and ns else None,
+        "withheld": withheld_reasons(latest, step_rows),
         "no_flag_advice": next((row["advice"] for row in step_rows if row["advice"]), None),
         "runs": [{"id": run.pk, "pool": run.pool.name, "created_at": run.created_at.isoformat(),
                   "trials": run.trials, "aggregation": run.aggregation,

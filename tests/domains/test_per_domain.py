@@ -65,7 +65,8 @@ def test_an_evaluation_splits_its_figures_by_domain_with_intervals_and_a_verdict
     rows = {row["domain"]: row for row in domain_rows(run)}
     assert list(rows) == ["health", "law"] and rows["law"]["n"] == 2 and rows["law"]["problems"] == 2
     cells = {cell["method"]: cell for cell in rows["law"]["cells"]}
-    assert list(cells) == ["prm", "orm", "majority", "pass", "prm-orm", "prm-majority"]
+    assert list(cells) == ["prm", "orm", "majority", "pass", "length", "position", "random", "prm-orm",
+                           "prm-majority"]
     assert (cells["prm"]["value"], cells["orm"]["value"], cells["prm-orm"]["value"]) == (100.0, 0.0, 100.0)
     assert cells["prm-orm"]["low"] == cells["prm-orm"]["high"] == 100.0
     assert rows["law"]["verdict"][0] == "PRM ahead of ORM at N = 2 by 100.0 points (95 % CI 100.0–100.0)"

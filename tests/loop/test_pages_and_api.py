@@ -140,22 +140,22 @@ def test_evaluate_form_fills_the_best_of_n_table(client, campaign_admin, loop_ca
     assert response.status_code == 302
     run = EvaluationRun.objects.get(campaign=loop_campaign)
     page = client.get(_dashboard(loop_campaign)).content.decode()
-    table = page[page.index('<table data-table="best-of-n" data-figure="best-of-n">'):]
+    table = page[page.index('<table data-table="best-of-n" data-figure="best-of-n"'):]
     table = table[:table.index("</table>")]
     assert re.findall(r'<tr data-n="(\d+)">', table) == ["1", "2", "4"]
     for method in ("prm", "orm", "majority", "pass"):
-        cells = re.findall(rf'<td data-ci-low="([^"]*)" data-ci-high="([^"]*)" data-method="{method}">([^<]*)</td>',
-                           table)
+        cells = re.findall(rf'<td data-ci-low="([^"]*)" data-ci-high="([^"]*)" data-method="{method}"[^>]*>'
+                           r"([^<]*)</td>", table)
         assert len(cells) == 3, (method, cells)
         for low, high, value in cells:  # percent, inside its bootstrap interval over problems
             assert 0 <= float(low) <= float(value) <= float(high) <= 100, (method, low, value, high)
     # every problem has a right one
-    assert float(re.findall(r'data-method="pass">([^<]*)</td>', table)[-1]) == 100.0
+    assert float(re.findall(r'data-method="pass"[^>]*>([^<]*)</td>', table)[-1]) == 100.0
     assert "hand PRM" in page and f"pool “{run.pool.name}”" in page  # named under the chart
     # one unit on the page: the step-level figures in percent too (no interval stored with these hand figures)
     assert 'data-metric="step_auroc">81.2<' in page and 'data-metric="first_error_f1">66.7<' in page
-    verdicts = re.findall(r"<div class=\"verdict\" data-verdict>(.*?)</div>", page, re.S)
-    assert len(verdicts) == 1 and "PRM" in verdicts[0] and "majority vote" in verdicts[0]
+    # six problems are too few for a verdict: the page says why in its place
+    assert "data-verdict>" not in page and "best-of-N rests on 6 problems (fewer than 10)" in page
 
 
 def test_evaluate_errors_and_api(client, campaign_admin, loop_campaign, hand_scored) -> None:

@@ -17,6 +17,7 @@ from annotate.grading import normalize_answer
 from annotate.models import Campaign
 from annotate.permissions import can_run_models, require
 from rewards.evaluation import Pool, best_of_n, encode_pools, exact_best_of_n
+from rewards.evaluation.baselines import BEST_OF_N_BASELINES, Choice, candidate_scores
 
 from ..models import Candidate, CandidatePool, EvaluationRun, JobStatus, Kind, PoolProblem, ScoringJob
 from .training import MODELS_ONLY, JobInputError
@@ -95,22 +96,42 @@ def data_efficiency(campaign: Campaign | None, pool: CandidatePool) -> dict[str,
     return points
 
 
+def baseline_choices(prm_scoring: ScoringJob | None) -> dict[str, Choice]:
+    """The best-of-N baselines' choices, made on the PRM's training solutions when its scoring fitted them (the
+    held-out step-level figures do), else the rules as stated: longer and longer-winded solutions are suspect."""
+    fitted = ((prm_scoring.step_metrics if prm_scoring else {}) or {}).get("baselines", {}).get("choices") or {}
+    return {name: Choice.from_dict(fitted[name]) if name in fitted else
+            Choice(name=name, sign=1.0, solution_sign=1.0, cut=0.0, scale=1.0) for name in BEST_OF_N_BASELINES}
+
+
+def baseline_scores(pool: CandidatePool, pools: list[Pool], choices: dict[str, Choice]) -> dict[str, list[np.ndarray]]:
+    """Each baseline's score for every candidate, laid out as ``pools_for`` lays them (problem by problem)."""
+    steps: dict[str, list[list[str]]] = defaultdict(list)
+    rows = (Candidate.objects.filter(pool_problem__pool=pool).values_list("pool_problem__problem__text", "steps")
+            .order_by("pool_problem__index", "index"))
+    for problem, candidate_steps in rows.iterator(chunk_size=5000):
+        steps[problem].append(list(candidate_steps or []))
+    return {name: [candidate_scores(choice, steps[p.problem or ""]) for p in pools] for name, choice in choices.items()}
+
+
 def domain_results(pool: CandidatePool, pools: list[Pool], ns: list[int], trials: int,
-                   seed: int) -> dict[str, dict[str, Any]]:
+                   seed: int, baselines: dict[str, list[np.ndarray]] | None = None) -> dict[str, dict[str, Any]]:
     """Best-of-N per domain (the problems' subject: MMLU-Pro's category) with each domain's intervals and paired
     PRM − ORM / PRM − majority differences: whether process supervision helps may differ between law and
     economics. Empty when the pool's problems are of fewer than two domains (the overall table says it all)."""
     subjects = dict(PoolProblem.objects.filter(pool=pool).values_list("problem__text", "problem__subject"))
-    grouped: dict[str, list[Pool]] = defaultdict(list)
-    for problem_pool in pools:
-        grouped[subjects.get(problem_pool.problem or "") or ""].append(problem_pool)
+    grouped: dict[str, list[int]] = defaultdict(list)
+    for number, problem_pool in enumerate(pools):
+        grouped[subjects.get(problem_pool.problem or "") or ""].append(number)
     if len(grouped) < 2:
         return {}
     domains = {}
     for domain, members in sorted(grouped.items()):
-        doc = best_of_n(members, ns=ns, trials=trials, seed=seed, pool_size=pool.pool_size or None,
-                        include_exact=False)
+        doc = best_of_n([pools[i] for i in members], ns=ns, trials=trials, seed=seed,
+                        pool_size=pool.pool_size or None, include_exact=False,
+                        baselines={name: [scores[i] for i in members] for name, scores in (baselines or {}).items()})
         domains[domain or "(none)"] = {"problems": doc["problems"], "methods": doc["methods"],
+                                       "baselines": doc.get("baselines") or {},
                                        "intervals": doc.get("intervals") or {}}
     return domains
 
@@ -132,13 +153,17 @@ def evaluate_pool(pool: CandidatePool, *, prm_scoring: ScoringJob | None = None,
     campaign = campaign or pool.campaign or next(
         (j.reward_model.campaign for j in (prm_scoring, orm_scoring) if j and j.reward_model.campaign), None)
     pools = pools_for(pool, prm_scoring, orm_scoring, aggregation)
+    choices = baseline_choices(prm_scoring)
+    baselines = baseline_scores(pool, pools, choices)
     try:
-        results = best_of_n(pools, ns=ns, trials=trials, seed=seed, pool_size=pool.pool_size or None)
+        results = best_of_n(pools, ns=ns, trials=trials, seed=seed, pool_size=pool.pool_size or None,
+                            baselines=baselines)
     except ValueError as exc:
         raise JobInputError("ns", str(exc)) from None
+    results["baseline_choices"] = {name: choice.to_dict() for name, choice in choices.items()}
     results["unscored"] = {kind: int(sum(np.isnan(getattr(p, f"{kind}_score")).sum() for p in pools))
                            for kind in ("prm", "orm")}
-    results["domains"] = domain_results(pool, pools, results["ns"], trials, seed)
+    results["domains"] = domain_results(pool, pools, results["ns"], trials, seed, baselines)
     return EvaluationRun.objects.create(
         campaign=campaign, pool=pool, prm_scoring=prm_scoring, orm_scoring=orm_scoring, aggregation=aggregation,
         trials=trials, seed=seed, results=results, created_by=user,

@@ -15,8 +15,9 @@ from typing import Any
 
 from annotate.permissions import can_run_models, require
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
+from rewards.evaluation.baselines import BASELINES, Choice, fit, paired_step_figures
 from rewards.evaluation.intervals import step_level_intervals
-from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD
+from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD, distinct_steps, sibling_pair_accuracy
 from rewards.training.data import TrainingDataError, iter_records
 from steplab import jobs
 
@@ -112,7 +113,8 @@ def scoring_launch(job: ScoringJob, *, heldout: bool) -> Launch:
                   gpus=1 if job.backend != BackendKind.LOCAL else 0)
 
 
-def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = None) -> dict[str, Any]:
+def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = None, *,
+                          training: Path | None = None) -> dict[str, Any]:
     """Step AUROC against the human ratings and ProcessBench first-error figures, at 0.5 and at the PRM's
     calibrated ``threshold`` (None: the model has none, 0.5 is used), each with a bootstrap interval
     (``intervals``): over the held-out problems where every row names its ``problem``, else over the solutions."""
@@ -122,6 +124,8 @@ def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = No
     per_ratings: list[list[int]] = []
     first_errors: list[int] = []
     problems: list[str | None] = []
+    prompts: list[str] = []
+    texts: list[list[str]] = []
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             row = json.loads(line)
@@ -132,6 +136,8 @@ def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = No
             per_ratings.append(rated)
             first_errors.append(next((i for i, r in enumerate(rated) if r == -1), -1))
             problems.append(row.get("problem"))
+            prompts.append(str(row.get("prompt", "")))
+            texts.append([str(step) for step in row.get("completions") or [""] * len(steps)])
     groups = [str(p) for p in problems] if problems and None not in problems else None
     figures: dict[str, Any] = {"solutions": len(per_solution), "steps": len(scores), "neutral": neutral,
                                "threshold": DEFAULT_THRESHOLD if threshold is None else threshold,
@@ -148,7 +154,43 @@ def held_out_step_metrics(path: Path, neutral: str, threshold: float | None = No
                                                 threshold=figures["threshold"])
     figures["problems"] = figures["intervals"]["problems"]  # None where the rows name no problem
     figures["lowest_step_on_last"] = lowest_step_on_last_rate(per_solution) if per_solution else None
+    # beside the AUROC over every scored row: each distinct (problem, prefix, step) once, and the in-context pairs
+    unique_scores, unique_ratings = distinct_steps(prompts, texts, per_solution, per_ratings)
+    try:
+        figures["step_auroc_distinct"] = step_auroc(unique_scores, unique_ratings, neutral=neutral)
+    except ValueError:
+        figures["step_auroc_distinct"] = None
+    figures["distinct_steps"] = len(unique_scores)
+    figures["sibling_pairs"] = sibling_pair_accuracy(prompts, texts, per_solution, per_ratings, neutral)
+    if training is not None and per_solution:
+        choices = fit_baselines(training, neutral)
+        if choices:
+            figures["baselines"] = paired_step_figures(per_solution, per_ratings, texts, choices, groups=groups,
+                                                       threshold=figures["threshold"], neutral=neutral)
     return figures
+
+
+#: training solutions the baselines' choices are made on: a seeded sample beyond (each choice searches every cut)
+BASELINE_TRAINING = 5000
+
+
+def fit_baselines(dataset: Path, neutral: str) -> dict[str, Choice]:
+    """The baselines' free choices made on the training split of the PRM's own dataset (never on held-out rows)."""
+    solutions: list[list[str]] = []
+    ratings: list[list[int]] = []
+    try:
+        for _, record in iter_records(dataset):
+            if record.get("split") != "test" and record.get("completions") and record.get("ratings"):
+                solutions.append([str(step) for step in record["completions"]])
+                ratings.append([int(r) for r in record["ratings"]])
+    except (FileNotFoundError, TrainingDataError):
+        return {}
+    if len(solutions) > BASELINE_TRAINING:
+        kept = sorted(random.Random(0).sample(range(len(solutions)), BASELINE_TRAINING))
+        solutions, ratings = [solutions[i] for i in kept], [ratings[i] for i in kept]
+    if not solutions:
+        return {}
+    return {name: fit(name, solutions, ratings, neutral=neutral) for name in BASELINES}
 
 
 def store_scores(job: ScoringJob) -> int:
@@ -163,7 +205,8 @@ def store_scores(job: ScoringJob) -> int:
     if (work / HELDOUT_SCORED).is_file():
         neutral = job.reward_model.job.config.get("neutral", "positive")
         threshold = (job.reward_model.metrics.get("validation") or {}).get("threshold")
-        job.step_metrics = held_out_step_metrics(work / HELDOUT_SCORED, neutral, threshold)
+        job.step_metrics = held_out_step_metrics(work / HELDOUT_SCORED, neutral, threshold,
+                                                 training=Path(job.reward_model.job.dataset_path))
         ScoringJob.objects.filter(pk=job.pk).update(step_metrics=job.step_metrics)
     return len(objects)
 
