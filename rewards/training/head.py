@@ -26,7 +26,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .config import TrainConfig, default_model_path
-from .data import IGNORE_INDEX, OrmRow, PrmRow, prefix_digests, read_dataset, split_rows, without_problems
+from .data import (
+    IGNORE_INDEX,
+    OrmRow,
+    PrmRow,
+    prefix_digests,
+    read_dataset,
+    split_rows,
+    with_neutral_answers,
+    without_problems,
+)
 from .features import FeatureCache
 from .textfeatures import NAMES as TEXT_NAMES
 from .textfeatures import provenance_features, steps_text_features
@@ -786,6 +795,8 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
 
     rows, excluded = without_problems(read_dataset(config.dataset, config.kind, config.neutral),
                                       config.exclude_problems)
+    if config.answers == "neutral":
+        rows = with_neutral_answers(rows)
     if not rows:
         raise ValueError(f"{config.dataset}: the {config.kind.upper()} dataset has no rows"
                          f"{f' outside the {len(config.exclude_problems)} excluded problems' if excluded else ''}: "
@@ -858,7 +869,7 @@ def run_head_training(config: TrainConfig, events: Any, started: float) -> dict[
     threshold = (validation or {}).get("threshold")
     ModelSpec(kind=config.kind, separator_token="", aggregation=config.score_aggregation, neutral=config.neutral,
               base_model=str(config.base_model_path), max_length=config.max_length, lora=False, method="head",
-              threshold=threshold, features=recipe,
+              threshold=threshold, features=recipe, answers=config.answers,
               feature_cache=str(Path(cache_root).resolve()) if cache is not None else None).save(output)
     runtime = time.time() - started
     metrics = {

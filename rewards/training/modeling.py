@@ -40,6 +40,8 @@ class ModelSpec:
     threshold: float | None = None
     features: str | None = None  # head: the step-feature recipe
     feature_cache: str | None = None  # head: the cache folder of training, which scoring reuses
+    # how the model reads answer lines (``textfeatures.ANSWER_FORMS``); a model saved before the rewrite: as written
+    answers: str = "as written"
 
     def save(self, folder: Path) -> None:
         (Path(folder) / SPEC_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..evaluation.step_metrics import DEFAULT_THRESHOLD, first_error_index
 from .data import SequenceLayout, TrainingDataError, encode_orm, encode_prm, iter_records, pad_batch, tokenize_texts
+from .textfeatures import neutral_answers
 
 if TYPE_CHECKING:
     from .modeling import ModelSpec
@@ -46,6 +47,19 @@ class ScoringModel:
     def score_solutions(self, items: Sequence[tuple[str, Steps | str]]) -> list[float]:
         raise NotImplementedError
 
+    def as_trained(self, text: str) -> str:
+        """A step's or a solution's text as the model learned to read it: answer lines in the neutral form, unless
+        it was trained on them as written."""
+        return neutral_answers(text) if self.spec.answers == "neutral" else text
+
+    def steps_as_trained(self, items: Sequence[tuple[str, Steps]]) -> list[tuple[str, list[str]]]:
+        return [(prompt, [self.as_trained(step) for step in steps]) for prompt, steps in items]
+
+    def solutions_as_trained(self, items: Sequence[tuple[str, Steps | str]]) -> list[tuple[str, Steps | str]]:
+        """A whole solution is rewritten before it is split into steps, so a ``# Answer`` block stays one line."""
+        return [(prompt, self.as_trained(solution) if isinstance(solution, str)
+                 else [self.as_trained(step) for step in solution]) for prompt, solution in items]
+
     def score_steps(self, prompt: str, steps: Steps) -> list[float]:
         """Per-step P(correct) of one solution (PRM only)."""
         return self.score_steps_batch([(prompt, steps)])[0]
@@ -74,13 +88,13 @@ class HeadRewardModel(ScoringModel):
 
     def score_steps_batch(self, items: Sequence[tuple[str, Steps]]) -> list[list[float]]:
         _check_steps(self.kind, items)
-        return self.scorer.steps(items)
+        return self.scorer.steps(self.steps_as_trained(items))
 
     def score_solutions(self, items: Sequence[tuple[str, Steps | str]]) -> list[float]:
         from .head import orm_steps
 
         pairs = [(prompt, orm_steps(solution) if isinstance(solution, str) else list(solution))
-                 for prompt, solution in items]
+                 for prompt, solution in self.solutions_as_trained(items)]
         if self.kind == "prm":
             return [aggregate(s, self.aggregation) for s in self.score_steps_batch(pairs)]
         return self.scorer.solutions(pairs)
@@ -120,6 +134,7 @@ class RewardModel(ScoringModel):
     def score_steps_batch(self, items: Sequence[tuple[str, Steps]]) -> list[list[float]]:
         """Per-step P(correct) for many (prompt, steps) pairs."""
         _check_steps(self.kind, items)
+        items = self.steps_as_trained(items)
         prompts = tokenize_texts(self.tokenizer, [prompt for prompt, _ in items])
         flat = tokenize_texts(self.tokenizer, [s for _, steps in items for s in steps])
         sequences: list[list[int]] = []
@@ -148,6 +163,7 @@ class RewardModel(ScoringModel):
         if self.kind == "prm":
             pairs = [(prompt, [solution] if isinstance(solution, str) else solution) for prompt, solution in items]
             return [aggregate(s, self.aggregation) for s in self.score_steps_batch(pairs)]
+        items = self.solutions_as_trained(items)
         texts = [solution if isinstance(solution, str) else "\n".join(solution) for _, solution in items]
         prompts = tokenize_texts(self.tokenizer, [prompt for prompt, _ in items])
         sequences = [encode_orm(self.layout, p, c, self.max_length)[0]

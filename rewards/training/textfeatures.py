@@ -150,6 +150,33 @@ def check_equalities(text: str) -> tuple[int, int]:
     return checked, wrong
 
 
+#: how a model reads answer lines: rewritten into one neutral form before training and scoring, or as written
+#: (a model trained before the rewrite)
+ANSWER_FORMS = ("neutral", "as written")
+# "\boxed{...}" with up to two levels of nested braces ("\boxed{\frac{1}{2}}")
+_BRACED = r"\{((?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}"
+_ANSWER_LINES = (
+    # "the final answer is $\boxed{5}$": one phrase, one answer
+    (re.compile(r"(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*\$*\s*\\boxed\s*" + _BRACED + r"[ \t]*\$*",
+                re.IGNORECASE), r"answer \1"),
+    # its "$" delimiters go with it, not the line breaks around it
+    (re.compile(r"\$*[ \t]*\\boxed\s*" + _BRACED + r"[ \t]*\$*"), r"answer \1"),
+    # PRM800K's "# Answer" block (its answer on the lines after), "the (final) answer is", "Answer:"
+    (re.compile(r"#+\s*(?:final\s+)?answer\s*:?\s*", re.IGNORECASE), "answer "),
+    (re.compile(r"(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*|\bfinal\s+answer\s*:\s*|^answer\s*:\s*",
+                re.IGNORECASE | re.MULTILINE), "answer "),
+)
+
+
+def neutral_answers(text: str) -> str:
+    """``text`` with every answer line in one neutral form, ``answer X``: PRM800K's ``# Answer`` block, a
+    ``\\boxed{X}`` and "the answer is X" read alike, so no feature (a word, a column, a vector) can tell which
+    dataset's answer format a step was written in. Idempotent: the neutral form stays as it is."""
+    for pattern, replacement in _ANSWER_LINES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text)}
 

@@ -30,6 +30,7 @@ from .data import (
     read_dataset,
     split_rows,
     tokenize_texts,
+    with_neutral_answers,
     without_problems,
 )
 from .modeling import (
@@ -296,6 +297,8 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
 
     rows, excluded = without_problems(read_dataset(config.dataset, config.kind, config.neutral, config.label_map),
                                       config.exclude_problems)
+    if config.answers == "neutral":
+        rows = with_neutral_answers(rows)
     train_rows, eval_rows = split_rows(rows, config.eval_fraction, config.seed)
     if config.limit is not None:
         train_rows = train_rows[:config.limit]
@@ -410,7 +413,7 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     if trainer.is_world_process_zero():
         spec = ModelSpec(kind=config.kind, separator_token=separator, aggregation=config.score_aggregation,
                          neutral=config.neutral, base_model=config.base_model, max_length=config.max_length,
-                         lora=config.lora is not None,
+                         lora=config.lora is not None, answers=config.answers,
                          threshold=(validation or {}).get("threshold") if config.kind == "prm" else None)
         save_reward_model(model, tokenizer, spec, config.output_dir)
         metrics["runtime_s"] = time.time() - started

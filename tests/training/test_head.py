@@ -317,7 +317,7 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_h
     exactly as a fit of the same examples does, and the words change the score."""
     import numpy as np
 
-    from rewards.training.data import read_dataset, split_rows
+    from rewards.training.data import read_dataset, split_rows, with_neutral_answers
     from rewards.training.head import (
         DEFAULT_ITERATIONS,
         TREES_FILE,
@@ -337,7 +337,9 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_h
     assert heads.prm_metrics["model"]["head"] == "linear+trees" and heads.prm_metrics["train"]["trees"] > 0
     loaded = load_head(heads.prm)
     assert isinstance(loaded, LexicalHead) and loaded.trees is not None
-    train, _ = split_rows(read_dataset(heads.prm.parent / "prm.jsonl", "prm", "positive"), None, 0)
+    # the rows as the head read them: answer lines in the neutral form (the default)
+    train, _ = split_rows(with_neutral_answers(read_dataset(heads.prm.parent / "prm.jsonl", "prm", "positive")),
+                          None, 0)
     examples = prm_examples(None, dedupe_step_labels(train)[0], "lexical")
     fitted, _ = LexicalHead.fit(examples.x, examples.texts, examples.y, contexts=examples.contexts,
                                 negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0, trees=True)
