@@ -111,7 +111,7 @@ class TrainingJob(LaunchedJob):
     def threshold_verdict(self) -> str | None:
         """What the PRM's stored threshold buys over 0.5 on its validation rows, when they did not choose it."""
         validation = (self.metrics or {}).get("validation") or {}
-        return threshold_verdict(validation["intervals"], fractions=True) if validation.get("intervals") else None
+        return threshold_verdict(validation["intervals"]) if validation.get("intervals") else None
 
     @property
     def started_how(self) -> str:

@@ -153,25 +153,25 @@ def test_a_prm_job_page_says_where_its_threshold_was_chosen(client, users, datas
                                                  metrics={"method": "head", "validation": validation})
     client.force_login(users["researcher"])
     row = _threshold_row(client.get(f"/models/jobs/{job.pk}/").content.decode())
-    assert row == ("first-error threshold 0.406, chosen on 845 training problems in 5 folds, each scored by a fit on "
-                   "the other folds (first-error F1 there 0.161, 0.132 at 0.5) · validation first-error F1 0.153 at "
-                   "it, 0.166 at 0.5")  # a model trained before the intervals: the figures alone
+    assert row == ("first-error threshold 40.6 %, chosen on 845 training problems in 5 folds, each scored by a fit "
+                   "on the other folds (first-error F1 there 16.1 %, 13.2 % at 0.5) · validation first-error F1 "
+                   "15.3 % at it, 16.6 % at 0.5")  # a model trained before the intervals: the figures alone
     TrainingJob.objects.filter(pk=job.pk).update(metrics={"method": "head",
                                                           "validation": {**validation, "intervals": intervals}})
     html = client.get(f"/models/jobs/{job.pk}/").content.decode()
     assert _threshold_row(html) == (
-        "first-error threshold 0.406, chosen on 845 training problems in 5 folds, each scored by a fit on the other "
-        "folds (first-error F1 there 0.161, 0.132 at 0.5) · validation first-error F1 0.153 (95 % CI 0.114–0.200) "
-        "at it, 0.166 (0.124–0.213) at 0.5, intervals over the validation split's 103 problems First-error F1 at the "
-        "threshold stored with the PRM (0.406) vs 0.5: no difference this data can show (-0.013, 95 % CI -0.040 to "
-        "0.015).")
-    assert re.search(r'data-metric="f1_calibrated" data-ci-low="0.114" data-ci-high="0.2">0.153<', html)
-    assert re.search(r'data-metric="f1_at_default" data-ci-low="0.124" data-ci-high="0.213">0.166<', html)
+        "first-error threshold 40.6 %, chosen on 845 training problems in 5 folds, each scored by a fit on the "
+        "other folds (first-error F1 there 16.1 %, 13.2 % at 0.5) · validation first-error F1 15.3 % (95 % CI "
+        "11.4–20.0 %) at it, 16.6 % (12.4–21.3 %) at 0.5, intervals over the validation split's 103 problems "
+        "First-error F1 at the threshold stored with the PRM (40.6 %) vs 0.5: no difference this data can show "
+        "(-1.3 points, 95 % CI -4.0 to 1.5).")
+    assert re.search(r'data-metric="f1_calibrated" data-ci-low="0.114" data-ci-high="0.2">15.3 %<', html)
+    assert re.search(r'data-metric="f1_at_default" data-ci-low="0.124" data-ci-high="0.213">16.6 %<', html)
     assert re.search(r"<p data-threshold-verdict>First-error F1 at the threshold", html)
     validation.update(calibration={"source": "validation split"})
     TrainingJob.objects.filter(pk=job.pk).update(metrics={"method": "finetune", "validation": validation})
     row = _threshold_row(client.get(f"/models/jobs/{job.pk}/").content.decode())
-    assert row.startswith("first-error threshold 0.406, chosen on the validation split · validation first-error F1")
+    assert row.startswith("first-error threshold 40.6 %, chosen on the validation split · validation first-error F1")
 
 
 def test_a_head_job_page_says_it_was_fitted_in_one_pass(client, users, dataset_version) -> None:
