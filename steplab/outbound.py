@@ -265,6 +265,9 @@ def post(target: Target, *, body: bytes, headers: Mapping[str, str], rules: Rule
     started = time.monotonic()
     watchdog.start()
     try:
+        conn.connect()
+        if expired.is_set():  # the watchdog fired while there was no socket yet to shut down
+            raise TimeoutError
         conn.request("POST", target.request_uri, body=body, headers={**headers, "Host": target.host_header},
                      preload_content=False, decode_content=False)
         response = conn.getresponse()
