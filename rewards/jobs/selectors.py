@@ -153,6 +153,27 @@ def _threshold_verdict(intervals: dict[str, Any], metrics: dict[str, Any]) -> st
             "the column of a threshold chosen on other held-out problems is the fair comparison")
 
 
+def threshold_in_force(model: RewardModel) -> str:
+    """Which first-error threshold the PRM's figures use, and why, in one sentence: the one chosen on its training
+    problems' folds where it beat 0.5 there, else 0.5."""
+    validation = (model.metrics or {}).get("validation") or {}
+    calibration = validation.get("calibration") or {}
+    threshold = validation.get("threshold")
+    if threshold is None:
+        return ("0.5: this PRM stores no threshold of its own (its training split had no erroneous or no correct "
+                "solution)")
+    if not calibration.get("folds"):
+        return (f"{100 * threshold:.1f} %, chosen on its validation split (a fine-tuned model's; refits over training "
+                "folds would cost hours): the cross-fitted column is the fair comparison")
+    at_threshold, at_half = calibration.get("f1_calibrated"), calibration.get("f1_at_default")
+    figures = (f" (first-error F1 there {100 * at_threshold:.1f} % against {100 * at_half:.1f} % at 0.5)"
+               if at_threshold is not None and at_half is not None else "")
+    if at_threshold is not None and at_half is not None and at_threshold <= at_half:
+        return f"0.5: the threshold chosen on the training folds did not beat 0.5 there{figures}"
+    return (f"{100 * threshold:.1f} %, chosen on {calibration.get('problems', 'its')} training problems "
+            f"cross-fitted over {calibration['folds']} folds, where it beat 0.5{figures}")
+
+
 def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
     rows, seen = [], set()
     for job in scorings:
@@ -198,6 +219,7 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
         row["strongest"] = baselines.get("strongest") or {}
         row["sibling_pairs"] = metrics.get("sibling_pairs") or {}
         row["step_auroc_distinct"] = metrics.get("step_auroc_distinct")
+        row["threshold_in_force"] = threshold_in_force(model)
         row["distinct_steps"] = metrics.get("distinct_steps")
         rows.append(row)
     return rows

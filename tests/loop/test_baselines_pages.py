@@ -133,3 +133,12 @@ def test_step_level_rows_of_the_baselines_and_the_verdicts_that_name_the_stronge
                "baseline on first-error F1: step length is ahead" in s for s in said), said
     assert any(s.startswith("Best-of-N: At N = 4 the strongest baseline is ") for s in said), said
     assert "sibling-pair accuracy" in page and "data-distinct-figures" in page
+    said = re.findall(r"<p data-threshold-in-force[^>]*>(.*?)</p>", page, re.S)
+    assert said == ["base PRM: the threshold in force is 0.5: this PRM stores no threshold of its own (its training "
+                    "split had no erroneous or no correct solution)."]
+    RewardModel.objects.filter(pk=scorings["prm"].reward_model_id).update(metrics={"validation": {
+        "threshold": 0.406, "calibration": {"folds": 5, "problems": 848, "f1_calibrated": 0.2, "f1_at_default": 0.15}}})
+    said = re.findall(r"<p data-threshold-in-force[^>]*>(.*?)</p>", _page(client, campaign_admin, loop_campaign),
+                      re.S)
+    assert said == ["base PRM: the threshold in force is 40.6 %, chosen on 848 training problems cross-fitted over 5 "
+                    "folds, where it beat 0.5 (first-error F1 there 20.0 % against 15.0 % at 0.5)."]
