@@ -34,8 +34,9 @@ def test_phase1_train_labels_join_the_math_train_problems_and_are_graded(shared_
     # Ungraded ones reach no `# Answer` on their chosen path.
     assert not solutions.filter(is_correct__isnull=True, final_answer__isnull=False).exists()
     outcome = list(iter_format_rows(campaign, "outcome", ExportOptions()))
-    assert len(outcome) == solutions.filter(is_correct__isnull=False,
-                                            assignments__finish_reason__in=["solution", "found_error"]).count() > 0
+    assert len(outcome) == graded  # every graded solution, labeled or not
+    assert sum(row["source"] == "labeled" for row in outcome) == solutions.filter(
+        is_correct__isnull=False, assignments__finish_reason__in=["solution", "found_error"]).count() > 0
 
 
 def test_a_later_answer_grades_the_solutions_again(shared_data: Path, tmp_path: Path) -> None:
