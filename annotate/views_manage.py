@@ -23,7 +23,7 @@ from steplab.http import AppRequest
 from steplab.redirects import safe_next
 
 from . import forms_manage as forms
-from . import permissions
+from . import permissions, steprules
 from .models import (
     RESPLIT_FROM,
     RESPLIT_INTO,
@@ -142,6 +142,9 @@ def dashboard(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     imports = list(ImportJob.objects.filter(campaign=campaign)[:5])
     progress, progress_at = campaigns.cached_campaign_progress(campaign, fresh=request.GET.get("fresh") == "1")
     gold_rows, hidden = _gold_rows(campaign, metrics.data.get("gold_by_labeler", []) if metrics else [])
+    if (refused := steprules.refusal(campaign.step_rule)) is not None:  # saved before the engine refused it
+        messages.warning(request, f"This campaign's {refused}. Choose another step rule in its settings; until "
+                                  "then each solutions import must name a rule of its own.")
     return render(request, "annotate/manage/dashboard.html", {
         "campaign": campaign, "progress": progress, "progress_at": progress_at, "metrics": metrics,
         "m": metrics.data if metrics else None, "gold_rows": gold_rows, "gold_hidden": hidden,

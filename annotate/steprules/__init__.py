@@ -60,6 +60,15 @@ def parse_step_rule(value: str) -> StepRule:
     return StepRule(kind, argument, value)
 
 
+def refusal(value: str) -> str | None:
+    """Why a stored rule can no longer be used (one saved before the engine refused it), or None."""
+    try:
+        parse_step_rule(value)
+    except StepRuleError as error:
+        return str(error)
+    return None
+
+
 def step_rule_argument(value: str) -> str:
     """A command line's ``type=`` for a step rule: argparse shows the registry's reason for a refusal."""
     try:
@@ -71,4 +80,4 @@ def step_rule_argument(value: str) -> str:
 
 __all__ = ["ANSWER_HEADER", "MAX_RULE_CHARS", "PLAIN_RULES", "REGEX_PREFIX", "RULES", "STEP_RULE_DETAIL",
            "STEP_RULE_HELP", "RuleKind", "SplitSolution", "StepRule", "StepRuleError", "parse_step_rule",
-           "step_rule_argument"]
+           "refusal", "step_rule_argument"]

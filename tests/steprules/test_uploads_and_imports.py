@@ -94,6 +94,8 @@ def test_api_import_takes_a_regex_rule_and_without_one_uses_the_campaigns(admin_
 def test_a_stored_rule_re2_refuses_is_named_on_upload_and_refused_when_saved(admin_client) -> None:
     client, campaign = admin_client
     Campaign.objects.filter(pk=campaign.pk).update(step_rule=BACKREFERENCE)  # saved before the engine changed
+    dashboard = client.get(reverse("manage:dashboard", args=[campaign.slug])).content.decode()
+    assert "step rule &#x27;regex:(a)" in dashboard and "Choose another step rule in its settings" in dashboard
     page = client.post(reverse("manage:imports", args=[campaign.slug]),
                        {"kind": "solutions", "file": SimpleUploadedFile("s.jsonl", b"{}\n")})
     assert page.status_code == 400
