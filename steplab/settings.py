@@ -44,8 +44,11 @@ def _database() -> dict[str, Any]:
     if database["ENGINE"] == "django.db.backends.sqlite3":
         # Django's SQLite backend plus the database file's folder made on first connect.
         database["ENGINE"] = "steplab.sqlite3"
-        # WAL lets the web process and the embedded worker read while the other writes.
-        database["OPTIONS"] = {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 20}
+        # WAL lets the web process and the embedded worker read while the other writes. IMMEDIATE: a transaction
+        # takes the write lock when it begins, so concurrent writers wait (up to the timeout) instead of failing
+        # with "database is locked" when a read-then-write transaction cannot upgrade its lock.
+        database["OPTIONS"] = {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 20,
+                               "transaction_mode": "IMMEDIATE"}
     elif env.bool("DB_SERVER_SIDE_BINDING", True):
         # Parameters bound by the server let psycopg prepare the statements a connection repeats (after 5 runs):
         # the labeling hot path's queries are then parsed and planned once per connection, not once per request.
