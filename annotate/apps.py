@@ -8,6 +8,8 @@ class AnnotateConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in
 
+        from steplab import converters
         from steplab.nav import remember_places
 
+        converters.register()
         user_logged_in.connect(remember_places, dispatch_uid="steplab-nav-places")

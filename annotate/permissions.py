@@ -8,9 +8,11 @@ service asks. Nobody else decides access.
   - researchers and campaign admins read labels, datasets and metrics and run reward-model work (``can_research``);
   - campaign admins manage the campaign, import solutions and start labeling rounds and sampling (``can_manage``).
 
-Where they are checked: **a service that acts for a user checks** — it takes ``user`` (None is the system: a
-command, a periodic task) and calls ``require(predicate, user, campaign, message)`` before it writes, so every
-caller (page, API, command, task) goes through the same rule. Pages and the API ask the same predicate only to
+Where they are checked: **a service that acts for someone checks** — it takes an explicit actor (the user, or
+``SYSTEM``: a command, a periodic task, the demo loader) and calls ``require(predicate, actor, campaign, message)``
+before it writes, so every caller (page, API, command, task) goes through the same rule. The layer fails closed:
+services take the actor without a default, and ``None`` (a forgotten user) is refused, never taken for the system.
+Pages and the API ask the same predicate only to
 answer early (403 before reading a body) or to hide what the user may not see (404); they turn ``NotAllowed``
 into a 403. The DRF classes at the end are the same predicates as object permissions, for the API's viewsets.
 
@@ -22,13 +24,32 @@ NotAllowed``, a ``LabelingError``) so that pages and the API answer those refusa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Exists, OuterRef, QuerySet
 from rest_framework import permissions
 from rest_framework.request import Request
 
 from .models import Assignment, Campaign, Membership, Role
+
+
+class SystemActor:
+    """The operator's own authority (a management command, a periodic task, the demo loader, a later stage of work
+    someone was allowed to start): ``require`` lets it through. One instance, ``SYSTEM``; it is no account."""
+
+    is_authenticated: Final = False
+    is_active: Final = False
+    pk: Final = None
+
+    def __repr__(self) -> str:
+        return "SYSTEM"
+
+
+SYSTEM: Final = SystemActor()
+#: who a service acts for: a user (perhaps anonymous) or ``SYSTEM``
+Actor: TypeAlias = "AbstractBaseUser | AnonymousUser | SystemActor"
 
 LABELING_ROLES = (Role.LABELER, Role.ADMIN)
 RESEARCH_ROLES = (Role.ADMIN, Role.RESEARCHER)
@@ -124,10 +145,10 @@ def can_import(user: Any, campaign: Campaign) -> bool:
     return can_manage(user, campaign)
 
 
-def can_reference_problem_bank(user: Any) -> bool:
+def can_reference_problem_bank(actor: Actor) -> bool:
     """The staff bank's problems (text, answer, solution) are copied into a campaign that references them: only
-    staff and the system (``user`` None: commands, the demo loader) may reach them."""
-    return user is None or bool(getattr(user, "is_staff", False))
+    active staff accounts and ``SYSTEM`` (commands, the demo loader) may reach them; ``None`` may not."""
+    return actor is SYSTEM or is_staff(actor)
 
 
 def can_resplit(user: Any, campaign: Campaign) -> bool:
@@ -166,14 +187,29 @@ Predicate = Callable[[Any, Campaign], bool]
 Target = TypeVar("Target")
 
 
-def require(predicate: Callable[[Any, Target], bool], user: Any, target: Target, message: str, *,
+def require(predicate: Callable[[Any, Target], bool], actor: Actor, target: Target, message: str, *,
             error: type[Exception] = NotAllowed) -> None:
-    """What a service acting for ``user`` calls first: ``error`` (``NotAllowed``) unless ``predicate`` lets them
-    act on ``target`` (a campaign, an assignment, a membership). ``user=None`` is the system (a command, a periodic
-    task), which runs with the operator's authority. Labeling passes its own ``NotAllowed`` (a ``LabelingError``):
-    its pages and API answer it with the labeling error's status and words."""
-    if user is not None and not predicate(user, target):
+    """What a service acting for ``actor`` calls first: ``error`` (``NotAllowed``) unless ``predicate`` lets them
+    act on ``target`` (a campaign, an assignment, a membership). ``SYSTEM`` (a command, a periodic task) runs with
+    the operator's authority; ``None`` is refused whatever the predicate says. Labeling passes its own
+    ``NotAllowed`` (a ``LabelingError``): its pages and API answer it with the labeling error's status and words."""
+    if actor is SYSTEM:
+        return
+    if actor is None or not predicate(actor, target):
         raise error(message)
+
+
+def account_of(actor: Actor) -> Any:
+    """The account to record as a row's creator or starter: the signed-in user, else None (``SYSTEM``, anonymous)."""
+    return actor if _signed_in(actor) else None
+
+
+def actor_for(account: AbstractBaseUser | None, *, system: bool = False) -> Actor:
+    """Who a later stage of recorded work acts as: ``SYSTEM`` for work the system started, else the account that
+    started it — anonymous once that account is deleted, so the stage's check refuses it."""
+    if system:
+        return SYSTEM
+    return account if account is not None else AnonymousUser()
 
 
 # --- campaign sets -----------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ urlpatterns = [
     path("invitations/", views.invitations, name="invitations"),
     path("c/<slug:slug>/", views.campaign_page, name="campaign"),
     path("c/<slug:slug>/start", views.start, name="start"),
-    path("assignments/<int:assignment_id>/", include([  # one labeler's pass: the workspace and what it does
+    path("assignments/<id:assignment_id>/", include([  # one labeler's pass: the workspace and what it does
         path("", views.workspace, name="workspace"),
         *[path(name.replace("_", "-"), view, name=name) for name, view in PASS_ACTIONS.items()],
     ])),

@@ -25,7 +25,7 @@ from steplab.http import AppRequest
 
 from . import forms, permissions
 from .graders import get_grader
-from .models import Assignment, AssignmentStatus, Campaign, Invitation, MachineLabel, Problem
+from .models import Assignment, AssignmentStatus, Invitation, MachineLabel, Problem
 from .rendering import answer_source, math_source, render_markdown, step_source
 from .scales import Scale, campaign_scale
 from .services import campaigns, labeling, leases, suggestions
@@ -59,7 +59,7 @@ def invitations(request: AppRequest) -> HttpResponse:
 
 
 def _invitation_id(value: str | None) -> int:
-    if value is None or not value.isdigit() or len(value) > 18:
+    if value is None or not (value.isascii() and value.isdigit()) or len(value) > 18:  # "²" is a digit to isdigit
         raise CampaignAdminError("invitation", f"no invitation {value!r} for you")
     return int(value)
 
@@ -273,7 +273,7 @@ def _rows_response(request: AppRequest, ws: Workspace, step_index: int, announce
 @login_required
 @require_GET
 def campaign_page(request: AppRequest, slug: str) -> HttpResponse:
-    campaign = get_object_or_404(Campaign, slug=slug)
+    campaign = get_object_or_404(permissions.member_campaigns(request.user), slug=slug)  # an outsider's 404
     membership = permissions.membership_of(request.user, campaign)
     if membership is None:
         return _alert(request, "You are not a member of this campaign.", 403)
@@ -292,7 +292,7 @@ def campaign_page(request: AppRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def start(request: AppRequest, slug: str) -> HttpResponse:
-    campaign = get_object_or_404(Campaign, slug=slug)
+    campaign = get_object_or_404(permissions.member_campaigns(request.user), slug=slug)  # an outsider's 404
     try:
         outcome = leases.lease_next_solution(campaign, request.user)
     except NotAllowed as error:

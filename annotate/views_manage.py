@@ -57,12 +57,13 @@ def manager_required(view: View) -> View:
 
 
 def campaign_admin_required(view: View) -> View:
-    """A campaign's page: staff or that campaign's admin; the campaign is passed in place of its slug."""
+    """A campaign's page: staff or that campaign's admin; the campaign is passed in place of its slug. A campaign the
+    user is no member of is a 404, as one that does not exist: its slug tells an outsider nothing."""
     @wraps(view)
     def wrapper(request: HttpRequest, slug: str, *args: Any, **kwargs: Any) -> HttpResponse:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        campaign = get_object_or_404(Campaign, slug=slug)
+        campaign = get_object_or_404(permissions.member_campaigns(request.user), slug=slug)
         if not permissions.can_manage(request.user, campaign):
             raise PermissionDenied(f"you are not an admin of campaign {slug}")
         return view(request, campaign, *args, **kwargs)

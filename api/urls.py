@@ -6,5 +6,5 @@ from . import views
 
 urlpatterns = [
     path("tokens/", views.tokens, name="tokens"),
-    path("tokens/<int:token_id>/revoke/", views.revoke, name="token-revoke"),
+    path("tokens/<id:token_id>/revoke/", views.revoke, name="token-revoke"),
 ]

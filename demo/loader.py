@@ -26,6 +26,8 @@ from django.db import transaction
 from annotate.graders import get_grader
 from annotate.grading import answers_match
 from annotate.models import Campaign, CampaignMode, Membership, Role, Solution
+from annotate.permissions import SYSTEM
+from annotate.services.campaign_problems import bank_access
 from annotate.services.prm800k_import import import_prm800k
 from annotate.services.problems import import_problems, import_solutions
 from annotate.steps import answer_from_steps
@@ -334,7 +336,7 @@ def ensure_accounts(campaign: Campaign, password: str | None) -> dict[str, str]:
 
 
 def load_demo(*, password: str | None = None, qc_every: int = 6, to_label: int = 150) -> DemoReport:
-    with transaction.atomic():
+    with transaction.atomic(), bank_access(SYSTEM):  # its solutions name the problems it puts in the staff bank
         campaign, _ = Campaign.objects.get_or_create(slug=DEMO_SLUG, defaults={
             "name": "Demo: PRM800K step labels on MATH", "mode": CampaignMode.STEPWISE, "instructions": INSTRUCTIONS,
             "overlap": 1, "qc_rate": 0.1, "lease_minutes": 30,

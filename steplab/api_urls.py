@@ -29,7 +29,7 @@ class ApiRootView(routers.APIRootView):
         for prefix, _, _ in router.registry:  # a resource with no list (your assignments): its detail route
             response.data.setdefault(prefix, f"{root}{prefix}/{{pk}}/")
         for route, _, name in jobs_api.routes():
-            response.data[name.replace("_", "-")] = root + route.replace("<int:pk>", "{pk}")
+            response.data[name.replace("_", "-")] = root + route.replace("<id:pk>", "{pk}")
         response.data["schema"] = reverse("api:schema", request=request)
         response.data["docs"] = reverse("api:docs", request=request)
         return response

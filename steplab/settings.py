@@ -259,6 +259,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # ``<id:…>`` path parameters (steplab/converters.py): database ids, a larger number is a 404
+    "PATH_CONVERTER_OVERRIDES": {"id": {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**63 - 1}},
     "ENUM_NAME_OVERRIDES": {
         "AssignmentStatusEnum": "annotate.models.AssignmentStatus",
         "DatasetVersionStatusEnum": "rewards.models.DatasetVersion.Status",

@@ -25,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from annotate import permissions
 from annotate.models import AssignmentStatus, Campaign, Solution
 from steplab import outbound
 from steplab.celery import send_task
@@ -66,8 +67,12 @@ def check_receiver_url(url: str) -> outbound.Target:
         raise WebhookRefused("url", str(refused)) from None
 
 
-def register_webhook(*, campaign: Campaign, url: str, events: Iterable[str], user: Any = None) -> tuple[Webhook, str]:
-    """A new webhook and its secret, which the caller shows once (only its signatures reveal it afterwards)."""
+def register_webhook(*, campaign: Campaign, url: str, events: Iterable[str],
+                     user: permissions.Actor) -> tuple[Webhook, str]:
+    """A new webhook and its secret, which the caller shows once (only its signatures reveal it afterwards);
+    ``NotAllowed`` unless ``user`` manages the campaign, as on its page."""
+    permissions.require(permissions.can_manage, user, campaign,
+                        f"only staff and admins of campaign {campaign.slug} register webhooks")
     events = list(dict.fromkeys(events))
     unknown = [e for e in events if e not in Event.values]
     if not events or unknown:
@@ -76,7 +81,7 @@ def register_webhook(*, campaign: Campaign, url: str, events: Iterable[str], use
     check_receiver_url(url)
     secret = f"whsec_{secrets.token_urlsafe(32)}"
     hook = Webhook.objects.create(campaign=campaign, url=url, events=events, secret=secret,
-                                  created_by=user if getattr(user, "pk", None) else None)
+                                  created_by=permissions.account_of(user))
     return hook, secret
 
 

@@ -25,11 +25,9 @@ from rest_framework.settings import api_settings
 from annotate import permissions, selectors
 from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Problem, Solution
 from annotate.permissions import CanImportSolutions, CanReadMetrics, member_campaigns, research_campaigns
-from annotate.services import labeling, leases
-from annotate.services.campaign_problems import bank_access
+from annotate.services import campaigns, labeling, leases
 from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport
-from annotate.services.problems import import_solutions
 from annotate.steps import StepRuleError
 from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
 
@@ -70,11 +68,12 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
                 handle.write(chunk)
             handle.flush()
             try:
-                with bank_access(permissions.can_reference_problem_bank(request.user)):
-                    report = import_solutions(Path(handle.name), campaign,
-                                              skip_invalid=data.validated_data["skip_invalid"],
-                                              split_rule=data.validated_data["split_rule"],
-                                              generation=data.validated_data.get("generation"))
+                report = campaigns.import_solutions_now(campaign, path=Path(handle.name), user=request.user,
+                                                        skip_invalid=data.validated_data["skip_invalid"],
+                                                        split_rule=data.validated_data["split_rule"],
+                                                        generation=data.validated_data.get("generation"))
+            except permissions.NotAllowed as refused:
+                raise PermissionDenied(str(refused)) from None
             except ImportFailed as failed:
                 return Response(_report_body(failed.report, upload.name), status=status.HTTP_400_BAD_REQUEST)
             except StepRuleError as error:  # the campaign's stored rule, which the engine refuses

@@ -6,10 +6,10 @@ changes what another campaign's labelers, exports or models see; a reference to 
 ``manage.py import_problems`` fills when no ``--campaign`` is given: a bank problem is copied into a campaign
 the first time one of its imports references it.
 
-Who may reach the bank (``annotate.permissions.can_reference_problem_bank``): staff and the system (commands, the
-demo loader, tasks with no user). An import a campaign admin or researcher starts from the browser or the API runs
-inside ``without_bank()``: there a bank problem is "not a known problem of this campaign", like any other, so a
-guessable ``unique_id`` never copies the bank's text, answer and solution into a campaign.
+Who may reach the bank (``annotate.permissions.can_reference_problem_bank``): active staff and ``SYSTEM`` (commands,
+the demo loader). Every entry point runs its import inside ``bank_access(actor)``; outside one the bank is closed,
+so an import whose entry point forgot to say who it acts for sees a bank problem as "not a known problem of this
+campaign", like any other, and a guessable ``unique_id`` never copies the bank's text, answer and solution in.
 """
 from __future__ import annotations
 
@@ -20,17 +20,19 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from .. import permissions
 from ..models import Campaign, Problem
 
 UNKNOWN_PROBLEM = "{value!r} is not a known problem of this campaign (import it first)"
-# Set by the entry points that import for a person, from their permission; every importer below them reads it.
-_bank_reachable: ContextVar[bool] = ContextVar("bank_reachable", default=True)
+# Set by each import's entry point from its actor; every importer below it reads it. Closed unless set.
+_bank_reachable: ContextVar[bool] = ContextVar("bank_reachable", default=False)
 
 
 @contextmanager
-def bank_access(allowed: bool) -> Iterator[None]:
-    """Imports inside this block reach the staff bank only if ``allowed`` (``can_reference_problem_bank``)."""
-    token = _bank_reachable.set(allowed)
+def bank_access(actor: permissions.Actor) -> Iterator[None]:
+    """Imports inside this block act for ``actor``: they reach the staff bank only if it may
+    (``can_reference_problem_bank``)."""
+    token = _bank_reachable.set(permissions.can_reference_problem_bank(actor))
     try:
         yield
     finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
@@ -39,6 +39,9 @@ from ..models import (
 from ..scales import ScaleError, scale_from_data
 from ..steps import StepRuleError, check_step_rule
 from .campaign_problems import bank_access
+
+if TYPE_CHECKING:
+    from .importing import ImportReport
 
 
 class CampaignAdminError(Exception):
@@ -337,6 +340,19 @@ def create_import_job(campaign: Campaign, *, kind: str, upload: UploadedFile, us
     return job
 
 
+def import_solutions_now(campaign: Campaign, *, path: Path, user: permissions.Actor, skip_invalid: bool = False,
+                         split_rule: str | None = None, generation: int | None = None) -> ImportReport:
+    """The API's solutions import, answered in the request: the page's rule (``can_import``) and the staff bank's
+    rule for ``user``, as an import job applies them; ``ImportFailed`` carries the report of a refused file."""
+    from .problems import import_solutions
+
+    permissions.require(permissions.can_import, user, campaign,
+                        f"only staff and admins of campaign {campaign.slug} import")
+    with bank_access(user):
+        return import_solutions(path, campaign, skip_invalid=skip_invalid, split_rule=split_rule,
+                                generation=generation)
+
+
 def dispatch_pending_imports(*, older_than: timedelta = timedelta(seconds=30)) -> list[int]:
     """Send the imports whose task never reached the broker (it was down when they were uploaded)."""
     return jobs.dispatch_pending(ImportJob, older_than=older_than)
@@ -449,7 +465,7 @@ def _run_claimed_job(job: ImportJob) -> None:
     report: ImportReport
     status, error = JobStatus.SUCCEEDED, ""
     try:
-        with transaction.atomic(), bank_access(permissions.can_reference_problem_bank(job.created_by)):
+        with transaction.atomic(), bank_access(permissions.actor_for(job.created_by)):
             # a savepoint: a database error leaves the job's transaction usable
             if job.kind == ImportKind.PROBLEMS:
                 report = import_problems(path, job.campaign, skip_invalid=job.skip_invalid, progress=progress)

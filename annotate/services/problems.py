@@ -58,8 +58,9 @@ def _options(obj: dict[str, Any]) -> list[str] | None:
     value = obj.get("options")
     if value is None:
         return None
-    if not isinstance(value, list) or not 2 <= len(value) <= MAX_OPTIONS:
-        raise importing.RowError("options", f"must be a list of 2 to {MAX_OPTIONS} option texts")
+    # one option is allowed: MMLU-Pro has five such questions, and a benchmark's rows import as they are
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_OPTIONS:
+        raise importing.RowError("options", f"must be a list of 1 to {MAX_OPTIONS} option texts")
     for position, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
             raise importing.RowError(f"options[{position}]", "must be a non-empty string")

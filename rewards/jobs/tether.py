@@ -47,7 +47,7 @@ def run(watcher: int, command: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or not argv[0].isdigit():
+    if len(argv) < 2 or not (argv[0].isascii() and argv[0].isdigit()):
         print("usage: python -m rewards.jobs.tether WATCHER_PID COMMAND...", file=sys.stderr)
         return 2
     return run(int(argv[0]), argv[1:])

@@ -23,7 +23,7 @@ def job_pages(prefix: str, name: str, detail: Callable[..., HttpResponse], progr
 urlpatterns = [
     path("", views.index, name="index"),
     path("jobs/new/", views.job_new, name="job_new"),
-    *job_pages("jobs/<int:pk>/", "job", views.job_detail, views.job_progress, views.job_cancel),
+    *job_pages("jobs/<id:pk>/", "job", views.job_detail, views.job_progress, views.job_cancel),
     path("dashboard/", views.dashboard, name="dashboard"),
     path("dashboard/figures/<str:name>.<str:fmt>", views.figure, name="figure"),
     path("dashboard/<slug:slug>/", views.dashboard, name="campaign_dashboard"),
@@ -38,9 +38,9 @@ urlpatterns = [
     path("dashboard/<slug:slug>/pools/upload/", views.pool_upload, name="pool_upload"),
     path("dashboard/<slug:slug>/score/", views.score_start, name="score_start"),
     path("dashboard/<slug:slug>/evaluate/", views.evaluate_start, name="evaluate_start"),
-    path("comparisons/<int:pk>/progress/", views.comparison_progress, name="comparison_progress"),
-    path("comparisons/<int:pk>/cancel/", views.comparison_cancel, name="comparison_cancel"),
+    path("comparisons/<id:pk>/progress/", views.comparison_progress, name="comparison_progress"),
+    path("comparisons/<id:pk>/cancel/", views.comparison_cancel, name="comparison_cancel"),
     *[route for kind in pages() for route in job_pages(
-        f"{kind}/<int:pk>/", f"{kind}_job", views.work_detail, views.work_progress, views.work_cancel, {"kind": kind})],
+        f"{kind}/<id:pk>/", f"{kind}_job", views.work_detail, views.work_progress, views.work_cancel, {"kind": kind})],
     *api.urls(legacy=True),  # the jobs API's first home, kept for scripts; /api/ is the documented one
 ]

@@ -286,7 +286,7 @@ def score_start(request: HttpRequest, slug: str) -> HttpResponse:
         pool = selectors.campaign_pool(campaign, _integer(form, "pool"))
         if pool is None:
             raise JobInputError("pool", f"no candidate pool {form['pool']} in campaign {slug}")
-        ids = [int(v) for v in request.POST.getlist("models") if v.isdigit()]
+        ids = [int(v) for v in request.POST.getlist("models") if v.isascii() and v.isdigit() and len(v) <= 18]
         models = selectors.campaign_reward_models(campaign, ids)
         if not models:
             raise JobInputError("models", "choose at least one reward model of this campaign")

@@ -68,6 +68,8 @@ def label_everything(campaign: Campaign, labeler: Any) -> int:
 def math500_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory, member):
     """A stepwise campaign of 12 MATH-500 problems × 2 graded solutions (imported), fully labeled by one labeler
     through the labeling services."""
+    from annotate.permissions import SYSTEM
+    from annotate.services.campaign_problems import bank_access
     from annotate.services.problems import import_problems, import_solutions
 
     problems, solutions = _solution_rows(shared_data / "math" / "math500.jsonl", 12)
@@ -76,7 +78,8 @@ def math500_campaign(db, shared_data: Path, tmp_path: Path, campaign_factory, me
     solution_file.write_text("".join(json.dumps(s) + "\n" for s in solutions))
     import_problems(problem_file)
     campaign = campaign_factory("lab", name="MATH-500 lab")
-    import_solutions(solution_file, campaign)
+    with bank_access(SYSTEM):  # the solutions name the bank's problems, as a command's import would
+        import_solutions(solution_file, campaign)
     labeler = member(campaign, "labeler1")
     assert label_everything(campaign, labeler) == len(solutions)
     return campaign

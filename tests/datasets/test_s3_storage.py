@@ -25,6 +25,7 @@ from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
 from annotate.models import Membership, Role
+from annotate.permissions import SYSTEM
 from rewards.jobs.models import Kind
 from rewards.jobs.services.training import TrainingRequest, dataset_file, labeled_solutions, start_training_job
 from rewards.models import DatasetVersion
@@ -159,7 +160,7 @@ def test_a_training_job_on_an_s3_version_gets_a_verified_local_copy_and_trains(m
     version = create_dataset_version(math500_campaign)
     assert version is not None
     job = start_training_job(TrainingRequest(kind=Kind.PRM, dataset_version=version,
-                                             hyper={"max_steps": 2, "batch_size": 4, "max_length": 128}))
+                                             hyper={"max_steps": 2, "batch_size": 4, "max_length": 128}), user=SYSTEM)
     path = Path(job.dataset_path)
     info = version.files["trl-stepwise"]
     assert path == settings.STEPLAB_JOBS_ROOT / "datasets" / info["sha256"] / "trl-stepwise.jsonl"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -19,6 +20,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from annotate.models import Assignment, Campaign, Completion, ImportJob, Problem, Role, Solution, Step
+from annotate.permissions import SYSTEM
 from annotate.services import campaigns
 from api.services import create_token
 from rewards.jobs.models import TrainingJob
@@ -34,6 +36,7 @@ from rewards.jobs.services import (
 )
 from rewards.models import DatasetVersion
 from tests.factories import PASSWORD
+from webhooks.services import register_webhook
 
 ROLES = ("anonymous", "labeler_in", "labeler_out", "researcher", "admin", "staff")
 REFUSED = {401, 403, 404}
@@ -453,8 +456,9 @@ def test_pools_and_evaluations_stay_in_their_campaign(world: World) -> None:
 
 # --- the same rules for services called outside views (commands, tasks, other services) ---------------------------
 # Each guarded service checks its predicate itself (annotate.permissions.require), so a command or a task that acts
-# for a user is held to the page's rule; ``user=None`` is the system and may do anything. The inputs are wrong on
-# purpose after the check: an allowed caller gets the input error, not a job.
+# for a user is held to the page's rule; ``SYSTEM`` (a command, a task) may do anything, and ``None`` (a caller that
+# forgot the user) nothing. The inputs are wrong on purpose after the check: an allowed caller gets the input error,
+# not a job.
 
 def _upload(name: str = "x.jsonl") -> Any:
     from django.core.files.uploadedfile import SimpleUploadedFile
@@ -479,6 +483,9 @@ SERVICES: dict[str, tuple[str, Callable[[World, Any], object]]] = {  # name: (wh
         _upload(), campaign=w.a, split_rule="bogus", user=user)),
     "create_import_job": ("---++", lambda w, user: campaigns.create_import_job(
         w.a, kind="bogus", upload=_upload(), user=user)),
+    "import_solutions_now": ("---++", lambda w, user: campaigns.import_solutions_now(
+        w.a, path=Path("/nonexistent/solutions.jsonl"), user=user)),
+    "register_webhook": ("---++", lambda w, user: register_webhook(campaign=w.a, url="ftp://x", events=[], user=user)),
 }
 
 
@@ -501,8 +508,10 @@ def test_services_hold_callers_outside_views_to_the_same_rule(world: World, name
         if got != expected:
             wrong.append(f"{role}: expected {'allowed' if expected == '+' else 'refused'}")
     with pytest.raises(Exception) as system:  # the system (a command, a task) passes the check
-        call(world, None)
+        call(world, SYSTEM)
     assert not isinstance(system.value, NotAllowed)
+    with pytest.raises(NotAllowed):  # a forgotten user is refused, never taken for the system
+        call(world, None)
     assert not wrong, f"{name}: " + "; ".join(wrong)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from annotate.permissions import SYSTEM
 from tests.conftest import FAST_HYPER
 
 pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
@@ -37,8 +38,10 @@ def test_train_score_evaluate_prm_and_orm(celery_worker_process, dataset_version
     from rewards.jobs.services.scoring import start_scoring_job
     from rewards.jobs.services.training import TrainingRequest, start_training_job
 
-    prm_job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=FAST_HYPER))
-    orm_job = start_training_job(TrainingRequest(kind="orm", dataset_version=dataset_version, hyper=FAST_HYPER))
+    prm_job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=FAST_HYPER),
+        user=SYSTEM)
+    orm_job = start_training_job(TrainingRequest(kind="orm", dataset_version=dataset_version, hyper=FAST_HYPER),
+        user=SYSTEM)
     seen = set()
     wait_for(lambda: seen.add(_status(prm_job)) or prm_job.status in ("succeeded", "failed", "cancelled"),
              timeout=300, every=0.2, what="the PRM job to end")
@@ -60,7 +63,7 @@ def test_train_score_evaluate_prm_and_orm(celery_worker_process, dataset_version
 
     pool, report = import_pool(aime_pool_file, "aime-small", campaign=dataset_version.campaign)
     assert report.created["candidates"] == 24
-    scorings = {kind: start_scoring_job(RewardModel.objects.get(job=job), pool)
+    scorings = {kind: start_scoring_job(RewardModel.objects.get(job=job), pool, user=SYSTEM)
                 for kind, job in (("prm", prm_job), ("orm", orm_job))}
     for scoring in scorings.values():
         # Waited for within this iteration: the closure never outlives its `scoring`.
@@ -114,7 +117,7 @@ def test_cancel_stops_the_training_process(celery_worker_process, dataset_versio
     from rewards.jobs.services.training import TrainingRequest, request_cancel, start_training_job
 
     job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version,
-                                             hyper={**FAST_HYPER, "max_steps": 5000}))
+                                             hyper={**FAST_HYPER, "max_steps": 5000}), user=SYSTEM)
     wait_for(lambda: _status(job) == "running" and job.step >= 1, timeout=300, every=0.3,
              what="training to report a step")
     pid = int(job.external_id)

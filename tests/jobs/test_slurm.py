@@ -20,6 +20,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from annotate.permissions import SYSTEM
 from rewards.jobs.backends import BackendError, Launch, SlurmBackend, parse_scontrol_job
 from tests.conftest import FAST_HYPER
 
@@ -108,7 +109,7 @@ def test_prm_training_and_scoring_run_on_slurm(slurm_cluster, timeout_job, celer
     from rewards.jobs.services.training import TrainingRequest, start_training_job
 
     job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, backend="slurm",
-                                             hyper={**FAST_HYPER, "max_steps": 1}))
+                                             hyper={**FAST_HYPER, "max_steps": 1}), user=SYSTEM)
     seen = set()
     wait_for(lambda: seen.add(_status(job)) or job.status in ("succeeded", "failed", "cancelled"),
              timeout=300, every=0.2, what="the PRM job on Slurm to end")
@@ -133,7 +134,7 @@ def test_prm_training_and_scoring_run_on_slurm(slurm_cluster, timeout_job, celer
     assert (Path(model.location) / "model.safetensors").is_file()
 
     pool, _ = import_pool(aime_pool_file, "aime-slurm", campaign=dataset_version.campaign)
-    scoring = start_scoring_job(model, pool, backend="slurm")
+    scoring = start_scoring_job(model, pool, backend="slurm", user=SYSTEM)
     wait_for(lambda: _status(scoring) in ("succeeded", "failed", "cancelled"), timeout=300,
              what="the scoring job on Slurm to end")
     assert scoring.status == JobStatus.SUCCEEDED, scoring.error
@@ -150,9 +151,9 @@ def test_cancel_from_steplab_and_scancel_from_outside(slurm_cluster, celery_work
     from rewards.jobs.services.training import TrainingRequest, request_cancel, start_training_job
 
     ours = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, backend="slurm",
-                                              hyper=BUSY_HYPER))
+                                              hyper=BUSY_HYPER), user=SYSTEM)
     theirs = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, backend="slurm",
-                                                hyper=BUSY_HYPER))
+                                                hyper=BUSY_HYPER), user=SYSTEM)
     for job in (ours, theirs):
         # Waited for within this iteration: the closure never outlives its `job`.
         wait_for(lambda: _status(job) == "running" and job.external_id  # noqa: B023
@@ -212,7 +213,7 @@ def test_a_killed_node_process_is_failed_by_the_reaper_with_the_queue_reason(slu
 
     with transaction.atomic():  # recorded as sent: no watcher task, this test plays the watcher
         job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, backend="slurm",
-                                                 hyper=BUSY_HYPER))
+                                                 hyper=BUSY_HYPER), user=SYSTEM)
         TrainingJob.objects.filter(pk=job.pk).update(dispatched_at=timezone.now())
     job = runner.claim(TrainingJob, job.pk)  # what the watcher did before its worker died
     external_id = slurm.submit(training_hooks(job).launch)

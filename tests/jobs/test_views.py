@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from annotate.permissions import SYSTEM
 from tests.conftest import FAST_HYPER
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +24,8 @@ def users(personas, graded_campaign):
 def _job(dataset_version):
     from rewards.jobs.services.training import TrainingRequest, start_training_job
 
-    return start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=FAST_HYPER))
+    return start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=FAST_HYPER),
+        user=SYSTEM)
 
 
 @pytest.mark.parametrize("who, index, job_page, dashboard", [
@@ -84,18 +86,20 @@ def test_bad_input_names_the_field(client, users, dataset_version) -> None:
     html = response.content.decode()
     assert 'data-error-for="max_length"' in html and 'data-error-for="base_model"' in html
     with pytest.raises(JobInputError) as bad:
-        start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper={"lerning_rate": 1}))
+        start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper={"lerning_rate": 1}),
+            user=SYSTEM)
     assert bad.value.field == "lerning_rate"
     with pytest.raises(JobInputError) as bad:
-        start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper={"epochs": -1}))
+        start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper={"epochs": -1}),
+            user=SYSTEM)
     assert bad.value.field == "epochs" and "config key 'epochs' must be in" in str(bad.value)
     with pytest.raises(JobInputError) as bad:
-        start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, base_model="/etc"))
+        start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, base_model="/etc"), user=SYSTEM)
     assert bad.value.field == "base_model"
     dataset_version.files.pop("outcome")
     dataset_version.save()
     with pytest.raises(JobInputError, match="dataset_version: .* has no outcome or outcome-parquet file"):
-        start_training_job(TrainingRequest(kind="orm", dataset_version=dataset_version))
+        start_training_job(TrainingRequest(kind="orm", dataset_version=dataset_version), user=SYSTEM)
     assert not TrainingJob.objects.exists()
 
 

@@ -11,6 +11,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from annotate.permissions import SYSTEM
 from tests.conftest import FAST_HYPER, kill_pool_process
 
 pytestmark = [pytest.mark.worker, pytest.mark.training, pytest.mark.django_db(transaction=True)]
@@ -49,7 +50,8 @@ def kill_mid_training(dataset_version: Any, worker: tuple[Any, str, Path], wait_
 
     process, queue, log = worker
     with transaction.atomic():  # recorded as sent: its task goes to our own worker, not to the gpu queue
-        job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=LONG_HYPER))
+        job = start_training_job(TrainingRequest(kind="prm", dataset_version=dataset_version, hyper=LONG_HYPER),
+            user=SYSTEM)
         TrainingJob.objects.filter(pk=job.pk).update(dispatched_at=timezone.now())
     registry.get("training").task.apply_async(args=[job.pk], queue=queue)
     wait_for(lambda: job.refresh_from_db() or (job.status == JobStatus.RUNNING and job.step >= 1), timeout=120,

@@ -38,13 +38,14 @@ class HandPool:
     def run(self, strategy: str, batch_size: int, config: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         """Start a generation through the service, write the scores the scorer would write (open candidates
         with steps only), end the scoring job as the watcher does, and call the completion hook."""
+        from annotate.permissions import SYSTEM
         from rewards.jobs.models import JobStatus
         from rewards.jobs.services import runner
         from rewards.jobs.services.labeling_rounds import scoring_finished, start_labeling_round
         from tests.factories import CandidateScoreFactory
 
         generation = start_labeling_round(self.campaign, strategy=strategy, batch_size=batch_size, config=config,
-                                          **kwargs)
+                                          **{"user": SYSTEM, **kwargs})
         job = generation.scoring_job
         assert job is not None and job.status == JobStatus.QUEUED
         for name, c in self.candidates.items():

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from annotate.permissions import SYSTEM
+
 pytestmark = pytest.mark.django_db
 
 
@@ -61,8 +63,8 @@ def test_random_without_any_prm_completes_at_once(hand_pool) -> None:
 
     RewardModel.objects.all().delete()
     with pytest.raises(JobInputError, match="^reward_model: .* has no trained PRM yet"):
-        start_labeling_round(hand_pool.campaign, strategy="convincing_wrong", batch_size=2)
-    generation = start_labeling_round(hand_pool.campaign, strategy="random", batch_size=2)
+        start_labeling_round(hand_pool.campaign, strategy="convincing_wrong", batch_size=2, user=SYSTEM)
+    generation = start_labeling_round(hand_pool.campaign, strategy="random", batch_size=2, user=SYSTEM)
     assert generation.status == "completed" and generation.scoring_job is None and generation.selected_count == 2
     scores = Solution.objects.filter(generation=generation.number).values_list("verifier_score", flat=True)
     assert list(scores) == [None] * 2
@@ -107,7 +109,7 @@ def test_a_generation_never_reselects(hand_pool, tmp_path: Path) -> None:
     # what the next scoring job would send to the scorer: only candidates still open
     from rewards.jobs.services.labeling_rounds import start_labeling_round
 
-    fourth = start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=1)
+    fourth = start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=1, user=SYSTEM)
     assert _write_input(fourth.scoring_job) == 4  # 11 - 6 selected - k (no steps)
     sent = [json.loads(line)["id"]
             for line in (Path(fourth.scoring_job.work_dir) / "input.jsonl").read_text().splitlines()]
@@ -125,10 +127,10 @@ def test_one_scoring_generation_at_a_time_and_bad_input_names_the_field(hand_poo
              ({"strategy": "random", "batch_size": 2, "config": []}, "^config: must be an object")]
     for kwargs, message in cases:
         with pytest.raises(JobInputError, match=message):
-            start_labeling_round(hand_pool.campaign, **kwargs)
-    start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=2)
+            start_labeling_round(hand_pool.campaign, **kwargs, user=SYSTEM)
+    start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=2, user=SYSTEM)
     with pytest.raises(JobInputError, match="^campaign: a generation of .* is still scoring"):
-        start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=2)
+        start_labeling_round(hand_pool.campaign, strategy="uncertain", batch_size=2, user=SYSTEM)
     assert LabelingRound.objects.count() == 1
 
 

@@ -10,6 +10,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from annotate.permissions import SYSTEM
 from rewards.jobs.models import CandidatePool, EvaluationRun, ScoringJob, TrainingJob
 from rewards.models import DatasetVersion
 from tests.factories import PASSWORD
@@ -263,9 +264,9 @@ def test_orm_on_an_ungraded_version_is_refused_in_one_sentence(labeler, storage,
     from rewards.jobs.services.training import JobInputError, TrainingRequest, start_training_job
 
     campaign = campaign_builder("loop-ungraded", labeler, graded=False)
-    version, _ = snapshot_labels(campaign)
+    version, _ = snapshot_labels(campaign, user=SYSTEM)
     with pytest.raises(JobInputError) as error:
-        start_training_job(TrainingRequest(kind="orm", dataset_version=version))
+        start_training_job(TrainingRequest(kind="orm", dataset_version=version), user=SYSTEM)
     assert str(error.value) == ("dataset_version: the outcome dataset of loop-ungraded v1 has no rows: none of its "
                                 "solutions has a graded final answer")
     assert not TrainingJob.objects.exists()

@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from annotate.models import MachineLabel, Role
+from annotate.permissions import SYSTEM
 from rewards.jobs.models import MachineLabelingJob
 from rewards.jobs.services.machine_labeling import start_machine_labeling_job
 from rewards.jobs.services.training import JobInputError
@@ -23,7 +24,7 @@ from tests.factories import (
 def test_a_start_names_the_input_at_fault(campaign_factory) -> None:
     campaign = campaign_factory()
     with pytest.raises(JobInputError) as refused:
-        start_machine_labeling_job(campaign=campaign, method="mc")
+        start_machine_labeling_job(campaign=campaign, method="mc", user=SYSTEM)
     assert refused.value.field == "solutions"  # nothing to label yet
     numbered_solution(campaign, 2)
     numbered_solution(campaign, 2, is_quality_control=True)
@@ -32,7 +33,7 @@ def test_a_start_names_the_input_at_fault(campaign_factory) -> None:
                           ({"method": "mc", "config": {"rollouts": 0}}, "rollouts"),
                           ({"method": "mc", "limit": 0}, "solutions"), ({"method": "prm"}, "reward_model")]:
         with pytest.raises(JobInputError) as refused:
-            start_machine_labeling_job(campaign=campaign, **kwargs)
+            start_machine_labeling_job(campaign=campaign, **kwargs, user=SYSTEM)
         assert refused.value.field == field, kwargs
     assert not MachineLabelingJob.objects.exists()
 
@@ -46,7 +47,7 @@ def test_monte_carlo_labels_on_the_real_worker(celery_worker_process, campaign_f
                                    problem_text="What is $2 + 2$?", answer="4")
     numbered_solution(campaign, 2, is_quality_control=True)  # gold is never machine-labeled
     job = start_machine_labeling_job(campaign=campaign, method="mc", limit=5,
-                                     config={"rollouts": 2, "max_new_tokens": 8, "strategy": "every_step"})
+                                     config={"rollouts": 2, "max_new_tokens": 8, "strategy": "every_step"}, user=SYSTEM)
     wait_for(lambda: MachineLabelingJob.objects.get(pk=job.pk).status in ("succeeded", "failed"), timeout=300,
              what="the Monte-Carlo job")
     job.refresh_from_db()
@@ -110,7 +111,7 @@ def test_prm_step_scores_on_the_real_worker(celery_worker_process, trained_prm, 
                                  config={"base_model": "default"}, output_dir=str(trained_prm.folder),
                                  status=JobStatus.SUCCEEDED, progress=1.0)
     prm = register_model(trained)
-    job = start_machine_labeling_job(campaign=campaign, method="prm", reward_model=prm)
+    job = start_machine_labeling_job(campaign=campaign, method="prm", reward_model=prm, user=SYSTEM)
     wait_for(lambda: MachineLabelingJob.objects.get(pk=job.pk).status in ("succeeded", "failed"), timeout=300,
              what="the PRM labeling job")
     job.refresh_from_db()

@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from annotate.models import Role
+from annotate.permissions import SYSTEM
 from tests.factories import PASSWORD
 from webhooks.models import Delivery, Event, Webhook
 from webhooks.services import register_webhook
@@ -39,7 +40,7 @@ def test_admins_register_and_read_the_log_others_are_refused(campaign_factory, m
     assert page.status_code == 200 and hook.secret.encode() not in page.content
     assert b'data-status="failed"' in page.content and b"HTTP 503: down" in page.content
     other, _ = register_webhook(campaign=campaign_factory("elsewhere"), url="http://10.0.0.7/x",
-                                events=[Event.JOB_FAILED])
+                                events=[Event.JOB_FAILED], user=SYSTEM)
     assert other.url.encode() not in page.content  # another campaign's hooks stay out
     for role in (Role.LABELER, Role.RESEARCHER):
         assert _client(member(campaign, f"as-{role}", role)).get(url).status_code == 403

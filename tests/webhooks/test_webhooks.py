@@ -18,6 +18,7 @@ import pytest
 from django.db import transaction
 
 from annotate.models import ImportJob, Membership, Role
+from annotate.permissions import SYSTEM
 from annotate.services import leases
 from annotate.services.whole_labeling import LabelingInput, StepLabel, apply_labeling
 from steplab.jobs import JobStatus, finish
@@ -34,7 +35,7 @@ from webhooks.services import SIGNATURE_HEADER, WebhookRefused, register_webhook
 def test_a_receiver_on_a_private_address_is_refused(campaign_factory, settings, url: str) -> None:
     settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS = []
     with pytest.raises(WebhookRefused, match="private, loopback or link-local") as refused:
-        register_webhook(campaign=campaign_factory(), url=url, events=[Event.JOB_FINISHED])
+        register_webhook(campaign=campaign_factory(), url=url, events=[Event.JOB_FINISHED], user=SYSTEM)
     assert refused.value.field == "url" and not Webhook.objects.exists()
 
 
@@ -42,13 +43,14 @@ def test_a_receiver_on_a_private_address_is_refused(campaign_factory, settings, 
 def test_the_allow_list_admits_a_named_host_and_events_are_checked(campaign_factory, settings) -> None:
     settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     campaign = campaign_factory()
-    hook, secret = register_webhook(campaign=campaign, url="http://127.0.0.1:9/hook", events=[Event.JOB_FAILED])
+    hook, secret = register_webhook(campaign=campaign, url="http://127.0.0.1:9/hook", events=[Event.JOB_FAILED],
+        user=SYSTEM)
     assert secret.startswith("whsec_") and hook.secret == secret
     with pytest.raises(WebhookRefused, match="Unknown event") as refused:
-        register_webhook(campaign=campaign, url="http://127.0.0.1:9/hook", events=["job.exploded"])
+        register_webhook(campaign=campaign, url="http://127.0.0.1:9/hook", events=["job.exploded"], user=SYSTEM)
     assert refused.value.field == "events"
     with pytest.raises(WebhookRefused, match="not an http"):
-        register_webhook(campaign=campaign, url="ftp://127.0.0.1/x", events=[Event.JOB_FAILED])
+        register_webhook(campaign=campaign, url="ftp://127.0.0.1/x", events=[Event.JOB_FAILED], user=SYSTEM)
 
 
 @pytest.mark.django_db
@@ -76,7 +78,7 @@ def test_the_admin_refuses_a_private_address_and_shows_the_secret_once(campaign_
 def test_events_go_out_after_the_commit_only(campaign_factory, settings, django_capture_on_commit_callbacks) -> None:
     settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     campaign = campaign_factory()
-    register_webhook(campaign=campaign, url="http://127.0.0.1:9/hook", events=[Event.JOB_FAILED])
+    register_webhook(campaign=campaign, url="http://127.0.0.1:9/hook", events=[Event.JOB_FAILED], user=SYSTEM)
     job = ImportJob.objects.create(campaign=campaign, kind="solutions", file="imports/x.jsonl", original_name="x")
     with pytest.raises(RuntimeError), transaction.atomic():
         finish(job, JobStatus.FAILED, error="broken line 3")
@@ -142,9 +144,9 @@ def test_deliveries_are_signed_and_retried_by_the_worker(campaign_factory, make_
     campaign = campaign_factory("hooked")
     numbered_solution(campaign, 2)
     hook, secret = register_webhook(campaign=campaign, url=f"{receiver.url}/steplab",
-                                    events=[Event.CAMPAIGN_PROGRESS])
+                                    events=[Event.CAMPAIGN_PROGRESS], user=SYSTEM)
     broken, _ = register_webhook(campaign=campaign, url=f"{receiver.url}/always-500",
-                                 events=[Event.CAMPAIGN_PROGRESS])
+                                 events=[Event.CAMPAIGN_PROGRESS], user=SYSTEM)
     labeler = make_user("judge")
     Membership.objects.create(campaign=campaign, user=labeler, role=Role.LABELER)
     assignment = leases.lease_next_solution(campaign, labeler).assignment

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign
+from annotate.permissions import SYSTEM
+from annotate.services.campaign_problems import bank_access
 from annotate.services.importing import ImportFailed, ImportReport
 
 
@@ -30,7 +32,8 @@ def get_campaign(slug: str) -> Campaign:
 
 def run_import(command: BaseCommand, action: Callable[[], ImportReport], *, skip_invalid: bool) -> ImportReport:
     try:
-        report: ImportReport = action()
+        with bank_access(SYSTEM):  # a command runs with the operator's authority: the staff bank included
+            report: ImportReport = action()
     except ImportFailed as failed:
         for item in failed.report.rejected:
             command.stderr.write(str(item))

@@ -47,5 +47,5 @@ def urls(*, legacy: bool = False) -> list[URLPattern]:
     if legacy:
         return [path("api/" + route.format(campaign="<slug:slug>"), view.as_view(legacy=True, schema=None),
                      name=f"api_{name}") for route, view, name in routes()]
-    return [path(route.format(campaign="<int:campaign_id>"), view.as_view(), name=name.replace("_", "-"))
+    return [path(route.format(campaign="<id:campaign_id>"), view.as_view(), name=name.replace("_", "-"))
             for route, view, name in routes()]

@@ -9,5 +9,5 @@ register(JobKind(
     name="comparisons", model=ComparisonRun, start=comparisons.start_comparison, run=comparisons.advance,
     reconcile=comparisons.reconcile,
     routes=(("campaigns/{campaign}/comparisons/", ComparisonsView, "comparisons"),
-            ("comparisons/<int:pk>/", ComparisonView, "comparison"),
-            ("comparisons/<int:pk>/cancel/", ComparisonCancelView, "comparison_cancel"))))
+            ("comparisons/<id:pk>/", ComparisonView, "comparison"),
+            ("comparisons/<id:pk>/cancel/", ComparisonCancelView, "comparison_cancel"))))

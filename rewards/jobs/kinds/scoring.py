@@ -13,5 +13,5 @@ register(JobKind(
     page="scoring", title="Scoring", related=("reward_model__campaign", "pool__campaign"),
     campaign_of=lambda job: job.reward_model.campaign,
     routes=(("campaigns/{campaign}/scoring/", ScoringJobsView, "scoring"),
-            ("scoring/<int:pk>/", ScoringJobView, "scoring_job"),
-            ("scoring/<int:pk>/cancel/", ScoringJobCancelView, "scoring_job_cancel"))))
+            ("scoring/<id:pk>/", ScoringJobView, "scoring_job"),
+            ("scoring/<id:pk>/cancel/", ScoringJobCancelView, "scoring_job_cancel"))))

@@ -10,5 +10,5 @@ register(JobKind(
     name="training", model=TrainingJob, start=training.start_training_job, run=training.run_training_job,
     hooks=training.training_hooks, after=(partial(comparisons.job_finished, TrainingJob),),
     related=("dataset_version", "campaign", "started_by"),
-    routes=(("jobs/", TrainingJobsView, "jobs"), ("jobs/<int:pk>/", TrainingJobView, "job"),
-            ("jobs/<int:pk>/cancel/", TrainingJobCancelView, "job_cancel"))))
+    routes=(("jobs/", TrainingJobsView, "jobs"), ("jobs/<id:pk>/", TrainingJobView, "job"),
+            ("jobs/<id:pk>/cancel/", TrainingJobCancelView, "job_cancel"))))

@@ -22,7 +22,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from annotate.models import Campaign
-from annotate.permissions import NotAllowed, can_run_models, require
+from annotate.permissions import Actor, NotAllowed, account_of, actor_for, can_run_models, require
 from rewards.models import DatasetVersion
 from rewards.services.datasets import create_dataset_version
 from rewards.training.data import rows_outside
@@ -131,7 +131,7 @@ def first_per_problem(pool: CandidatePool, k: int) -> CandidatePool:
 
 def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, base_model: str = "default",
                      per_problem: int = DEFAULT_PER_PROBLEM, pool: int | None = None,
-                     user: Any = None) -> ComparisonRun:
+                     user: Actor) -> ComparisonRun:
     """Validate and record a run (queued); its first stage starts on a worker after commit."""
     require(can_run_models, user, campaign, MODELS_ONLY)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 1 <= max_steps <= MAX_MAX_STEPS:
@@ -153,7 +153,7 @@ def start_comparison(campaign: Campaign, *, max_steps: int = DEFAULT_MAX_STEPS, 
         with transaction.atomic():
             run = ComparisonRun.objects.create(campaign=campaign, max_steps=max_steps, base_model=base_model,
                                                per_problem=per_problem, source_pool=chosen, pool=chosen,
-                                               started_by=user)
+                                               started_by=account_of(user))
     except IntegrityError:
         raise JobInputError("campaign", f"a comparison of {campaign.slug} is already running") from None
     jobs.dispatch_on_commit(run)  # the broker down: ``reconcile`` sends it once it is back
@@ -191,10 +191,10 @@ def _job_failure(what: str, job: Any) -> str | None:
     return f"{what} (job {job.pk}) {job.status}: {reason}"
 
 
-def snapshot_labels(campaign: Campaign, *, user: Any = None) -> tuple[DatasetVersion, bool]:
+def snapshot_labels(campaign: Campaign, *, user: Actor) -> tuple[DatasetVersion, bool]:
     """A new dataset version when the labels changed since the latest one, else the latest: (version, new)."""
     require(can_run_models, user, campaign, MODELS_ONLY)
-    version = create_dataset_version(campaign, user=user)
+    version = create_dataset_version(campaign, user=account_of(user))
     if version is not None:
         return version, True
     latest = DatasetVersion.objects.filter(campaign=campaign, status=DatasetVersion.Status.READY).order_by(
@@ -206,7 +206,7 @@ def snapshot_labels(campaign: Campaign, *, user: Any = None) -> tuple[DatasetVer
 def _snapshot(run: ComparisonRun) -> None:
     campaign = run.campaign
     try:
-        version, new = snapshot_labels(campaign, user=run.started_by)
+        version, new = snapshot_labels(campaign, user=actor_for(run.started_by))
     except Exception as exc:  # noqa: BLE001 - any export problem ends the run, with its reason
         log.exception("snapshot of %s failed", campaign)
         _fail(run, f"snapshot: the labels of {campaign.slug} could not be exported ({type(exc).__name__}: {exc})")
@@ -237,7 +237,7 @@ def _snapshot(run: ComparisonRun) -> None:
             trainings = {kind: start_training_job(TrainingRequest(kind=kind, dataset_version=version,
                                                                   base_model=run.base_model,
                                                                   hyper=orm_hyper if kind == Kind.ORM else hyper),
-                                                  user=run.started_by) for kind in (Kind.PRM, Kind.ORM)}
+                                                  user=actor_for(run.started_by)) for kind in (Kind.PRM, Kind.ORM)}
             _move(run, ComparisonRun.Stage.SNAPSHOT, stage=ComparisonRun.Stage.TRAIN, dataset_version=version,
                   new_version=new, pool=pool, prm_job=trainings[Kind.PRM], orm_job=trainings[Kind.ORM])
     except (JobInputError, NotAllowed) as exc:  # NotAllowed: its starter may no longer run models here
@@ -271,7 +271,7 @@ def _train(run: ComparisonRun) -> None:
         return
     try:
         with transaction.atomic():
-            scorings = {kind: start_scoring_job(job.reward_model, pool, user=run.started_by)
+            scorings = {kind: start_scoring_job(job.reward_model, pool, user=actor_for(run.started_by))
                         for kind, job in ((Kind.PRM, prm), (Kind.ORM, orm))}
             _move(run, ComparisonRun.Stage.TRAIN, stage=ComparisonRun.Stage.SCORE, prm_scoring=scorings[Kind.PRM],
                   orm_scoring=scorings[Kind.ORM])

@@ -15,7 +15,7 @@ import numpy as np
 
 from annotate.grading import normalize_answer
 from annotate.models import Campaign
-from annotate.permissions import can_run_models, require
+from annotate.permissions import Actor, account_of, can_run_models, require
 from rewards.evaluation import Pool, best_of_n, encode_pools, exact_best_of_n
 from rewards.evaluation.baselines import BEST_OF_N_BASELINES, Choice, candidate_scores
 
@@ -166,13 +166,13 @@ def evaluate_pool(pool: CandidatePool, *, prm_scoring: ScoringJob | None = None,
     results["domains"] = domain_results(pool, pools, results["ns"], trials, seed, baselines)
     return EvaluationRun.objects.create(
         campaign=campaign, pool=pool, prm_scoring=prm_scoring, orm_scoring=orm_scoring, aggregation=aggregation,
-        trials=trials, seed=seed, results=results, created_by=user,
+        trials=trials, seed=seed, results=results, created_by=account_of(user),
         step_metrics=prm_scoring.step_metrics if prm_scoring else {},
         data_efficiency=data_efficiency(campaign, pool))
 
 
 def evaluate_scorings(campaign: Campaign, *, prm_scoring: int | None, orm_scoring: int | None,
-                      aggregation: str = "product", trials: int = 400, user: Any = None) -> EvaluationRun:
+                      aggregation: str = "product", trials: int = 400, user: Actor) -> EvaluationRun:
     """Evaluate the pool of a PRM and/or an ORM scoring of this campaign's pools, given by id (page and API)."""
     require(can_run_models, user, campaign, MODELS_ONLY)
     jobs: dict[str, ScoringJob] = {}

@@ -26,7 +26,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from annotate.models import AssignmentStatus, Campaign, Completion, Solution, Step
-from annotate.permissions import NotAllowed, can_start_labeling_round, require
+from annotate.permissions import SYSTEM, Actor, NotAllowed, account_of, can_start_labeling_round, require
 from annotate.prm800k import content_digest
 from rewards.active import ScoredCandidate, SelectionError, StrategyConfigError, make_strategy
 from steplab.bulk import bulk_insert
@@ -98,13 +98,13 @@ MAX_BATCH_SIZE = 100_000
 
 
 def start_labeling_round(campaign: Campaign, *, strategy: str, batch_size: Any,
-                         config: Mapping[str, Any] | None = None, user: Any = None, pool: CandidatePool | None = None,
+                         config: Mapping[str, Any] | None = None, user: Actor, pool: CandidatePool | None = None,
                          reward_model: RewardModel | None = None, auto: bool = False) -> LabelingRound:
     """Validate and record labeling round g; its pool scoring runs on the worker and completes it.
 
     Errors name the input: ``strategy``/config keys (``StrategyConfigError`` as ``JobInputError``),
     ``batch_size``, ``pool``, ``reward_model``; ``LabelingRoundNotAllowed`` when ``user`` may not start one
-    (``user=None`` is the system: the periodic task and commands).
+    (``SYSTEM``: the periodic task and commands).
     """
     try:
         require(can_start_labeling_round, user, campaign,
@@ -145,11 +145,11 @@ def start_labeling_round(campaign: Campaign, *, strategy: str, batch_size: Any,
                 campaign=campaign, number=next_number(campaign), pool=pool, strategy=chosen.name,
                 strategy_config=chosen.config, reward_model=reward_model, batch_size=batch_size,
                 dataset_version=reward_model.dataset_version if reward_model else None,
-                created_by=user if getattr(user, "is_authenticated", False) else None, auto_started=auto)
+                created_by=account_of(user), auto_started=auto)
             if reward_model is None:  # random without a PRM: nothing to score
                 labeling_round = complete_labeling_round(labeling_round)
             else:
-                labeling_round.scoring_job = start_scoring_job(reward_model, pool, user=labeling_round.created_by)
+                labeling_round.scoring_job = start_scoring_job(reward_model, pool, user=user)
                 labeling_round.save(update_fields=["scoring_job"])
     except IntegrityError:  # a concurrent start won the partial unique constraint
         raise JobInputError("campaign", f"a generation of {campaign.slug} is still scoring") from None
@@ -292,7 +292,7 @@ def auto_start_labeling_rounds(threshold: float | None = None) -> list[LabelingR
             continue
         try:
             started.append(start_labeling_round(last.campaign, strategy=last.strategy, batch_size=last.batch_size,
-                                                config=last.strategy_config, auto=True))
+                                                config=last.strategy_config, user=SYSTEM, auto=True))
         except JobInputError:
             continue  # e.g. the pool is used up: nothing to start
     return started

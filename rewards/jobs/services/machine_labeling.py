@@ -18,7 +18,7 @@ from typing import Any
 from django.db.models import Count, Q
 
 from annotate.models import Campaign, Completion, LabelSourceKind, Solution
-from annotate.permissions import can_start_machine_labeling, require
+from annotate.permissions import Actor, account_of, can_start_machine_labeling, require
 from annotate.services.machine_labels import StepValue, record_machine_labels
 from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD, centre_on_threshold
 from rewards.sampling.config import SMOLLM2, parse_rollout_config
@@ -87,7 +87,7 @@ def missing_reward_model(pk: object, campaign: Campaign) -> str:
 def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = DEFAULT_SOLUTIONS,
                                solution_ids: list[int] | None = None, reward_model: RewardModel | None = None,
                                config: Mapping[str, Any] | None = None, backend: str = BackendKind.LOCAL,
-                               user: Any = None) -> MachineLabelingJob:
+                               user: Actor) -> MachineLabelingJob:
     """Validate, write the job's input and job file, queue it. Errors name the input at fault
     (``JobInputError.field``); nothing is queued then."""
     require(can_start_machine_labeling, user, campaign,
@@ -116,7 +116,7 @@ def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = 
             write_job_file(work, keys, {"solutions": SOLUTIONS, "output": OUTPUT}, parse_rollout_config)
         job = MachineLabelingJob.objects.create(
             campaign=campaign, method=method, reward_model=reward_model, config=keys, backend=backend,
-            started_by=user, work_dir=str(work), solution_count=len(solutions),
+            started_by=account_of(user), work_dir=str(work), solution_count=len(solutions),
             summary={"rollout_budget": rollout_budget(keys, solutions)} if method == LabelingMethod.MC else {})
     jobs.dispatch_on_commit(job)
     return job

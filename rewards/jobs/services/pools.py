@@ -27,7 +27,7 @@ from django.db import transaction
 
 from annotate.graders import Grader
 from annotate.models import Campaign, Problem, problem_key
-from annotate.permissions import can_reference_problem_bank, can_run_models, require
+from annotate.permissions import Actor, account_of, can_run_models, require
 from annotate.services.campaign_problems import UNKNOWN_PROBLEM, bank_access, owned_problems, resolve_problems
 from annotate.services.importing import ImportFailed, ImportReport, RowError, iter_json_lines
 from annotate.services.problems import campaign_grader
@@ -271,7 +271,7 @@ def pool_named(name: str, campaign_slug: str | None = None) -> CandidatePool:
 
 
 def import_uploaded_pool(uploaded: Any, *, campaign: Campaign, name: str = "", purpose: str = PoolPurpose.EVALUATION,
-                         split_rule: str = "auto", user: Any = None) -> tuple[CandidatePool, ImportReport]:
+                         split_rule: str = "auto", user: Actor) -> tuple[CandidatePool, ImportReport]:
     """A pool file sent from the browser or the API: kept under its own name (errors name it), then imported
     with ``import_pool``. Raises ImportFailed (every bad line listed) or ValueError (a bad option); NotAllowed
     unless ``user`` may run reward-model work on the campaign."""
@@ -286,8 +286,8 @@ def import_uploaded_pool(uploaded: Any, *, campaign: Campaign, name: str = "", p
             for chunk in uploaded.chunks():
                 handle.write(chunk)
         try:
-            with bank_access(can_reference_problem_bank(user)):
-                pool, report = import_pool(path, name, campaign=campaign, split_rule=split_rule, user=user,
+            with bank_access(user):
+                pool, report = import_pool(path, name, campaign=campaign, split_rule=split_rule, user=account_of(user),
                                            purpose=purpose)
         except ImportFailed as exc:
             raise ImportFailed(_named(exc.report, filename)) from None

@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from annotate.models import Campaign, Problem, Solution
-from annotate.permissions import can_start_sampling, require
+from annotate.permissions import Actor, account_of, can_start_sampling, require
 from annotate.services.importing import ImportFailed
 from rewards.sampling.config import SMOLLM2, SamplingConfigError, parse_config
 from steplab import jobs
@@ -66,11 +66,11 @@ def write_job_file(work: Path, keys: Mapping[str, Any], files: Mapping[str, str]
 
 
 def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = None, *,
-                       backend: str = BackendKind.LOCAL, user: Any = None) -> SamplingJob:
+                       backend: str = BackendKind.LOCAL, user: Actor) -> SamplingJob:
     """Validate the sampling keys against the sampler's own config rules, write the job's files, queue it.
 
     Errors name the input at fault (``JobInputError.field``); nothing is queued then. ``NotAllowed`` unless
-    ``user`` may start sampling (None: the system).
+    ``user`` may start sampling (``SYSTEM``: a command).
     """
     require(can_start_sampling, user, campaign,
             f"only staff and admins of campaign {campaign.slug} start sampling jobs")
@@ -87,7 +87,7 @@ def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = No
                 handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         write_job_file(work, keys, {"problems": PROBLEMS, "output": SAMPLES}, parse_config)
         limit = keys.get("limit")
-        job = SamplingJob.objects.create(campaign=campaign, config=keys, backend=backend, started_by=user,
+        job = SamplingJob.objects.create(campaign=campaign, config=keys, backend=backend, started_by=account_of(user),
                                          work_dir=str(work), problem_count=min(len(problems), limit or len(problems)))
     jobs.dispatch_on_commit(job)
     return job

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from annotate.permissions import can_run_models, require
+from annotate.permissions import Actor, account_of, can_run_models, require
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
 from rewards.evaluation.baselines import BASELINES, Choice, fit, paired_step_figures
 from rewards.evaluation.intervals import step_level_intervals
@@ -37,13 +37,13 @@ HELDOUT_SAMPLE = 200
 
 
 def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend: str = BackendKind.LOCAL,
-                      user: Any = None) -> ScoringJob:
+                      user: Actor) -> ScoringJob:
     require(can_run_models, user, reward_model.campaign, MODELS_ONLY)
     if backend not in BackendKind.values:
         raise JobInputError("backend", f"must be one of {', '.join(BackendKind.values)}, got {backend!r}")
     if pool.candidate_count == 0:
         raise JobInputError("pool", f"pool {pool} has no candidates")
-    job = ScoringJob.objects.create(reward_model=reward_model, pool=pool, backend=backend, started_by=user)
+    job = ScoringJob.objects.create(reward_model=reward_model, pool=pool, backend=backend, started_by=account_of(user))
     job.work_dir = str(jobs_root() / f"score-{job.pk}-{uuid.uuid4().hex[:8]}")
     job.save(update_fields=["work_dir"])
     jobs.dispatch_on_commit(job)

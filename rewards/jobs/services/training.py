@@ -20,7 +20,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from annotate.models import AutoTrain, Campaign
-from annotate.permissions import can_run_models, require
+from annotate.permissions import SYSTEM, Actor, account_of, can_run_models, require
 from annotate.scales import PM1, campaign_scale
 from rewards.formats import registry as formats
 from rewards.models import DatasetVersion
@@ -143,7 +143,7 @@ def _validate(request: TrainingRequest) -> tuple[Path, dict[str, Any]]:
     return path, config
 
 
-def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool = False,
+def start_training_job(request: TrainingRequest, *, user: Actor, auto: bool = False,
                        because: str = "") -> TrainingJob:
     """Validate, record and queue a job (the Celery task is sent after commit); ``because`` says why an
     automatic one started; ``NotAllowed`` unless ``user`` may run reward-model work on the version's campaign (a
@@ -153,7 +153,7 @@ def start_training_job(request: TrainingRequest, *, user: Any = None, auto: bool
     path, config = _validate(request)
     job = TrainingJob.objects.create(
         kind=request.kind, dataset_version=version, campaign=version.campaign if version else None,
-        dataset_path=str(path), config=config, backend=request.backend, started_by=user, auto_started=auto,
+        dataset_path=str(path), config=config, backend=request.backend, started_by=account_of(user), auto_started=auto,
         started_because=because, total_steps=config.get("max_steps"))
     work_dir = jobs_root() / f"train-{job.pk}-{uuid.uuid4().hex[:8]}"
     config["output_dir"] = str(work_dir / "output")
@@ -292,7 +292,7 @@ def auto_train(min_new: int | None = None, *, base_model: str = "default") -> li
                 try:
                     started.append(start_training_job(TrainingRequest(kind=kind, dataset_version=newest,
                                                                       base_model=base_model, hyper=hyper),
-                                                      auto=True, because=because))
+                                                      user=SYSTEM, auto=True, because=because))
                 except JobInputError:
                     continue  # e.g. no outcome file in this version: the other kind still starts
     return started

@@ -7,6 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign
+from annotate.permissions import SYSTEM
+from annotate.services.campaign_problems import bank_access
 from annotate.services.importing import ImportFailed
 from annotate.steprules import STEP_RULE_DETAIL, step_rule_argument
 
@@ -32,8 +34,9 @@ class Command(BaseCommand):
             if campaign is None:
                 raise CommandError(f"--campaign: no campaign {options['campaign']!r}")
         try:
-            pool, report = import_pool(options["file"], options["name"], campaign=campaign,
-                                       split_rule=options["split_rule"], purpose=options["purpose"])
+            with bank_access(SYSTEM):  # a command runs with the operator's authority: the staff bank included
+                pool, report = import_pool(options["file"], options["name"], campaign=campaign,
+                                           split_rule=options["split_rule"], purpose=options["purpose"])
         except ImportFailed as exc:
             for line in exc.report.rejected:
                 self.stderr.write(str(line))

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from annotate.models import Campaign
+from annotate.permissions import SYSTEM
 
 from ...services.sampling import USER_KEYS, start_sampling_job
 from ...services.training import JobInputError
@@ -37,7 +38,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--config: {options['config']} line {exc.lineno}: "
                                    f"not valid JSON ({exc.msg})") from None
         try:
-            job = start_sampling_job(campaign, config, backend=options["backend"])
+            job = start_sampling_job(campaign, config, backend=options["backend"], user=SYSTEM)
         except JobInputError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"sampling job {job.pk} queued ({job.problem_count} problems) in {job.work_dir}")

@@ -5,6 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from annotate.permissions import SYSTEM
+
 from ...models import RewardModel
 from ...services.pools import pool_named
 from ...services.scoring import start_scoring_job
@@ -29,7 +31,7 @@ class Command(BaseCommand):
         if model is None:
             raise CommandError(f"--model: no reward model {options['model']}")
         try:
-            job = start_scoring_job(model, pool, backend=options["backend"])
+            job = start_scoring_job(model, pool, backend=options["backend"], user=SYSTEM)
         except JobInputError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"scoring job {job.pk} queued")

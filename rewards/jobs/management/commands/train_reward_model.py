@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from annotate.permissions import SYSTEM
 from rewards.models import DatasetVersion
 
 from ...services.training import JobInputError, TrainingRequest, start_training_job
@@ -46,7 +47,8 @@ class Command(BaseCommand):
                     try:
                         job = start_training_job(TrainingRequest(
                             kind=kind, dataset_version=version, base_model=options["base_model"],
-                            backend=options["backend"], hyper={**hyper, **({"limit": size} if size else {})}))
+                            backend=options["backend"], hyper={**hyper, **({"limit": size} if size else {})}),
+                            user=SYSTEM)
                     except JobInputError as exc:
                         raise CommandError(str(exc)) from None
                     self.stdout.write(f"{kind} job {job.pk} queued on {version}" + (f" (first {size})" if size else ""))
