@@ -231,8 +231,33 @@ def _aggregate(steps: list[float], how: str) -> float:
     return float(np.prod(steps)) if how == "product" else float(min(steps))
 
 
-def processbench(prm: Any, orm: Any, limit: int | None, thresholds: np.ndarray) -> dict[str, Any]:
-    from rewards.evaluation.step_metrics import processbench_metrics
+def fit_baselines(dataset: Path) -> dict[str, Any]:
+    """The trivial baselines' choices (direction, cut) made on the PRM's training rows, never on ProcessBench."""
+    from rewards.evaluation.baselines import BASELINES, fit
+
+    rows = [json.loads(line) for line in dataset.open(encoding="utf-8")]
+    train_rows = [row for row in rows if row["split"] != "test" and row.get("ratings")]
+    return {name: fit(name, [row["completions"] for row in train_rows], [row["ratings"] for row in train_rows])
+            for name in BASELINES}
+
+
+def baseline_figures(items: list[dict[str, Any]], step_scores: list[list[float]], threshold: float,
+                     choices: dict[str, Any]) -> dict[str, Any]:
+    """The PRM and every baseline on the same items and the same bootstrap draws (each item its own unit): step
+    AUROC over the steps up to the first error (ProcessBench labels no later step), first-error F1 (the PRM at
+    ``threshold``, a baseline at its own cut) and flawed-solution AUROC, with the paired PRM − baseline
+    differences."""
+    from rewards.evaluation.baselines import paired_step_figures
+
+    ratings = [[1] * len(item["steps"]) if item["label"] == -1 else
+               [1] * item["label"] + [-1] + [0] * (len(item["steps"]) - item["label"] - 1) for item in items]
+    return paired_step_figures(step_scores, ratings, [item["steps"] for item in items], choices,
+                               threshold=threshold, neutral="exclude")
+
+
+def processbench(prm: Any, orm: Any, limit: int | None, thresholds: np.ndarray, *,
+                 choices: dict[str, Any] | None = None) -> dict[str, Any]:
+    from rewards.evaluation.step_metrics import lowest_step_on_last_rate, processbench_metrics
 
     results: dict[str, Any] = {}
     for subset in ("math", "gsm8k"):
@@ -267,16 +292,46 @@ def processbench(prm: Any, orm: Any, limit: int | None, thresholds: np.ndarray) 
             "threshold": float(best), "first_error": {k: (round(v, 4) if isinstance(v, float) else v)
                                                       for k, v in figures.items()},
         }
+        test_items = [item for item, d in zip(items, dev, strict=True) if not d]
+        flawed_scores = [s for s, item in zip(test_scores, test_items, strict=True) if item["label"] != -1]
+        flawed_items = [item for item in test_items if item["label"] != -1]
+        # an artefact detector puts its lowest score on the last step far more often than the data errs there
+        results[subset]["lowest_on_last_flawed"] = {
+            "prm": round(lowest_step_on_last_rate(flawed_scores, ties="strict"), 4) if flawed_scores else None,
+            "data": round(float(np.mean([item["label"] == len(item["steps"]) - 1 for item in flawed_items])), 4)
+            if flawed_items else None}
+        if choices:
+            results[subset]["baselines"] = baseline_figures(test_items, test_scores, float(best), choices)
     return results
 
 
-def best_of_n(prm: Any, orm: Any, pool_size: int, aggregation: str) -> dict[str, Any]:
+def baseline_lines(doc: dict[str, Any]) -> str:
+    """The PRM beside each baseline, every figure with its 95 % interval, and the verdicts on the strongest."""
+    from rewards.evaluation.baselines import METRICS, baseline_verdicts
+
+    def cell(figures: dict[str, Any]) -> str:
+        if figures.get("value") is None:
+            return "n/a"
+        return f"{100 * figures['value']:.1f} [{100 * figures['low']:.1f}, {100 * figures['high']:.1f}]"
+
+    lines = ["PRM: " + ", ".join(f"{metric} {cell(doc['model'][metric])}" for metric in METRICS)]
+    for name, figures in doc["baselines"].items():
+        lines.append(f"{name}: " + ", ".join(f"{metric} {cell(figures[metric])} (PRM − it "
+                                             f"{cell(figures['diff'][metric])})" for metric in METRICS))
+    return "\n  ".join(lines + baseline_verdicts(doc))
+
+
+def best_of_n(prm: Any, orm: Any, pool_size: int, aggregation: str, *,
+              choices: dict[str, Any] | None = None) -> dict[str, Any]:
     from annotate.grading import answers_match
+    from rewards.evaluation.baselines import BEST_OF_N_BASELINES, candidate_scores
     from rewards.evaluation.best_of_n import best_of_n as simulate
     from rewards.evaluation.pools import Pool
     from rewards.jobs.services.pools import parse_line
 
     pools = []
+    rules = choices or {}
+    picked: dict[str, list[np.ndarray]] = {name: [] for name in BEST_OF_N_BASELINES if name in rules}
     for name in ("aime2025_I_k64.jsonl", "aime2025_II_k64.jsonl"):
         for line in (SHARED / "bestofn" / name).open(encoding="utf-8"):
             parsed = parse_line(json.loads(line))
@@ -288,10 +343,17 @@ def best_of_n(prm: Any, orm: Any, pool_size: int, aggregation: str) -> dict[str,
                 [c.answer for c in candidates], [bool(answers_match(parsed.gold, c.answer)) for c in candidates],
                 prm_score=[_aggregate(s, aggregation) for s in step_scores], orm_score=orm_scores,
                 problem=parsed.text))
-    doc = simulate(pools, trials=400, seed=0)
-    table = {method: {n: round(100 * v["mean"], 1) for n, v in (doc["methods"][method] or {}).items()}
-             for method in ("prm", "orm", "majority", "pass")}
-    return {"problems": len(pools), "pool_size": pool_size, "accuracy_percent": table}
+            for baseline in picked:  # the rules pick on the same candidates, choices from the PRM's training rows
+                picked[baseline].append(candidate_scores(rules[baseline], [steps for _, steps in pairs]))
+    doc = simulate(pools, trials=400, seed=0, baselines=picked or None)
+    methods = {**doc["methods"], **(doc.get("baselines") or {})}
+    intervals = doc["intervals"]["methods"]
+    table = {method: {n: round(100 * v["mean"], 1) for n, v in (methods[method] or {}).items()}
+             for method in ("prm", "orm", "majority", "pass", *picked)}
+    ci = {method: {n: [round(100 * v["low"], 1), round(100 * v["high"], 1)] for n, v in intervals[method].items()}
+          for method in table if method in intervals}
+    return {"problems": len(pools), "pool_size": pool_size, "accuracy_percent": table, "ci_percent": ci,
+            "paired": dict(doc["intervals"]["paired"])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -377,10 +439,11 @@ def main(argv: list[str] | None = None) -> int:
         orm = load_reward_model(work / "orm", device=device, batch_size=16)
         scoring_started = time.time()
         thresholds = np.round(np.arange(0.05, 1.0, 0.05), 2)
-        bench = processbench(prm, orm, args.processbench_limit or None, thresholds)
+        choices = fit_baselines(work / "prm.jsonl")
+        bench = processbench(prm, orm, args.processbench_limit or None, thresholds, choices=choices)
         heldout = heldout_solution_auroc(prm, orm, work / "orm.jsonl")
         step_heldout = heldout_step_auroc(prm, work / "prm.jsonl")
-        bon = best_of_n(prm, orm, args.pool_size, args.aggregation) if args.pool_size else None
+        bon = best_of_n(prm, orm, args.pool_size, args.aggregation, choices=choices) if args.pool_size else None
         scoring_s = time.time() - scoring_started
         print(f"held-out solutions ({heldout['solutions']}, {heldout['correct']} correct): solution AUROC PRM "
               f"{heldout['prm']} vs ORM {heldout['orm']}", flush=True)
@@ -415,12 +478,18 @@ def main(argv: list[str] | None = None) -> int:
               f"slice): erroneous {f3(fe['error_acc'])}, correct {f3(fe['correct_acc'])}, F1 {f3(fe['f1'])}; at the "
               f"model's calibrated threshold {figures['model_threshold']:.3f}: F1 "
               f"{f3(figures['first_error_model_threshold']['f1'])}")
+        last = figures["lowest_on_last_flawed"]
+        print(f"  lowest score on the last step among flawed solutions (ties strict): PRM {f3(last['prm'])}, the "
+              f"data's first errors there {f3(last['data'])}")
+        if "baselines" in figures:
+            print(f"  {baseline_lines(figures['baselines'])}")
     if bon is not None:
         table = bon["accuracy_percent"]
         print(f"best-of-N on AIME 2025 ({bon['problems']} problems x {bon['pool_size']} samples), accuracy %:")
         for n in table["pass"]:
-            print(f"  N={n:>3}: PRM {table['prm'].get(n)}  ORM {table['orm'].get(n)}  majority "
-                  f"{table['majority'].get(n)}  pass@N {table['pass'].get(n)}")
+            ci = bon["ci_percent"]
+            print(f"  N={n:>3}: " + "  ".join(f"{method} {table[method].get(n)} {ci.get(method, {}).get(n)}"
+                                            for method in table))
     wall = time.time() - started
     print(f"wall {wall:.0f} s (scoring {scoring_s:.0f} s); load average {load_before:.1f} at start, "
           f"{os.getloadavg()[0]:.1f} at end on {os.cpu_count()} cores; peak RSS "
