@@ -142,3 +142,19 @@ def test_step_level_rows_of_the_baselines_and_the_verdicts_that_name_the_stronge
                       re.S)
     assert said == ["base PRM: the threshold in force is 40.6 %, chosen on 848 training problems cross-fitted over 5 "
                     "folds, where it beat 0.5 (first-error F1 there 20.0 % against 15.0 % at 0.5)."]
+
+
+def test_a_head_jobs_progress_counts_its_iterations_not_the_budget(client, campaign_admin, loop_campaign) -> None:
+    from tests.factories import TrainingJobFactory
+
+    job = TrainingJobFactory(campaign=loop_campaign, status=JobStatus.SUCCEEDED, step=152, total_steps=300,
+                             progress=1.0, metrics={"method": "head", "data": {"train": {"steps": 4821}},
+                                                    "train": {"loss": 0.4}})
+    client.login(username=campaign_admin.username, password=PASSWORD)
+    page = client.get(reverse("jobs:job", args=[job.pk])).content.decode()
+    counter = re.search(r"<span data-job-counter>(.*?)</span>", page, re.S)
+    assert counter and counter.group(1) == ("fitted on 4821 labeled examples in 152 optimizer iterations (it stops "
+                                            "when it converges; at most 300)")
+    TrainingJobFactory._meta.model.objects.filter(pk=job.pk).update(metrics={"method": "finetune"})
+    page = client.get(reverse("jobs:job", args=[job.pk])).content.decode()
+    assert re.search(r"<span data-job-counter>(.*?)</span>", page, re.S).group(1) == "step 152 / 300"
