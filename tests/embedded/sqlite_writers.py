@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 import django
 
@@ -14,32 +15,33 @@ ROUNDS = 10
 
 def main() -> None:
     django.setup()
+    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connections
 
     from annotate.models import Campaign, Membership, Role
     from annotate.services import labeling, leases
-    from tests.factories import UserFactory, solution_with_steps
+    from tests.factories import solution_with_steps
 
     call_command("migrate", interactive=False, verbosity=0)
     campaign = Campaign.objects.create(slug="writers", name="Writers", overlap=1)
     for _ in range(LABELERS * ROUNDS):
         solution_with_steps(campaign, ["One.", "Two."])
-    people = [UserFactory(username=f"writer{n}") for n in range(LABELERS)]
+    people = [get_user_model().objects.create_user(username=f"writer{n}") for n in range(LABELERS)]
     for person in people:
         Membership.objects.create(campaign=campaign, user=person, role=Role.LABELER)
     errors: list[str] = []
     labeled: list[int] = []
     start = threading.Barrier(LABELERS)
 
-    def label(person: object) -> None:
+    def label(person: Any) -> None:
         try:
             start.wait(timeout=60)
             for _ in range(ROUNDS):
-                assignment = leases.lease_next_solution(campaign, person).assignment  # type: ignore[arg-type]
+                assignment = leases.lease_next_solution(campaign, user=person).assignment
                 assert assignment is not None
-                labeling.record_rating(assignment.pk, person, step_index=0, rating=-1)  # type: ignore[arg-type]
-                labeling.submit_assignment(assignment.pk, person)  # type: ignore[arg-type]
+                labeling.record_rating(assignment.pk, user=person, step_index=0, rating=-1)
+                labeling.submit_assignment(assignment.pk, user=person)
                 labeled.append(assignment.pk)
         except Exception as error:  # noqa: BLE001 — every failure is the finding, reported below
             errors.append(repr(error))

@@ -86,11 +86,11 @@ def test_leases_order_by_disagreement_nulls_last_and_skip_resplit_solutions(camp
     labeler = _labeler_in(campaign, make_user)
     order = []
     for _ in range(4):
-        assignment = leases.lease_next_solution(campaign, labeler).assignment
+        assignment = leases.lease_next_solution(campaign, user=labeler).assignment
         if assignment is None:
             break
         order.append(assignment.solution_id)
-        labeling.finish_assignment(assignment.pk, labeler, reason="give_up", text="test")
+        labeling.finish_assignment(assignment.pk, user=labeler, reason="give_up", text="test")
     assert order == [high.pk, low.pk, unscored.pk]
 
 
@@ -100,15 +100,15 @@ def test_reaping_and_resuming_a_lease(campaign_factory, make_user) -> None:
     campaign = campaign_factory("reap", overlap=1)
     solution = solution_with_steps(campaign, ["x", "y"])
     labeler = _labeler_in(campaign, make_user)
-    assignment = leases.lease_next_solution(campaign, labeler).assignment
+    assignment = leases.lease_next_solution(campaign, user=labeler).assignment
     assert assignment is not None
-    labeling.record_rating(assignment.pk, labeler, step_index=0, rating=1)
+    labeling.record_rating(assignment.pk, user=labeler, step_index=0, rating=1)
     later = timezone.now() + timedelta(minutes=campaign.lease_minutes + 1)
     assert leases.reap_expired_leases(now=later) == 1
     solution.refresh_from_db()
     assert solution.label_count == 0
     assert Assignment.objects.get(pk=assignment.pk).status == AssignmentStatus.EXPIRED
-    resumed = leases.resume_expired_lease(assignment.pk, labeler, now=later)
+    resumed = leases.resume_expired_lease(assignment.pk, user=labeler, now=later)
     assert resumed.status == AssignmentStatus.LEASED
     assert Rating.objects.filter(assignment=assignment).count() == 1
 
@@ -119,11 +119,11 @@ def test_a_replayed_client_key_applies_the_labeling_once(campaign_factory, make_
     campaign = campaign_factory("whole", overlap=1)
     solution_with_steps(campaign, ["One.", "Two."])
     labeler = _labeler_in(campaign, make_user)
-    assignment = leases.lease_next_solution(campaign, labeler).assignment
+    assignment = leases.lease_next_solution(campaign, user=labeler).assignment
     assert assignment is not None
     given = LabelingInput(assignment_id=assignment.pk, client_key="key-1",
                           ratings=[StepLabel(step_index=0, rating=1), StepLabel(step_index=1, rating=0)])
-    first, again = apply_labeling(given, labeler), apply_labeling(given, labeler)
+    first, again = apply_labeling(given, user=labeler), apply_labeling(given, user=labeler)
     assert (first.replayed, again.replayed) == (False, True)
     assert again.assignment.status == AssignmentStatus.SUBMITTED
     assert list(Rating.objects.filter(assignment=assignment).order_by("rating").values_list("rating", flat=True)) == [
@@ -137,10 +137,10 @@ def test_changing_a_stepwise_rating_keeps_one_decision_and_a_revision(campaign_f
     campaign = campaign_factory("decide", mode=CampaignMode.STEPWISE, overlap=1)
     solution_with_steps(campaign, ["One.", "Two."])
     labeler = _labeler_in(campaign, make_user)
-    assignment = leases.lease_next_solution(campaign, labeler).assignment
+    assignment = leases.lease_next_solution(campaign, user=labeler).assignment
     assert assignment is not None
-    labeling.record_rating(assignment.pk, labeler, step_index=0, rating=1)
-    labeling.record_rating(assignment.pk, labeler, step_index=0, rating=0)
+    labeling.record_rating(assignment.pk, user=labeler, step_index=0, rating=1)
+    labeling.record_rating(assignment.pk, user=labeler, step_index=0, rating=0)
     assert StepDecision.objects.filter(assignment=assignment).count() == 1
     assert list(RatingRevision.objects.filter(assignment=assignment).values_list("previous_rating", flat=True)) == [1]
     assert Rating.objects.get(assignment=assignment).rating == 0
@@ -187,11 +187,11 @@ def test_a_snapshot_numbers_versions_and_lists_sources_by_a_json_key(campaign_fa
     solution = solution_with_steps(campaign, ["One.", "Two."])
     Solution.objects.filter(pk=solution.pk).update(provenance={"source": "unit", "license": "CC0"})
     labeler = _labeler_in(campaign, make_user)
-    assignment = leases.lease_next_solution(campaign, labeler).assignment
+    assignment = leases.lease_next_solution(campaign, user=labeler).assignment
     assert assignment is not None
     apply_labeling(LabelingInput(assignment_id=assignment.pk, client_key="snap",
                                  ratings=[StepLabel(step_index=0, rating=1), StepLabel(step_index=1, rating=1)]),
-                   labeler)
+                   user=labeler)
     version = create_dataset_version(campaign)
     assert version is not None and version.number == 1
     with default_storage.open(version.files["card"]["name"]) as handle:
@@ -239,10 +239,10 @@ def test_a_submit_announces_progress_milestones_to_a_hook(campaign_factory, make
     solution_with_steps(campaign, ["One."])
     hook = Webhook.objects.create(campaign=campaign, url=url, events=[Event.CAMPAIGN_PROGRESS.value], secret="s")
     labeler = _labeler_in(campaign, make_user)
-    assignment = leases.lease_next_solution(campaign, labeler).assignment
+    assignment = leases.lease_next_solution(campaign, user=labeler).assignment
     assert assignment is not None
-    labeling.record_rating(assignment.pk, labeler, step_index=0, rating=1)
-    labeling.submit_assignment(assignment.pk, labeler)  # its on-commit check runs at once here (autocommit)
+    labeling.record_rating(assignment.pk, user=labeler, step_index=0, rating=1)
+    labeling.submit_assignment(assignment.pk, user=labeler)  # its on-commit check runs at once here (autocommit)
     assert check_progress_milestones(campaign.pk) == [25, 50, 75, 100]
     deliveries = list(Delivery.objects.filter(webhook=hook).order_by("pk"))
     assert [d.payload["data"]["percent_labeled"] for d in deliveries] == [25, 50, 75, 100]
