@@ -4,6 +4,7 @@ shortcut a line; the problem's answer reads "Reference answer", and a multiple-c
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -13,6 +14,7 @@ from tests.factories import ProblemFactory, SolutionFactory, solution_with_steps
 from tests.labeling.test_browser import log_in, pressed, row, start_labeling
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "newcomer"
 
 
 def test_rating_keys_keep_rating_after_an_error_and_categories_take_letters(
@@ -55,6 +57,12 @@ def test_rating_keys_keep_rating_after_an_error_and_categories_take_letters(
     page.keyboard.press("?")
     dialog = page.locator("#shortcuts")
     expect(dialog).to_be_visible()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "keyboard-help.png"))
+    # The title above the list, the list above the note and the Close button: a column, not a row.
+    title, listing = dialog.locator("h2").bounding_box(), dialog.locator("dl[data-shortcuts]").bounding_box()
+    close = dialog.get_by_role("button", name="Close").bounding_box()
+    assert title["y"] + title["height"] <= listing["y"] + 1 and listing["y"] + listing["height"] <= close["y"] + 1
     items = dialog.locator("dl[data-shortcuts] > div")
     assert items.count() >= 9
     boxes = [items.nth(i).bounding_box() for i in range(items.count())]
