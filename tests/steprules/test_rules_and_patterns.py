@@ -27,7 +27,7 @@ def test_a_catastrophic_step_rule_splits_at_once(no_hang) -> None:
     ("words", "unknown step rule"),
 ])
 def test_rules_the_engine_cannot_take_are_refused_with_the_reason(rule: str, words: str) -> None:
-    with pytest.raises(StepRuleError, match="RE2" if rule.startswith("regex:(") else ".") as refused:
+    with pytest.raises(StepRuleError) as refused:
         check_step_rule(rule)
     assert words in str(refused.value)
 
