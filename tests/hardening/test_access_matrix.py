@@ -21,7 +21,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from annotate.models import Assignment, Campaign, Completion, ImportJob, Problem, Role, Solution, Step
 from annotate.permissions import SYSTEM
-from annotate.services import campaigns
+from annotate.services import accounts, campaigns
 from api.services import create_token
 from rewards.jobs.models import TrainingJob
 from rewards.jobs.services import (
@@ -486,6 +486,8 @@ SERVICES: dict[str, tuple[str, Callable[[World, Any], object]]] = {  # name: (wh
     "import_solutions_now": ("---++", lambda w, user: campaigns.import_solutions_now(
         w.a, path=Path("/nonexistent/solutions.jsonl"), user=user)),
     "register_webhook": ("---++", lambda w, user: register_webhook(campaign=w.a, url="ftp://x", events=[], user=user)),
+    "create_member_account": ("---++", lambda w, user: accounts.create_member_account(
+        w.a, username="not a valid name", role="labeler", created_by=user)),
 }
 
 
