@@ -81,6 +81,10 @@ def _wrap_bare_boxed(text: str) -> str:
 _ANSWER_HEADER = re.compile(r"(?:^|\n)#\s*Answer[ \t]*\n+")
 
 
+#: a multiple-choice answer ("B", "(B)"): a letter to read as text, not a variable to set in math italics
+_OPTION_LETTER = re.compile(r"\(?[A-J]\)?\.?")
+
+
 def _wrap_answer_block(text: str) -> str:
     r"""A step's final ``# Answer`` block is bare LaTeX in PRM800K (``# Answer\n\n\dfrac{20}{3}``):
     put it in ``\(…\)`` so it renders like the rest of the step, unless it already has math delimiters."""
@@ -89,7 +93,7 @@ def _wrap_answer_block(text: str) -> str:
         return text
     # the block runs from the first header to the end, trailing space left outside
     block = text[header.end():].rstrip()
-    if not block or has_math(block) or "\\boxed" in block:
+    if not block or has_math(block) or "\\boxed" in block or _OPTION_LETTER.fullmatch(block):
         return text
     end = header.end() + len(block)
     return text[:header.end()] + "\\(" + block + "\\)" + text[end:]
