@@ -249,3 +249,45 @@ def test_a_submit_announces_progress_milestones_to_a_hook(campaign_factory, make
     attempt_delivery(deliveries[-1].pk)
     assert Delivery.objects.get(pk=deliveries[-1].pk).status == Delivery.Status.DELIVERED
     assert json.loads(bodies[-1])["data"]["percent_labeled"] == 100
+
+
+@pytest.mark.django_db
+def test_a_resplit_releases_open_leases_and_a_labeled_solution_gets_a_successor(campaign_factory, make_user) -> None:
+    """The re-split's row locks (``select_for_update`` on the solution and its open leases) and the successor's
+    ``provenance`` keys, which the lease then reads."""
+    from annotate.services.resplit import resplit_solution
+
+    campaign = campaign_factory("resplit", overlap=1)
+    solution = solution_with_steps(campaign, ["One. Two.", "Three."])
+    admin = make_user("adm", is_staff=True)
+    labeler = _labeler_in(campaign, make_user)
+    leased = leases.lease_next_solution(campaign, user=labeler).assignment
+    assert leased is not None
+    in_place = resplit_solution(solution_id=solution.pk, steps=["One.", "Two.", "Three."], user=admin)
+    assert (in_place.in_place, in_place.released_leases) == (True, 1)
+    assert Assignment.objects.get(pk=leased.pk).status == AssignmentStatus.EXPIRED
+    other = _labeler_in(campaign, make_user, "otto")  # a labeler is never handed a solution they had before
+    again = leases.lease_next_solution(campaign, user=other).assignment
+    assert again is not None and again.solution_id == solution.pk
+    labeling.record_rating(again.pk, user=other, step_index=0, rating=1)
+    successor = resplit_solution(solution_id=solution.pk, steps=["One. Two. Three."], user=admin)
+    assert not successor.in_place
+    assert Solution.objects.get(pk=solution.pk).provenance[RESPLIT_INTO] == successor.solution.pk
+    assert successor.solution.provenance["resplit_from"] == solution.pk
+
+
+@pytest.mark.django_db
+def test_an_invitation_is_answered_under_its_row_lock(campaign_factory, make_user) -> None:
+    """Adding a member and accepting lock the membership and the invitation (``select_for_update``)."""
+    from annotate.models import Invitation, Membership
+    from annotate.services.campaigns import add_member, answer_invitation
+
+    campaign = campaign_factory("invite")
+    guest = make_user("guest")
+    add_member(campaign, "guest", Role.RESEARCHER)
+    invitation = Invitation.objects.get(campaign=campaign, user=guest)
+    membership = answer_invitation(user=guest, invitation_id=invitation.pk, accept=True)
+    assert membership is not None and membership.role == Role.RESEARCHER
+    assert add_member(campaign, "guest", Role.ADMIN) == "guest is now admin."
+    assert Membership.objects.get(campaign=campaign, user=guest).role == Role.ADMIN
+    assert not Invitation.objects.filter(user=guest).exists()
