@@ -43,6 +43,7 @@ def test_reaper_fails_a_dead_import_and_spares_a_live_or_young_one(campaign_fact
     assert reap_stale_jobs()["imports"] == []
 
 
+@pytest.mark.both_databases  # on SQLite, the only way a dead import is found
 def test_a_job_running_past_the_task_time_limit_is_reaped_on_either_database(campaign_factory, settings) -> None:
     settings.CELERY_TASK_TIME_LIMIT = 60
     settings.STEPLAB_JOB_HEARTBEAT_TIMEOUT_S = 60

@@ -43,6 +43,7 @@ def _pool_line() -> bytes:
 
 
 @pytest.mark.django_db
+@pytest.mark.both_databases  # the probe froze the demo (SQLite) this way
 def test_pool_upload_page_runs_a_catastrophic_rule_at_once(admin_client, no_hang) -> None:
     client, campaign = admin_client
     with no_hang():
