@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from steplab.http import AppRequest
 
 from . import forms, permissions
-from .graders import get_grader
+from .graders import graded_by_people
 from .models import Assignment, AssignmentStatus, Invitation, MachineLabel, Problem
 from .rendering import answer_source, math_source, render_markdown, step_source
 from .scales import Scale, campaign_scale
@@ -201,7 +201,7 @@ def _workspace_context(request: AppRequest, ws: Workspace, **extra: object) -> d
         "is_expired": assignment.status == AssignmentStatus.EXPIRED,
         "stepwise": campaign.is_stepwise, "heartbeat_s": heartbeat_s,
         "next_ready": _next_ready(assignment, progress), "rationale_mode": campaign.step_rationale,
-        "rates_outcome": not get_grader(campaign.grader, campaign.grader_config).needs_ground_truth,
+        "rates_outcome": graded_by_people(campaign.grader),
     }
     context.update(extra)
     return context

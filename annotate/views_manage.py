@@ -24,6 +24,7 @@ from steplab.redirects import safe_next
 
 from . import forms_manage as forms
 from . import permissions, steprules
+from .graders import GraderConfigError, get_grader
 from .models import (
     RESPLIT_FROM,
     RESPLIT_INTO,
@@ -146,6 +147,11 @@ def dashboard(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     if (refused := steprules.refusal(campaign.step_rule)) is not None:  # saved before the engine refused it
         messages.warning(request, f"This campaign's {refused}. Choose another step rule in its settings; until "
                                   "then each solutions import must name a rule of its own.")
+    try:
+        get_grader(campaign.grader, campaign.grader_config)
+    except GraderConfigError as error:  # a pattern saved before the engine refused it
+        messages.warning(request, f"This campaign's grader setting {error}. Choose another in its settings; until "
+                                  "then imports cannot grade.")
     return render(request, "annotate/manage/dashboard.html", {
         "campaign": campaign, "progress": progress, "progress_at": progress_at, "metrics": metrics,
         "m": metrics.data if metrics else None, "gold_rows": gold_rows, "gold_hidden": hidden,

@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from annotate import permissions, selectors
+from annotate.graders import GraderConfigError
 from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Problem, Solution
 from annotate.permissions import CanImportSolutions, CanReadMetrics, member_campaigns, research_campaigns
 from annotate.services import campaigns, labeling, leases
@@ -79,6 +80,8 @@ class CampaignViewSet(viewsets.ReadOnlyModelViewSet):
             except StepRuleError as error:  # the campaign's stored rule, which the engine refuses
                 raise ValidationError({"split_rule": [f"the campaign's {error}; choose a rule for this import"]}) \
                     from None
+            except GraderConfigError as error:  # the campaign's stored grader setting, which the engine refuses
+                raise ValidationError({"grader": [f"the campaign's grader setting {error}"]}) from None
         return Response(_report_body(report, upload.name), status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={200: s.CampaignMetricsSerializer})

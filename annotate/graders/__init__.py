@@ -29,4 +29,13 @@ def get_grader(name: str = DEFAULT_GRADER, config: Mapping[str, Any] | None = No
     return cls(config)
 
 
-__all__ = ["DEFAULT_GRADER", "GRADERS", "GRADER_CHOICES", "Grader", "GraderConfigError", "get_grader"]
+def graded_by_people(name: str) -> bool:
+    """Whether the grader called ``name`` has no ground truth (the labelers' rating of the final answer is the
+    outcome). Read from the class, not a configured grader: a page needs no config, and a stored config the pattern
+    engine now refuses must not break the labeling pages."""
+    cls = GRADERS.get(name)
+    return cls is not None and not cls.needs_ground_truth
+
+
+__all__ = ["DEFAULT_GRADER", "GRADERS", "GRADER_CHOICES", "Grader", "GraderConfigError", "get_grader",
+           "graded_by_people"]

@@ -20,7 +20,7 @@ from django.utils import timezone
 from webhooks.services import after_labeling_finished
 
 from .. import permissions
-from ..graders import get_grader
+from ..graders import graded_by_people
 from ..models import (
     RATIONALE_MAX_CHARS,
     Assignment,
@@ -586,7 +586,7 @@ def _check_submittable(assignment: Assignment, reason: str | None,
 
 def _graded_by_people(campaign: Campaign) -> bool:
     """The campaign's grader has no ground truth: the labelers' rating of the final answer is the outcome."""
-    return not get_grader(campaign.grader, campaign.grader_config).needs_ground_truth
+    return graded_by_people(campaign.grader)
 
 
 def record_outcome(assignment_id: int, user: User, *, correct: bool | None,

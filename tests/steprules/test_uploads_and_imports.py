@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.urls import reverse
 
 from annotate.models import Campaign, ImportJob, Problem, Role, Solution
 from annotate.services.campaigns import CampaignAdminError, update_campaign
 from rewards.jobs.models import Candidate, CandidatePool
 from steplab.jobs import JobStatus
-from tests.factories import MembershipFactory
+from tests.factories import MembershipFactory, SolutionFactory
 from tests.waiting import wait_for
 
 from .test_rules_and_patterns import CATASTROPHIC, VICTIM
@@ -129,3 +130,20 @@ def test_an_import_job_under_a_catastrophic_campaign_rule_completes(client, cele
                    every=0.2, what="the import under a catastrophic step rule to finish (a backtracking engine hangs)")
     assert job.status == JobStatus.SUCCEEDED, job.error
     assert Solution.objects.get(campaign=campaign).steps.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_stored_grader_pattern_re2_refuses_keeps_the_labeling_page_and_is_named(admin_client, member) -> None:
+    client, campaign = admin_client
+    Campaign.objects.filter(pk=campaign.pk).update(grader="regex", grader_config={"pattern": "(?<=Answer: ).*"})
+    labeler = member(campaign, "lab")
+    SolutionFactory(campaign=campaign, problem=Problem.objects.get(campaign=campaign), steps=["Answer: 31"])
+    labeling = Client()
+    labeling.force_login(labeler)
+    workspace = labeling.post(reverse("annotate:start", args=[campaign.slug]), follow=True)
+    assert workspace.status_code == 200 and "Answer: 31" in workspace.content.decode()
+    dashboard = client.get(reverse("manage:dashboard", args=[campaign.slug])).content.decode()
+    assert "grader setting pattern:" in dashboard and "RE2" in dashboard
+    api = client.post(f"/api/campaigns/{campaign.pk}/import-solutions/",
+                      {"file": SimpleUploadedFile("s.jsonl", jsonl([{"problem_id": "p1", "solution": "x"}]))})
+    assert api.status_code == 400 and "RE2" in api.json()["grader"][0]
