@@ -287,7 +287,13 @@ def history_rows(runs: list[EvaluationRun]) -> list[dict[str, Any]]:
 
 def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -> dict[str, Any]:
     """Everything the dashboard shows, as plain data (also served as JSON/CSV downloads)."""
-    scope = [campaign.pk] if campaign is not None else campaigns.values_list("pk", flat=True)
+    if campaign is None:  # one campaign's figures at a time: the one evaluated last (a table never mixes two)
+        newest = (EvaluationRun.objects.filter(campaign__in=campaigns).select_related("campaign")
+                  .order_by("-created_at", "-id").first())
+        shown = newest.campaign if newest is not None else None
+    else:
+        shown = campaign
+    scope = [shown.pk] if shown is not None else []
     runs = list(EvaluationRun.objects.filter(campaign__in=scope).select_related(
         "pool", "prm_scoring__reward_model__dataset_version__campaign",
         "orm_scoring__reward_model__dataset_version__campaign")
@@ -301,6 +307,7 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
     ns = latest.results.get("ns") if latest else None
     return {
         "latest": latest,
+        "figures_campaign": shown,
         "verdict": verdict(paired),
         "verdict_baseline": best_of_n_baseline_verdict(latest.results.get("baselines") or {}, paired,
                                                        str(ns[-1])) if latest and ns else None,

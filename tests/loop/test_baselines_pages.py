@@ -158,3 +158,26 @@ def test_a_head_jobs_progress_counts_its_iterations_not_the_budget(client, campa
     TrainingJobFactory._meta.model.objects.filter(pk=job.pk).update(metrics={"method": "finetune"})
     page = client.get(reverse("jobs:job", args=[job.pk])).content.decode()
     assert re.search(r"<span data-job-counter>(.*?)</span>", page, re.S).group(1) == "step 152 / 300"
+
+
+def test_the_all_campaigns_dashboard_shows_one_campaigns_figures(client, campaign_admin, loop_campaign, loop_pool,
+                                                                 labeler, tmp_path) -> None:
+    from tests.loop.conftest import build_campaign, write_pool
+
+    scorings = _scored(loop_campaign, loop_pool)
+    evaluate_scorings(loop_campaign, prm_scoring=scorings["prm"].pk, orm_scoring=scorings["orm"].pk, trials=20,
+                      user=campaign_admin)
+    other = build_campaign(f"{loop_campaign.slug}-b", labeler)
+    from annotate.models import Role
+    from tests.factories import MembershipFactory
+
+    MembershipFactory(campaign=other, user=campaign_admin, role=Role.ADMIN)
+    other_pool, _ = import_pool(write_pool(tmp_path / "other.jsonl", other), f"{other.slug}-pool", campaign=other)
+    newer = _scored(other, other_pool)
+    evaluate_scorings(other, prm_scoring=newer["prm"].pk, orm_scoring=newer["orm"].pk, trials=20,
+                      user=campaign_admin)
+    client.login(username=campaign_admin.username, password=PASSWORD)
+    page = client.get(reverse("jobs:dashboard")).content.decode()
+    # the newest evaluation's campaign, and nothing of the other one in any figure
+    assert f'data-figures-campaign="{other.slug}"' in page and f"<b>{other.slug}-pool</b>" in page
+    assert f"{loop_campaign.slug}-pool" not in page
