@@ -38,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.reward_quality import build_datasets, train  # noqa: E402 - importable once the root is on the path
+from bench.reward_quality import build_datasets, fit_baselines, train  # noqa: E402 - importable once the root is on the path
 
 NS = (1, 4, 11)
 POOL_SIZE = 11  # MMLU-Pro's 11 models: one answer each
@@ -86,8 +86,10 @@ def score(rows: list[dict[str, Any]], prm: Any, orm: Any, aggregation: str) -> f
     return time.time() - started
 
 
-def figures(rows: list[dict[str, Any]], trials: int, seed: int) -> dict[str, Any]:
-    """Best-of-N with intervals and the paired verdict for one set of answers (grouped by question)."""
+def figures(rows: list[dict[str, Any]], trials: int, seed: int, choices: dict[str, Any]) -> dict[str, Any]:
+    """Best-of-N with intervals and the paired verdict for one set of answers (grouped by question), the baselines'
+    picks beside them (``choices``: made on the PRM's training rows) with the verdict on the strongest."""
+    from rewards.evaluation.baselines import BEST_OF_N_BASELINES, best_of_n_baseline_verdict, candidate_scores
     from rewards.evaluation.best_of_n import best_of_n
     from rewards.evaluation.intervals import verdict
     from rewards.evaluation.pools import Pool
@@ -98,34 +100,39 @@ def figures(rows: list[dict[str, Any]], trials: int, seed: int) -> dict[str, Any
     pools = [Pool.from_arrays([r["answer"] for r in group], [r["is_correct"] for r in group],
                               prm_score=[r["prm_score"] for r in group], orm_score=[r["orm_score"] for r in group],
                               problem=question) for question, group in grouped.items()]
-    doc = best_of_n(pools, ns=NS, trials=trials, seed=seed, pool_size=POOL_SIZE)
+    picked = {name: [candidate_scores(choices[name], [r["steps"] for r in group]) for group in grouped.values()]
+              for name in BEST_OF_N_BASELINES}
+    doc = best_of_n(pools, ns=NS, trials=trials, seed=seed, pool_size=POOL_SIZE, baselines=picked)
     bounds = doc["intervals"]["methods"]
-    table = {method: {str(n): {"mean": round(100 * doc["methods"][method][str(n)]["mean"], 1),
+    methods = {**doc["methods"], **doc["baselines"]}
+    table = {method: {str(n): {"mean": round(100 * methods[method][str(n)]["mean"], 1),
                                "low": round(100 * bounds[method][str(n)]["low"], 1),
                                "high": round(100 * bounds[method][str(n)]["high"], 1)} for n in NS}
-             for method in METHODS}
+             for method in (*METHODS, *BEST_OF_N_BASELINES)}
     paired = {pair: {n: {key: round(100 * value, 1) for key, value in figures_at_n.items()}
                      for n, figures_at_n in by_n.items()} for pair, by_n in doc["intervals"]["paired"].items()}
     return {"questions": len(pools), "answers": len(rows), "answered": sum(r["answer"] is not None for r in rows),
             "correct": sum(r["is_correct"] for r in rows), "percent": table, "paired_points": paired,
-            "verdict": verdict(doc["intervals"]["paired"])}
+            "verdict": verdict(doc["intervals"]["paired"]),
+            "baseline_verdict": best_of_n_baseline_verdict(doc["baselines"], doc["intervals"]["paired"], str(NS[-1]))}
 
 
 def report(results: dict[str, dict[str, Any]]) -> None:
     def cell(figure: dict[str, float]) -> str:
         return f"{figure['mean']:5.1f} [{figure['low']:4.1f}–{figure['high']:5.1f}]"
 
-    print(f"\n{'domain':<24} {'q':>3} {'N':>3}  {'PRM %':<19}{'ORM %':<19}{'majority %':<19}{'pass@N %':<19}"
-          f"PRM−ORM pts [95 % CI]")
+    shown = [*METHODS, "length", "position", "random"]
+    print(f"\n{'domain':<24} {'q':>3} {'N':>3}  " + "".join(f"{m + ' %':<19}" for m in shown)
+          + "PRM−ORM pts [95 % CI]")
     for domain, result in results.items():
         for n in NS:
             diff = result["paired_points"]["prm-orm"][str(n)]
             print(f"{domain:<24} {result['questions']:>3} {n:>3}  "
-                  + "".join(f"{cell(result['percent'][m][str(n)]):<19}" for m in METHODS)
+                  + "".join(f"{cell(result['percent'][m][str(n)]):<19}" for m in shown)
                   + f"{diff['diff']:+5.1f} [{diff['low']:+5.1f} to {diff['high']:+5.1f}]")
     print("\nverdicts (paired bootstrap over questions):")
     for domain, result in results.items():
-        print(f"  {domain}: " + "; ".join(result["verdict"]))
+        print(f"  {domain}: " + "; ".join(result["verdict"] + [result["baseline_verdict"] or "no baseline verdict"]))
 
 
 def _negative_weight(value: str) -> float | str:
@@ -176,12 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         prm = load_reward_model(keep / "prm", device="cpu", batch_size=16)
         orm = load_reward_model(keep / "orm", device="cpu", batch_size=16)
         scoring_s = score(rows, prm, orm, args.aggregation)
+        choices = fit_baselines(work / "prm.jsonl")  # the rules' directions, from the PRM's training rows
     results = {}
     domains = sorted({row["domain"] for row in rows if row["domain"] != MATH})
     for domain in domains:
-        results[domain] = figures([r for r in rows if r["domain"] == domain], args.trials, args.seed)
-    results[NON_MATH] = figures([r for r in rows if r["domain"] != MATH], args.trials, args.seed)
-    results[MATH] = figures([r for r in rows if r["domain"] == MATH], args.trials, args.seed)
+        results[domain] = figures([r for r in rows if r["domain"] == domain], args.trials, args.seed, choices)
+    results[NON_MATH] = figures([r for r in rows if r["domain"] != MATH], args.trials, args.seed, choices)
+    results[MATH] = figures([r for r in rows if r["domain"] == MATH], args.trials, args.seed, choices)
     report(results)
     wall = time.time() - started
     print(f"\n{len(rows)} answers; training PRM {training['prm']['seconds']} s, ORM {training['orm']['seconds']} s, "
