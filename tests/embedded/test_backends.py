@@ -36,6 +36,7 @@ from annotate.services import labeling, leases
 from annotate.services.campaigns import campaign_progress, create_import_job, run_import_job
 from annotate.services.whole_labeling import LabelingInput, StepLabel, apply_labeling
 from tests.factories import MembershipFactory, solution_with_steps
+from tests.labeling_rounds.conftest import hand_pool  # noqa: F401 — a fixture
 
 pytestmark = pytest.mark.both_databases
 GENUINE_ROWS = Path(__file__).resolve().parents[2] / "demo" / "data" / "genuine_rows.jsonl"
@@ -291,3 +292,24 @@ def test_an_invitation_is_answered_under_its_row_lock(campaign_factory, make_use
     assert add_member(campaign, "guest", Role.ADMIN) == "guest is now admin."
     assert Membership.objects.get(campaign=campaign, user=guest).role == Role.ADMIN
     assert not Invitation.objects.filter(user=guest).exists()
+
+
+@pytest.mark.django_db
+def test_a_labeling_round_locks_fills_and_counts_by_provenance_keys(hand_pool, make_user) -> None:  # noqa: F811 — the fixture imported above
+    """Starting and completing a labeling round (``select_for_update`` on the campaign, the round and its open
+    candidates; the solutions through ``steplab.bulk.bulk_insert``), then the dashboard's per-round counts,
+    filtered on ``provenance__source`` / ``provenance__reason`` (JSON keys)."""
+    from rewards.jobs.selectors import labeling_round_rows
+
+    first = hand_pool.run("convincing_wrong", 2)
+    assert (first.status, first.selected_count) == ("completed", 2)
+    chosen = list(Solution.objects.filter(campaign=hand_pool.campaign, generation=1).order_by("pk"))
+    assert [s.provenance["reason"] for s in chosen] == ["convincing_wrong"] * 2
+    labeler = _labeler_in(hand_pool.campaign, make_user)
+    for _ in chosen:
+        assignment = leases.lease_next_solution(hand_pool.campaign, user=labeler).assignment
+        assert assignment is not None
+        labeling.record_rating(assignment.pk, user=labeler, step_index=0, rating=-1)
+        labeling.submit_assignment(assignment.pk, user=labeler)
+    [row] = labeling_round_rows(hand_pool.campaign)
+    assert (row["selected"], row["labeled"], row["convincing_wrong_labeled"], row["found_error"]) == (2, 2, 2, 2), row
