@@ -267,6 +267,15 @@ def withheld_reasons(run: EvaluationRun | None, step_rows: list[dict[str, Any]])
     return reasons
 
 
+def judged_beside_baselines(job: TrainingJob) -> dict[str, Any] | None:
+    """A PRM training job's held-out figures beside the baselines': its model's newest scoring that computed them
+    (the step-level row of the dashboard), or None before one did."""
+    scoring = (ScoringJob.objects.filter(reward_model__job=job, reward_model__kind=Kind.PRM,
+                                         status=JobStatus.SUCCEEDED, step_metrics__has_key="baselines")
+               .select_related("reward_model__dataset_version__campaign").order_by("-finished_at", "-id").first())
+    return step_metric_rows([scoring])[0] if scoring is not None else None
+
+
 def history_rows(runs: list[EvaluationRun]) -> list[dict[str, Any]]:
     """Best-of-N at the largest N per dataset version (newest run per version): is the newest PRM better?"""
     by_version: dict[int, dict[str, Any]] = {}

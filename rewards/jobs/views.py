@@ -111,7 +111,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    return render(request, "jobs/job_detail.html", {"job": _job(request, pk)})
+    job = _job(request, pk)
+    return render(request, "jobs/job_detail.html", {"job": job, "judged": selectors.judged_beside_baselines(job)})
 
 
 @login_required

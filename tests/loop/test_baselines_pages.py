@@ -133,6 +133,11 @@ def test_step_level_rows_of_the_baselines_and_the_verdicts_that_name_the_stronge
                "baseline on first-error F1: step length is ahead" in s for s in said), said
     assert any(s.startswith("Best-of-N: At N = 4 the strongest baseline is ") for s in said), said
     assert "sibling-pair accuracy" in page and "data-distinct-figures" in page
+    # the training job's page shows the same comparison
+    job_page = client.get(reverse("jobs:job", args=[scorings["prm"].reward_model.job_id])).content.decode()
+    card = job_page[job_page.index('data-card="baselines"'):]
+    assert all(f'<tr data-baseline="{name}">' in card for name in ("length", "step_length", "position", "random"))
+    assert "PRM does not beat the strongest baseline on first-error F1: step length is ahead" in html.unescape(card)
     said = re.findall(r"<p data-threshold-in-force[^>]*>(.*?)</p>", page, re.S)
     assert said == ["base PRM: the threshold in force is 0.5: this PRM stores no threshold of its own (its training "
                     "split had no erroneous or no correct solution)."]
