@@ -30,8 +30,8 @@ import numpy as np
 
 from .step_metrics import DEFAULT_THRESHOLD, calibrate_threshold, processbench_metrics, step_labels_from_ratings
 
-__all__ = ["DRAWS", "LEVEL", "best_of_n_intervals", "crossfit_hits", "no_flag_advice", "step_level_intervals",
-           "threshold_verdict", "verdict"]
+__all__ = ["DRAWS", "LEVEL", "best_of_n_intervals", "crossfit_hits", "curve_falls", "no_flag_advice",
+           "step_level_intervals", "threshold_verdict", "verdict"]
 
 DRAWS = 1000
 LEVEL = 0.95
@@ -40,6 +40,8 @@ THRESHOLD_DRAWS = 200
 #: folds over the held-out problems for the cross-fitted first-error F1 (fewer problems: one fold each)
 CROSSFIT_FOLDS = 5
 PAIRS = (("prm", "orm"), ("prm", "majority"))
+#: the N a best-of-N curve's end is compared with: where the paper's curves still rise
+CURVE_FROM = 8
 NAMES = {"prm": "PRM", "orm": "ORM", "majority": "majority vote", "pass": "pass@N"}
 
 
@@ -71,6 +73,16 @@ def best_of_n_intervals(per_problem: Mapping[str, np.ndarray], ns: Sequence[int]
     for method, values in per_problem.items():
         low, high = _bounds(values[index].mean(axis=1), level)
         doc["methods"][method] = {str(n): {"low": float(low[j]), "high": float(high[j])} for j, n in enumerate(ns)}
+    # does more choice hurt? accuracy at the largest N minus at N = 8, paired over the same problem draws
+    doc["curve"] = {}
+    if CURVE_FROM in ns and int(ns[-1]) > CURVE_FROM:
+        start = list(ns).index(CURVE_FROM)
+        for method in ("prm", "orm"):
+            if method in per_problem:
+                change = per_problem[method][:, -1] - per_problem[method][:, start]
+                low, high = _bounds(change[index].mean(axis=1), level)
+                doc["curve"][method] = {"from": str(CURVE_FROM), "to": str(ns[-1]), "diff": float(change.mean()),
+                                        "low": float(low), "high": float(high)}
     for first, second in pairs:
         if first not in per_problem or second not in per_problem:
             continue
@@ -328,3 +340,16 @@ def no_flag_advice(figures: Mapping[str, Any]) -> str | None:
              "a threshold calibrated on held-out labels (it needs erroneous and correct solutions there)")
     return (f"At the fixed threshold 0.5 this PRM flags no step on the held-out solutions, so its first-error F1 "
             f"at 0.5 is 0. What would help: {using}; more labels, −1 steps especially; a larger training budget.")
+
+
+def curve_falls(curve: Mapping[str, Mapping[str, Any]], *, level: float = LEVEL) -> list[str]:
+    """One sentence per reward model whose best-of-N accuracy at the largest N lies below its accuracy at N = 8 with
+    the whole paired interval below 0: more candidates make it choose worse."""
+    sentences = []
+    for method, figures in curve.items():
+        if figures["high"] < 0:
+            sentences.append(f"{NAMES[method]} best-of-N falls as N grows: at N = {figures['to']} it is "
+                             f"{_points(-figures['diff'])} points below N = {figures['from']} ({100 * level:g} % CI "
+                             f"{_points(-figures['high'])}–{_points(-figures['low'])}): more candidates give it more "
+                             "wrong answers it prefers")
+    return sentences

@@ -9,7 +9,7 @@ from django.db.models import Count, Q, QuerySet
 from annotate.models import Assignment, AssignmentStatus, Campaign, FinishReason, MachineLabel, Solution
 from rewards.evaluation.baselines import NAMES as BASELINE_NAMES
 from rewards.evaluation.baselines import baseline_verdicts, best_of_n_baseline_verdict
-from rewards.evaluation.intervals import no_flag_advice, threshold_verdict, verdict
+from rewards.evaluation.intervals import curve_falls, no_flag_advice, threshold_verdict, verdict
 from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD
 from rewards.models import DatasetVersion
 
@@ -321,6 +321,7 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
         "verdict_baseline": best_of_n_baseline_verdict(latest.results.get("baselines") or {}, paired,
                                                        str(ns[-1])) if latest and ns else None,
         "withheld": withheld_reasons(latest, step_rows),
+        "curve_falls": curve_falls((latest.results.get("intervals") or {}).get("curve") or {}) if latest else [],
         "no_flag_advice": next((row["advice"] for row in step_rows if row["advice"]), None),
         "runs": [{"id": run.pk, "pool": run.pool.name, "created_at": run.created_at.isoformat(),
                   "trials": run.trials, "aggregation": run.aggregation,

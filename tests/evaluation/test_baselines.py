@@ -123,3 +123,21 @@ def test_best_of_n_gives_each_baseline_its_cells_and_a_paired_interval_against_t
     assert paired["high"] < 0  # a random PRM is behind the rule that reads the data's own signal
     with pytest.raises(ValueError, match="length"):
         best_of_n(pools, ns=[1], trials=5, baselines={"length": scores["length"][:3]})
+
+
+def test_a_best_of_n_curve_that_falls_is_named_from_its_paired_interval() -> None:
+    """A PRM that ranks a few wrong answers above the right one: the more candidates, the surer it meets them."""
+    from rewards.evaluation.intervals import curve_falls
+
+    pools = []
+    for index in range(30):
+        scores = [0.5] + [1.0] * 4 + [0.0] * 59
+        pools.append(Pool.from_arrays(["1"] + [str(2 + i) for i in range(63)], [True] + [False] * 63, scores,
+                                      [1.0] + [0.0] * 63, problem=f"p{index}"))
+    doc = best_of_n(pools, ns=[1, 8, 64], trials=200, seed=0)
+    curve = doc["intervals"]["curve"]
+    assert curve["prm"]["to"] == "64" and curve["prm"]["high"] < 0
+    assert curve["orm"]["diff"] > 0  # the ORM puts the right answer first: more candidates only help it
+    [sentence] = curve_falls(curve)
+    assert sentence.startswith("PRM best-of-N falls as N grows: at N = 64 it is ")
+    assert best_of_n(pools, ns=[1, 4], trials=20)["intervals"]["curve"] == {}  # no N = 8 to compare with
