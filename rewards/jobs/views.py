@@ -292,7 +292,7 @@ def score_start(request: HttpRequest, slug: str) -> HttpResponse:
         if not models:
             raise JobInputError("models", "choose at least one reward model of this campaign")
         for model in models:
-            start_scoring_job(model, pool, user=request.user)
+            start_scoring_job(model, pool=pool, user=request.user)
     except JobInputError as exc:
         return dashboard(request, slug, errors={"score": exc}, forms={"score": form})
     messages.success(request, f"Scoring of pool “{pool.name}” started with {len(models)} model(s).")
@@ -412,7 +412,7 @@ def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
     form = {key: request.POST.get(key, "").strip() for key in ("n", "temperature", "max_new_tokens", "config")}
     try:
         config = _form_config(form, (("n", int), ("temperature", float), ("max_new_tokens", int)))
-        start_sampling_job(campaign, config, user=request.user)
+        start_sampling_job(campaign, config=config, user=request.user)
     except JobInputError as exc:
         return dashboard(request, slug, errors={"sampling": exc}, forms={"sampling": form})
     return redirect("jobs:campaign_dashboard", slug=slug)

@@ -96,7 +96,7 @@ def test_generic_rows_bad_lines_are_named_by_line_and_field(tmp_path: Path, camp
     campaign_factory("generic", grader="exact")
     good = {"question": "Capital of France?", "question_id": "q1", "answer": "Paris", "category": "geography"}
     rows = [good,
-            {"question": "Pick one", "id": "q2", "options": ["a"], "answer": "A"},
+            {"question": "Pick one", "id": "q2", "options": [], "answer": "A"},  # one option would do, none not
             {"question": "Pick one", "id": "q3", "options": ["a", "b"], "answer": "C"},
             {"question": "", "id": "q4"},
             {"question": "Pick", "id": "q5", "options": ["a", 3], "answer": "A"},

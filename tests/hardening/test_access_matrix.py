@@ -469,13 +469,13 @@ def _upload(name: str = "x.jsonl") -> Any:
 SERVICES: dict[str, tuple[str, Callable[[World, Any], object]]] = {  # name: (who may, as in ROLES[1:], call)
     "start_labeling_round": ("---++", lambda w, user: labeling_rounds.start_labeling_round(
         w.a, strategy="random", batch_size=0, user=user)),
-    "start_sampling_job": ("---++", lambda w, user: sampling.start_sampling_job(w.a, {"bogus": 1}, user=user)),
+    "start_sampling_job": ("---++", lambda w, user: sampling.start_sampling_job(w.a, config={"bogus": 1}, user=user)),
     "start_machine_labeling_job": ("---++", lambda w, user: machine_labeling.start_machine_labeling_job(
         campaign=w.a, method="bogus", user=user)),
     "start_training_job": ("--+++", lambda w, user: training.start_training_job(
         training.TrainingRequest(kind="bogus", dataset_version=w.version), user=user)),
     "start_scoring_job": ("--+++", lambda w, user: scoring.start_scoring_job(
-        w.scoring_job.reward_model, w.scoring_job.pool, backend="bogus", user=user)),
+        w.scoring_job.reward_model, pool=w.scoring_job.pool, backend="bogus", user=user)),
     "evaluate_scorings": ("--+++", lambda w, user: evaluation.evaluate_scorings(
         w.a, prm_scoring=None, orm_scoring=None, user=user)),
     "start_comparison": ("--+++", lambda w, user: comparisons.start_comparison(w.a, max_steps=0, user=user)),

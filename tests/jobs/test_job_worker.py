@@ -63,7 +63,7 @@ def test_train_score_evaluate_prm_and_orm(celery_worker_process, dataset_version
 
     pool, report = import_pool(aime_pool_file, "aime-small", campaign=dataset_version.campaign)
     assert report.created["candidates"] == 24
-    scorings = {kind: start_scoring_job(RewardModel.objects.get(job=job), pool, user=SYSTEM)
+    scorings = {kind: start_scoring_job(RewardModel.objects.get(job=job), pool=pool, user=SYSTEM)
                 for kind, job in (("prm", prm_job), ("orm", orm_job))}
     for scoring in scorings.values():
         # Waited for within this iteration: the closure never outlives its `scoring`.

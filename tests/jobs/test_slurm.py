@@ -134,7 +134,7 @@ def test_prm_training_and_scoring_run_on_slurm(slurm_cluster, timeout_job, celer
     assert (Path(model.location) / "model.safetensors").is_file()
 
     pool, _ = import_pool(aime_pool_file, "aime-slurm", campaign=dataset_version.campaign)
-    scoring = start_scoring_job(model, pool, backend="slurm", user=SYSTEM)
+    scoring = start_scoring_job(model, pool=pool, backend="slurm", user=SYSTEM)
     wait_for(lambda: _status(scoring) in ("succeeded", "failed", "cancelled"), timeout=300,
              what="the scoring job on Slurm to end")
     assert scoring.status == JobStatus.SUCCEEDED, scoring.error

@@ -33,7 +33,7 @@ def test_bad_settings_name_the_key_and_queue_nothing(hand_pool: HandPool, jobs_r
     from rewards.jobs.services.training import JobInputError
 
     with pytest.raises(JobInputError) as error:
-        start_sampling_job(hand_pool.campaign, config, user=SYSTEM)
+        start_sampling_job(hand_pool.campaign, config=config, user=SYSTEM)
     assert error.value.field == field and message in str(error.value)
     assert not SamplingJob.objects.exists()
     assert not list(jobs_root.glob("sample-*")), "a refused job leaves no folder behind"
@@ -44,7 +44,7 @@ def test_a_campaign_without_problems_is_refused(campaign_factory, jobs_root: Pat
     from rewards.jobs.services.training import JobInputError
 
     with pytest.raises(JobInputError, match="has no problems") as error:
-        start_sampling_job(campaign_factory("empty"), {}, user=SYSTEM)
+        start_sampling_job(campaign_factory("empty"), config={}, user=SYSTEM)
     assert error.value.field == "campaign"
 
 
@@ -53,7 +53,7 @@ def test_start_writes_the_problems_and_the_job_file(hand_pool: HandPool, jobs_ro
     from rewards.jobs.services.sampling import start_sampling_job
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        job = start_sampling_job(hand_pool.campaign, {"n": 3, "temperature": 1.0, "limit": 2}, user=SYSTEM)
+        job = start_sampling_job(hand_pool.campaign, config={"n": 3, "temperature": 1.0, "limit": 2}, user=SYSTEM)
     assert len(callbacks) == 1, "the watcher task is sent after commit"
     work = Path(job.work_dir)
     problems = [json.loads(line) for line in (work / "problems.jsonl").read_text().splitlines()]
@@ -87,7 +87,7 @@ def test_samples_become_the_labeling_pool_and_provenance_reaches_the_solutions(
     from rewards.jobs.services.sampling import register_pool, start_sampling_job
 
     with django_capture_on_commit_callbacks(execute=False):
-        job = start_sampling_job(hand_pool.campaign, {"n": 2}, user=SYSTEM)
+        job = start_sampling_job(hand_pool.campaign, config={"n": 2}, user=SYSTEM)
     problems = sorted((pp.problem for pp in hand_pool.pool.problems.all()), key=lambda p: p.pk)
     _sampler_output(job, problems)
     register_pool(job)
@@ -113,7 +113,7 @@ def test_unusable_sampler_output_fails_with_the_line(hand_pool: HandPool, jobs_r
     from rewards.jobs.services.sampling import register_pool, start_sampling_job
 
     with django_capture_on_commit_callbacks(execute=False):
-        job = start_sampling_job(hand_pool.campaign, {}, user=SYSTEM)
+        job = start_sampling_job(hand_pool.campaign, config={}, user=SYSTEM)
     (Path(job.work_dir) / "samples.jsonl").write_text('{"problem": "Unknown?", "steps": []}\n')
     (Path(job.work_dir) / "stdout.log").write_text("")
     with pytest.raises(ValueError, match=r"line 1 field 'steps'"):

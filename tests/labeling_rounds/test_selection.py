@@ -92,6 +92,7 @@ def test_solutions_are_labeling_work_with_provenance(hand_pool) -> None:
 
 
 def test_a_generation_never_reselects(hand_pool, tmp_path: Path) -> None:
+    from annotate.services.campaign_problems import bank_access
     from annotate.services.problems import import_solutions
     from rewards.jobs.services.scoring import _write_input
 
@@ -103,7 +104,8 @@ def test_a_generation_never_reselects(hand_pool, tmp_path: Path) -> None:
     e = hand_pool.candidates["e"]
     path = tmp_path / "same.jsonl"
     path.write_text(json.dumps({"problem": e.pool_problem.problem.text, "steps": e.steps}) + "\n")
-    import_solutions(path, hand_pool.campaign)
+    with bank_access(SYSTEM):  # as a command would: the hand pool's problems sit in the bank
+        import_solutions(path, hand_pool.campaign)
     third = hand_pool.run("convincing_wrong", 2)
     assert third.number == 3 and _picked(hand_pool, third) == ["g", "j"]
     # what the next scoring job would send to the scorer: only candidates still open

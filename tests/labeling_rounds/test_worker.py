@@ -94,7 +94,8 @@ def test_sampling_job_runs_smollm2_on_the_worker_and_fills_the_pool(celery_worke
     campaign = campaign_factory("sampled")
     SolutionFactory(campaign=campaign, problem__text=row["problem"], problem__answer=row["answer"],
                     problem__source_id=row["unique_id"])
-    job = start_sampling_job(campaign, {"n": 2, "max_new_tokens": 16, "temperature": 0.8, "seed": 3}, user=SYSTEM)
+    job = start_sampling_job(campaign, config={"n": 2, "max_new_tokens": 16, "temperature": 0.8, "seed": 3},
+                             user=SYSTEM)
     wait_for(lambda: _refresh(job).status in ("succeeded", "failed"), timeout=300, what="the sampling job")
     assert job.status == "succeeded", job.error
     assert job.pool is not None and labeling_pool(campaign) == job.pool

@@ -291,10 +291,14 @@ def test_a_comparison_scores_the_first_k_candidates_per_problem(loop_pool) -> No
 def _run_at_training(campaign, pool, hand_scored):
     from django.utils import timezone
 
+    from annotate.models import Role
     from rewards.jobs.models import ComparisonRun
+    from tests.factories import MembershipFactory
 
+    # its later stages act for its starter (a run without one, its account deleted, is refused)
+    starter = MembershipFactory(campaign=campaign, role=Role.ADMIN).user
     return ComparisonRun.objects.create(campaign=campaign, max_steps=3, status="running", stage="train",
-                                        started_at=timezone.now(), source_pool=pool, pool=pool,
+                                        started_at=timezone.now(), source_pool=pool, pool=pool, started_by=starter,
                                         prm_job=hand_scored["prm"].reward_model.job,
                                         orm_job=hand_scored["orm"].reward_model.job)
 

@@ -57,7 +57,7 @@ def test_guarded_services_take_the_actor_without_a_default(campaign_factory) -> 
 
     campaign = campaign_factory("fc")
     with pytest.raises(TypeError, match="user"):
-        sampling.start_sampling_job(campaign, {})
+        sampling.start_sampling_job(campaign, config={})
     with pytest.raises(TypeError, match="user"):
         comparisons.snapshot_labels(campaign)
     with pytest.raises(TypeError, match="user"):

@@ -133,7 +133,7 @@ class ScoringJobsView(JobsApiView):
             raise ValidationError({"reward_models": [f"no reward model {pk} in campaign {campaign.slug}"
                                                      for pk in missing]})
         try:
-            jobs = [start_scoring_job(chosen[pk], pool, backend=values["backend"], user=request.user)
+            jobs = [start_scoring_job(chosen[pk], pool=pool, backend=values["backend"], user=request.user)
                     for pk in values["reward_models"]]
         except JobInputError as exc:
             return input_error(exc)

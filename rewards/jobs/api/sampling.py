@@ -40,4 +40,4 @@ class SamplingJobsView(CampaignJobsView):
         return can_start_sampling(user, campaign)
 
     def start_job(self, campaign: Campaign, values: dict[str, Any]) -> models.LaunchedJob:
-        return start_sampling_job(campaign, values["config"], backend=values["backend"], user=self.request.user)
+        return start_sampling_job(campaign, config=values["config"], backend=values["backend"], user=self.request.user)

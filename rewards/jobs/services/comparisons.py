@@ -271,7 +271,7 @@ def _train(run: ComparisonRun) -> None:
         return
     try:
         with transaction.atomic():
-            scorings = {kind: start_scoring_job(job.reward_model, pool, user=actor_for(run.started_by))
+            scorings = {kind: start_scoring_job(job.reward_model, pool=pool, user=actor_for(run.started_by))
                         for kind, job in ((Kind.PRM, prm), (Kind.ORM, orm))}
             _move(run, ComparisonRun.Stage.TRAIN, stage=ComparisonRun.Stage.SCORE, prm_scoring=scorings[Kind.PRM],
                   orm_scoring=scorings[Kind.ORM])

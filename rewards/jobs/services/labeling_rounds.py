@@ -149,7 +149,7 @@ def start_labeling_round(campaign: Campaign, *, strategy: str, batch_size: Any,
             if reward_model is None:  # random without a PRM: nothing to score
                 labeling_round = complete_labeling_round(labeling_round)
             else:
-                labeling_round.scoring_job = start_scoring_job(reward_model, pool, user=user)
+                labeling_round.scoring_job = start_scoring_job(reward_model, pool=pool, user=user)
                 labeling_round.save(update_fields=["scoring_job"])
     except IntegrityError:  # a concurrent start won the partial unique constraint
         raise JobInputError("campaign", f"a generation of {campaign.slug} is still scoring") from None

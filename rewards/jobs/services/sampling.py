@@ -17,7 +17,8 @@ from typing import Any
 from django.conf import settings
 
 from annotate.models import Campaign, Problem, Solution
-from annotate.permissions import Actor, account_of, can_start_sampling, require
+from annotate.permissions import SYSTEM, Actor, account_of, can_start_sampling, require
+from annotate.services.campaign_problems import bank_access
 from annotate.services.importing import ImportFailed
 from rewards.sampling.config import SMOLLM2, SamplingConfigError, parse_config
 from steplab import jobs
@@ -65,7 +66,7 @@ def write_job_file(work: Path, keys: Mapping[str, Any], files: Mapping[str, str]
     (work / CONFIG).write_text(json.dumps(job_file, indent=2) + "\n", encoding="utf-8")
 
 
-def start_sampling_job(campaign: Campaign, config: Mapping[str, Any] | None = None, *,
+def start_sampling_job(campaign: Campaign, *, config: Mapping[str, Any] | None = None,
                        backend: str = BackendKind.LOCAL, user: Actor) -> SamplingJob:
     """Validate the sampling keys against the sampler's own config rules, write the job's files, queue it.
 
@@ -118,9 +119,11 @@ def register_pool(job: SamplingJob) -> None:
     if not samples.is_file() or samples.stat().st_size == 0:
         raise ValueError(f"the sampler wrote no usable sample (summary: {summary})")
     try:
-        pool, _ = import_pool(samples, free_pool_name(job.campaign, f"{job.campaign.slug}: sampling job {job.pk}"),
-                              campaign=job.campaign,
-                              split_rule="lines", user=job.started_by, purpose=PoolPurpose.LABELING)
+        # the samples answer campaign_problems(): problems the campaign already refers to, some perhaps in the bank
+        with bank_access(SYSTEM):
+            pool, _ = import_pool(samples, free_pool_name(job.campaign, f"{job.campaign.slug}: sampling job {job.pk}"),
+                                  campaign=job.campaign,
+                                  split_rule="lines", user=job.started_by, purpose=PoolPurpose.LABELING)
     except ImportFailed as failed:
         first = failed.report.rejected[0] if failed.report.rejected else None
         example = f", e.g. line {first.line} field {first.field!r}: {first.message}" if first else ""

@@ -36,7 +36,7 @@ HELDOUT_SCORED = "heldout_scored.jsonl"
 HELDOUT_SAMPLE = 200
 
 
-def start_scoring_job(reward_model: RewardModel, pool: CandidatePool, *, backend: str = BackendKind.LOCAL,
+def start_scoring_job(reward_model: RewardModel, *, pool: CandidatePool, backend: str = BackendKind.LOCAL,
                       user: Actor) -> ScoringJob:
     require(can_run_models, user, reward_model.campaign, MODELS_ONLY)
     if backend not in BackendKind.values:

@@ -38,7 +38,7 @@ class Command(BaseCommand):
                 raise CommandError(f"--config: {options['config']} line {exc.lineno}: "
                                    f"not valid JSON ({exc.msg})") from None
         try:
-            job = start_sampling_job(campaign, config, backend=options["backend"], user=SYSTEM)
+            job = start_sampling_job(campaign, config=config, backend=options["backend"], user=SYSTEM)
         except JobInputError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"sampling job {job.pk} queued ({job.problem_count} problems) in {job.work_dir}")

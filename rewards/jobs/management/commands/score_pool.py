@@ -31,7 +31,7 @@ class Command(BaseCommand):
         if model is None:
             raise CommandError(f"--model: no reward model {options['model']}")
         try:
-            job = start_scoring_job(model, pool, backend=options["backend"], user=SYSTEM)
+            job = start_scoring_job(model, pool=pool, backend=options["backend"], user=SYSTEM)
         except JobInputError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"scoring job {job.pk} queued")
