@@ -172,7 +172,7 @@ def test_every_page_as_each_role(browser: Browser, live_server, site: World, rol
     ("labeler_in", "/no-such-page/", 404),
     ("labeler_in", "/models/", 403),          # reward models are for researchers and admins
     ("researcher", "/manage/", 403),          # managing is for campaign admins and staff
-    ("researcher", "/manage/c/b/", 403),      # a campaign that is not theirs
+    ("researcher", "/manage/c/b/", 404),      # a campaign they are no member of: as if it did not exist
     ("staff", "/manage/c/no-such-campaign/", 404),
 ])
 def test_error_pages_carry_the_site_layout(browser: Browser, live_server, site: World, role: str, path: str,
