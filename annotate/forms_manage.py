@@ -24,8 +24,29 @@ def scale_text(scale: dict[str, Any]) -> str:
 
 
 def _share(name: str) -> dict[str, str]:
-    return {"min_value": f"{name} must be between 0 and 1.", "max_value": f"{name} must be between 0 and 1.",
-            "invalid": f"{name} must be a number between 0 and 1.", "required": f"{name} is required."}
+    return {"min_value": f"{name} must be between 0 and 100 %.", "max_value": f"{name} must be between 0 and 100 %.",
+            "invalid": f"{name} must be a number of percent between 0 and 100.", "required": f"{name} is required."}
+
+
+class PercentField(forms.FloatField):
+    """A share the model stores as 0–1, shown and typed in percent, as every page writes shares (70 %)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(min_value=0, max_value=100, **kwargs)
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            return f"{value * 100:.10g}"  # 0.07 * 100 is 7.000000000000001
+        return value
+
+    def to_python(self, value: Any) -> float | None:
+        if isinstance(value, str):
+            value = value.strip().removesuffix("%").strip()
+        return super().to_python(value)
+
+    def clean(self, value: Any) -> float | None:
+        percent = super().clean(value)
+        return None if percent is None else percent / 100
 
 
 def _number(field: forms.IntegerField, *, step: str, help_text: str) -> forms.IntegerField:
@@ -58,22 +79,19 @@ class CampaignForm(forms.ModelForm):
         step="1", help_text="1–50. How many different labelers rate each solution; 1 for speed, 3 to measure "
                             "agreement.")
     qc_rate = _number(
-        forms.FloatField(min_value=0, max_value=1, initial=0.0, label="Gold QC rate",
-                         error_messages=_share("qc_rate")),
-        step="0.01", help_text="0–1. Share of served solutions that are gold QC questions, e.g. 0.1 = one in ten.")
+        PercentField(initial=0.0, label="Gold QC rate (%)", error_messages=_share("qc_rate")),
+        step="0.1", help_text="0–100 %. Share of served solutions that are gold QC questions, e.g. 10 = one in ten.")
     screening_pass_threshold = _number(
-        forms.FloatField(min_value=0, max_value=1, initial=0.7, label="Screening pass mark",
-                         error_messages=_share("screening_pass_threshold")),
-        step="0.01", help_text="0–1. Agreement with gold on the screening questions a new labeler needs before "
+        PercentField(initial=0.7, label="Screening pass mark (%)", error_messages=_share("screening_pass_threshold")),
+        step="0.1", help_text="0–100 %. Agreement with gold on the screening questions a new labeler needs before "
                                "regular work.")
     lease_minutes = _number(
         forms.IntegerField(min_value=1, max_value=7 * 24 * 60, initial=30, label="Lease (minutes)",
                            error_messages=_whole("lease_minutes", 1, 7 * 24 * 60, "a week")),
         step="1", help_text="1–10080 (a week). How long a labeler holds a solution before it goes back to the queue.")
     quality_threshold = _number(
-        forms.FloatField(min_value=0, max_value=1, initial=0.6, label="Quality threshold",
-                         error_messages=_share("quality_threshold")),
-        step="0.01", help_text="0–1. Gold first-error agreement below which a labeler is flagged.")
+        PercentField(initial=0.6, label="Quality threshold (%)", error_messages=_share("quality_threshold")),
+        step="0.1", help_text="0–100 %. Gold first-error agreement below which a labeler is flagged.")
 
     step_rationale = _setting(
         StepRationale, "step_rationale", "Reason on a −1 step",

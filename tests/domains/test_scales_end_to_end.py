@@ -39,8 +39,8 @@ def login(user) -> Client:
 def _new_campaign(make_user, slug: str, scale: str, categories: str = "") -> Campaign:
     boss = make_user(f"boss-{slug}", is_staff=True)
     response = login(boss).post("/manage/new", {
-        "name": slug, "slug": slug, "mode": "stepwise", "overlap": 2, "qc_rate": 0, "screening_pass_threshold": 0.7,
-        "lease_minutes": 30, "export_interval_minutes": 0, "quality_threshold": 0.6, "quality_min_items": 5,
+        "name": slug, "slug": slug, "mode": "stepwise", "overlap": 2, "qc_rate": 0, "screening_pass_threshold": 70,
+        "lease_minutes": 30, "export_interval_minutes": 0, "quality_threshold": 60, "quality_min_items": 5,
         "step_scale": scale, "error_categories": categories, "grader": "multiple_choice", "step_rule": "sentence"})
     assert response.status_code == 302, response.content.decode()[-2000:]
     return Campaign.objects.get(slug=slug)
@@ -60,8 +60,8 @@ def test_campaign_form_refuses_a_bad_scale_naming_the_field(make_user) -> None:
     boss = make_user("boss", is_staff=True)
     bad = {**FOUR, "values": FOUR["values"][:1]}
     response = login(boss).post("/manage/new", {"name": "x", "slug": "x", "mode": "stepwise", "overlap": 1,
-                                                "qc_rate": 0, "screening_pass_threshold": 0.7, "lease_minutes": 30,
-                                                "export_interval_minutes": 0, "quality_threshold": 0.6,
+                                                "qc_rate": 0, "screening_pass_threshold": 70, "lease_minutes": 30,
+                                                "export_interval_minutes": 0, "quality_threshold": 60,
                                                 "quality_min_items": 5, "step_scale": json.dumps(bad)})
     assert response.status_code == 400
     assert "scale.values: must list 2 to 5 values" in response.content.decode()

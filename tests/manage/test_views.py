@@ -91,8 +91,8 @@ def test_admin_of_one_campaign_sees_only_it(client, world) -> None:
 def test_create_edit_archive_campaign(client, make_user) -> None:
     client.force_login(make_user("boss", is_staff=True))
     data = {"name": "Gen 2", "slug": "gen-2", "mode": "stepwise", "instructions": "Rate each step. $x^2$ **bold**",
-            "overlap": 3, "qc_rate": 0.1, "screening_pass_threshold": 0.8, "lease_minutes": 20,
-            "export_interval_minutes": 60, "quality_threshold": 0.5, "quality_min_items": 5}
+            "overlap": 3, "qc_rate": 10, "screening_pass_threshold": 80, "lease_minutes": 20,
+            "export_interval_minutes": 60, "quality_threshold": 50, "quality_min_items": 5}
     response = client.post(reverse("manage:new"), data)
     assert response.status_code == 302
     campaign = Campaign.objects.get(slug="gen-2")
@@ -100,10 +100,11 @@ def test_create_edit_archive_campaign(client, make_user) -> None:
     assert Membership.objects.get(campaign=campaign).role == Role.ADMIN
     edit = client.get(reverse("manage:edit", args=["gen-2"])).content.decode()
     assert "<strong>bold</strong>" in edit and "$x^2$" in edit  # Markdown rendered, math kept for KaTeX
-    bad = client.post(reverse("manage:edit", args=["gen-2"]), {**data, "qc_rate": 1.5, "overlap": 0})
+    assert 'name="qc_rate" value="10"' in edit and 'name="screening_pass_threshold" value="80"' in edit  # in %
+    bad = client.post(reverse("manage:edit", args=["gen-2"]), {**data, "qc_rate": 150, "overlap": 0})
     assert bad.status_code == 400
     text = bad.content.decode()
-    assert 'data-field-error="qc_rate"' in text and "qc_rate must be between 0 and 1" in text
+    assert 'data-field-error="qc_rate"' in text and "qc_rate must be between 0 and 100 %" in text
     assert 'data-field-error="overlap"' in text
     campaign.refresh_from_db()
     assert campaign.qc_rate == 0.1

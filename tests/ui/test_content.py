@@ -50,8 +50,8 @@ def test_new_campaign_form_starts_at_working_defaults_with_range_and_help(client
     client.force_login(make_user("boss", is_staff=True))
     page = client.get(reverse("manage:new")).content.decode()
     values = dict(re.findall(r'<input type="number" name="(\w+)" value="([^"]*)"', page))
-    assert values == {"overlap": "1", "qc_rate": "0.0", "screening_pass_threshold": "0.7", "lease_minutes": "30",
-                      "export_interval_minutes": "60", "quality_threshold": "0.6", "quality_min_items": "5",
+    assert values == {"overlap": "1", "qc_rate": "0", "screening_pass_threshold": "70", "lease_minutes": "30",
+                      "export_interval_minutes": "60", "quality_threshold": "60", "quality_min_items": "5",
                       "auto_train_max_steps": "24"}
     for name in ("overlap", "qc_rate", "screening_pass_threshold", "lease_minutes", "quality_threshold"):
         tag = re.search(rf'<input type="number" name="{name}"[^>]*>', page).group(0)

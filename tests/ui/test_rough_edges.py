@@ -78,9 +78,9 @@ def test_campaign_settings_offer_automatic_training_and_say_a_slug_is_taken(clie
     from annotate.models import AutoTrain, Campaign
 
     client.force_login(UserFactory(username="boss", is_staff=True))
-    data = {"name": "Gen 2", "slug": "gen-2", "mode": "stepwise", "overlap": 1, "qc_rate": 0.1,
-            "screening_pass_threshold": 0.8, "lease_minutes": 20, "export_interval_minutes": 60,
-            "quality_threshold": 0.5, "quality_min_items": 5}
+    data = {"name": "Gen 2", "slug": "gen-2", "mode": "stepwise", "overlap": 1, "qc_rate": 10,
+            "screening_pass_threshold": 80, "lease_minutes": 20, "export_interval_minutes": 60,
+            "quality_threshold": 50, "quality_min_items": 5}
     assert client.post(reverse("manage:new"), data).status_code == 302  # a form without the new settings
     campaign = Campaign.objects.get(slug="gen-2")
     assert (campaign.auto_train, campaign.auto_train_max_steps) == (AutoTrain.ON, 24)  # the defaults
