@@ -1,5 +1,5 @@
 """Researcher pages (HTML, session login), namespace ``pages``. Their paths stay under /api/ where they were
-first published (the README and scripts link them); the API itself is ``steplab.api_urls``. The token pages are
+first published (the docs and scripts link them); the API itself is ``steplab.api_urls``. The token pages are
 the ``api`` app's (``api.urls``), kept in this namespace under their first names."""
 from django.urls import include, path
 

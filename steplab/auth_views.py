@@ -1,7 +1,7 @@
 """Login with rate limiting, for the site login and Django's admin login alike, and the password-change form's old
 password: guessing is slowed without letting anyone lock someone else out.
 
-The policy (README, "Configuration"):
+The policy (docs/configuration.md):
 
 * ``STEPLAB_LOGIN_RATE`` (10/m): failed attempts at one account name from one client address — the pair. Another
   address's failures never use up this allowance.

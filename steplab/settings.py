@@ -183,7 +183,7 @@ WHITENOISE_USE_FINDERS = True
 MEDIA_URL = "/media/"
 MEDIA_ROOT = env.path("MEDIA_ROOT", VAR_DIR / "media")
 STORAGES = {
-    # Dataset versions and models; STEPLAB_S3_BUCKET (README "Dataset versions in S3") overrides the backend.
+    # Dataset versions and models; STEPLAB_S3_BUCKET (docs/configuration.md) overrides the backend.
     "default": s3_storage(os.environ) or {
         "BACKEND": env.str("STEPLAB_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
     },
@@ -306,7 +306,7 @@ STEPLAB_BACKBONES: dict[str, str] = {}  # name -> local model folder, offered ne
 # Its old name, STEPLAB_GENERATION_AUTO_LABELED_SHARE, is still read when the new one is not set (deprecated).
 STEPLAB_LABELING_ROUND_AUTO_LABELED_SHARE = env.float("STEPLAB_LABELING_ROUND_AUTO_LABELED_SHARE",
                                                       env.float("STEPLAB_GENERATION_AUTO_LABELED_SHARE", 0.9))
-# Slurm backend (README "Training on Slurm"): sbatch options, lines run before the job, where states are read.
+# Slurm backend (docs/operations.md): sbatch options, lines run before the job, where states are read.
 STEPLAB_SLURM: dict[str, object] = {
     "partition": env.str("STEPLAB_SLURM_PARTITION", ""),
     "account": env.str("STEPLAB_SLURM_ACCOUNT", ""),

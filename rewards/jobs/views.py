@@ -368,8 +368,8 @@ def _json_config(text: str) -> Any:
 @login_required
 @require_http_methods(["GET", "POST"])
 def labeling_round_start(request: HttpRequest, slug: str) -> HttpResponse:
-    """The dashboard's "start the next labeling round" form (staff and campaign admins); a GET (the address as the
-    README gives it) answers the same form on a page of its own, which POSTs here."""
+    """The dashboard's "start the next labeling round" form (staff and campaign admins); a GET (the address as
+    docs/labeling.md gives it) answers the same form on a page of its own, which POSTs here."""
     campaign = _startable_campaign(request, slug, "generations", can_start_labeling_round)
     if request.method == "GET":
         return render(request, "jobs/labeling_round_start.html", {

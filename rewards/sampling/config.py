@@ -34,8 +34,8 @@ DEFAULT_PROMPT_TEMPLATE = (
 PROMPT_FIELDS = ("problem",)
 MAX_TEMPLATE_CHARS = 20_000
 MAX_PROBLEM_FIELDS = 4
-# JSON numbers as they are (no "8" for 8, no true for 1, no NaN); every key adds its bounds (documented in the
-# README), and a value outside them is refused naming the key.
+# JSON numbers as they are (no "8" for 8, no true for 1, no NaN); every key adds its bounds (documented in
+# docs/operations.md), and a value outside them is refused naming the key.
 Whole = Annotated[int, Field(strict=True)]
 Real = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
@@ -277,7 +277,7 @@ def _path(key: str, value: Any, base: Path) -> Path:
 
 
 def _message(error: ErrorDetails, schema: type[ModelSettings]) -> SamplingConfigError:
-    """The schema's refusal in the words of this module (and of the README): the key, the rule, the value."""
+    """The schema's refusal in the words of this module (and of docs/operations.md): the key, the rule, the value."""
     kind, value, ctx = error["type"], error["input"], error.get("ctx", {})
     if kind == "value_error" and isinstance(ctx.get("error"), SamplingConfigError):
         return ctx["error"]

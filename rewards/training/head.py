@@ -47,8 +47,8 @@ LINEAR_AND_TREES = "linear+trees"  # the head model that adds them
 VECTOR_FREE = "lexical"
 #: iterations of the head's optimizer when the job gives no ``max_steps`` (L-BFGS converges well before)
 DEFAULT_ITERATIONS = 300
-REGULARISATION = 0.5  # inverse L2 strength of the logistic regression, measured on ProcessBench (README)
-# the MLP head (README "Methods" gives the measurements behind these)
+REGULARISATION = 0.5  # inverse L2 strength of the logistic regression, measured in docs/training-methods.md
+# the MLP head (docs/training-methods.md gives the measurements behind these)
 MLP_HIDDEN = 256
 MLP_DROPOUT = 0.3
 MLP_INPUT_DROPOUT = 0.1
@@ -57,7 +57,7 @@ MLP_WEIGHT_DECAY = 1e-2
 MLP_BATCH = 512
 MLP_MAX_EPOCHS = 40
 MLP_PATIENCE = 3  # epochs without a better held-aside loss before stopping
-# the lexical head (README "Methods": measured on the demo's held-out split and ProcessBench)
+# the lexical head (docs/training-methods.md: measured on the demo's held-out split and ProcessBench)
 LEXICAL_REGULARISATION = 0.3
 LEXICAL_MIN_DF = 3  # a word n-gram is a column once this many training texts hold it ...
 LEXICAL_MIN_DF_TEXTS = 1000  # ... in a dataset of at least this many texts (a smaller one keeps every n-gram)
@@ -70,7 +70,7 @@ LEGACY_LEXICAL_RECIPE = "lexical+cosines"  # a head saved before the default sto
 # The boosted trees beside the lexical head's logistic regression (``linear+trees``): LightGBM over the dense
 # columns and binary n-gram columns, its log-odds averaged with the regression's. The trees find what one weight
 # per column cannot ("the answer is" late in a solution vs early); alone they score as the regression does, blended
-# they add +0.008 to the cross-validation (README "Methods": every value here was chosen there).
+# they add +0.008 to the cross-validation (docs/training-methods.md: every value here was chosen there).
 TREE_ROUNDS = 200
 TREE_LEARNING_RATE = 0.05
 TREE_LEAVES = 31

@@ -93,7 +93,7 @@ def _open_candidates(pool: CandidatePool) -> Any:
     return Candidate.objects.filter(pool_problem__pool=pool, solution__isnull=True).exclude(steps=[])
 
 
-#: the most solutions one labeling round may select (documented in the README)
+#: the most solutions one labeling round may select (docs/operations.md, "Job settings")
 MAX_BATCH_SIZE = 100_000
 
 
