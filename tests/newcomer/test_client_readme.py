@@ -1,4 +1,4 @@
-"""The client as the README shows it, against the live test server with a real API token: ``campaigns()`` lists
+"""The client as docs/api.md shows it, against the live test server with a real API token: ``campaigns()`` lists
 what the token's user is a member of, ``download(..., "data/")`` makes the folder, objects print short. And the
 token stays with its server: two real local HTTP servers, one answering with a ``next`` link to the other."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The labeling-round start address the README gives answers a GET with a page holding the start form (it used to
+"""The labeling-round start address docs/labeling.md gives answers a GET with a page holding the start form (it used to
 be a blank 405); the form on it POSTs back to the same address and starts the round."""
 from __future__ import annotations
 

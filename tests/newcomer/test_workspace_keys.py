@@ -1,5 +1,5 @@
 """The workspace as a newcomer meets it, in real headless Chromium: after a −1 the rating keys go on rating (the
-README's promise) while the error categories answer letters of their own; the keyboard help is a list, one
+labeling docs' promise) while the error categories answer letters of their own; the keyboard help is a list, one
 shortcut a line; the problem's answer reads "Reference answer", and a multiple-choice letter is text, not math."""
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_rating_keys_keep_rating_after_an_error_and_categories_take_letters(
     categories = row(page, 1).locator("button[data-error-category]")
     expect(categories).to_have_count(2)
     assert [categories.nth(i).get_attribute("data-key") for i in range(2)] == ["q", "w"]
-    # A rating key right after the −1 changes that rating, as the README says: it does not name a category.
+    # A rating key right after the −1 changes that rating, as docs/labeling.md says: it does not name a category.
     page.keyboard.press("2")
     expect(pressed(page, 1, "0")).to_have_attribute("aria-pressed", "true")
     expect(pressed(page, 2, "1")).to_be_enabled()
