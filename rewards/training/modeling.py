@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import LoraSettings, TrainingConfigError
+from .config import ALL_LINEAR, LoraSettings, TrainingConfigError
 from .data import SequenceLayout, tokenize_texts
 
 SPEC_FILE = "steplab_reward_model.json"
@@ -19,6 +19,8 @@ ADDED_SEPARATOR = "<steplab_step>"
 QWEN_SEPARATOR = "<extra_0>"  # the Qwen2.5-Math-PRM convention
 ID2LABEL = {0: "incorrect", 1: "correct"}
 POSITIVE_CLASS = 1
+# the 2-class heads transformers puts on a backbone (BERT-style, decoder-style); peft trains them in full
+HEAD_MODULES = frozenset({"classifier", "score"})
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,7 @@ def build_model(kind: str, folder: Path, tokenizer: Any, *, resize: bool, lora: 
             raise refusal
     if resize:
         model.resize_token_embeddings(len(tokenizer))
+        _start_added_separator_at_mean(model, len(tokenizer))
     model.config.pad_token_id = tokenizer.pad_token_id  # decoders pick the last non-pad token for ORM pooling
     if lora is None:
         return model
@@ -160,9 +163,30 @@ def build_model(kind: str, folder: Path, tokenizer: Any, *, resize: bool, lora: 
         task_type=TaskType.TOKEN_CLS if kind == "prm" else TaskType.SEQ_CLS,
         # peft annotates lora_alpha as int but only divides by it (alpha / r): a fractional alpha is meant.
         r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,  # type: ignore[arg-type]
-        target_modules=list(lora.target_modules) if lora.target_modules else None,
+        target_modules=_lora_targets(model, lora.target_modules),
     )
     return get_peft_model(model, peft_config)
+
+
+def _start_added_separator_at_mean(model: Any, vocabulary: int) -> None:
+    """The added separator (the tokenizer's last id) starts at the mean embedding: a row a decoder's padded matrix
+    already had (Qwen's) was never trained, and under LoRA the embeddings stay frozen, so it would stay there."""
+    import torch
+
+    weight = model.get_input_embeddings().weight
+    with torch.no_grad():
+        weight[vocabulary - 1] = weight[:vocabulary - 1].mean(dim=0)
+
+
+def _lora_targets(model: Any, targets: tuple[str, ...] | str | None) -> list[str] | None:
+    """The module names LoRA adapts; "all-linear" = every linear layer of the backbone. peft's own "all-linear"
+    also takes the 2-class head, which a token or sequence head already trains in full, and then refuses it."""
+    import torch
+
+    if targets != ALL_LINEAR:
+        return list(targets) if targets else None
+    return sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                   if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] not in HEAD_MODULES})
 
 
 def save_reward_model(model: Any, tokenizer: Any, spec: ModelSpec, folder: Path) -> None:
