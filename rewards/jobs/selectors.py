@@ -159,9 +159,9 @@ def threshold_in_force(model: RewardModel) -> str:
     validation = (model.metrics or {}).get("validation") or {}
     calibration = validation.get("calibration") or {}
     threshold = validation.get("threshold")
-    if threshold is None:
-        return ("0.5: this PRM stores no threshold of its own (its training split had no erroneous or no correct "
-                "solution)")
+    if threshold is None:  # a fine-tuned PRM says why in its own words (``threshold_choice``)
+        return validation.get("threshold_choice") or ("0.5: this PRM stores no threshold of its own (its training "
+                                                      "split had no erroneous or no correct solution)")
     if not calibration.get("folds"):
         return (f"{100 * threshold:.1f} %, chosen on its validation split (a fine-tuned model's; refits over training "
                 "folds would cost hours): the cross-fitted column is the fair comparison")

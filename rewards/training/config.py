@@ -131,6 +131,9 @@ class TrainConfig:
     # Answer lines ("# Answer", "\\boxed{}", "the answer is") in one neutral form before training and scoring, so
     # no feature can learn a dataset's answer format ("neutral"); "as written" trains on them as they are.
     answers: AnswerForm = "neutral"
+    # Fine-tuned PRM: the first-error threshold cross-fitted over this many folds of the training problems (one
+    # extra fine-tune per fold, each on the other folds); None: 0.5, never chosen on the reported validation rows.
+    threshold_folds: Annotated[Whole, Field(ge=2, le=20)] | None = None
 
     @field_validator("dataset", "output_dir", "feature_cache", mode="before")
     @classmethod
@@ -182,6 +185,9 @@ class TrainConfig:
             object.__setattr__(self, "lora", LoraSettings())
         if self.method == "head" and self.lora is not None:
             raise _invalid("lora", "applies to fine-tuning (method finetune or lora), not to method 'head'")
+        if self.threshold_folds is not None and (self.kind != "prm" or self.method == "head"):
+            raise _invalid("threshold_folds", "applies to a fine-tuned PRM (kind 'prm', method finetune or lora): "
+                                              "an ORM has no first-error threshold and the head cross-fits its own")
         lexical = self.head_features.startswith("lexical")
         if self.head_model == "auto":
             object.__setattr__(self, "head_model", "linear+trees" if lexical else "linear")

@@ -181,32 +181,57 @@ def binary_figures(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
     }
 
 
-def prm_figures(probs: np.ndarray, labels: np.ndarray, aggregation: str) -> dict[str, Any]:
-    """Step-level figures over labeled separators; solution-level: correct = no negative step; the first-error
-    threshold that maximises first-error F1 on these rows (``calibrate_threshold``)."""
-    from ..evaluation.step_metrics import calibrate_threshold
-
-    step_scores: list[float] = []
-    step_labels: list[int] = []
-    solution_scores: list[float] = []
-    solution_labels: list[int] = []
-    per_row: list[list[float]] = []
-    first_errors: list[int] = []
+def scored_rows(probs: np.ndarray, labels: np.ndarray) -> tuple[list[list[float]], list[list[int]]]:
+    """Per predicted row with a labeled step: the labeled steps' P(correct) and their labels."""
+    scores: list[list[float]] = []
+    truths: list[list[int]] = []
     for row_probs, row_labels in zip(probs, labels, strict=True):
         mask = row_labels != IGNORE_INDEX
-        if not mask.any():
-            continue
-        scores = [float(p) for p in row_probs[mask]]
-        truth = [int(v) for v in row_labels[mask]]
-        step_scores += scores
-        step_labels += truth
-        solution_scores.append(aggregate(scores, aggregation))
-        solution_labels.append(int(all(truth)))
-        per_row.append(scores)
-        first_errors.append(next((i for i, v in enumerate(truth) if v == 0), -1))
-    return {"step_level": binary_figures(np.array(step_scores), np.array(step_labels)),
-            "solution_level": binary_figures(np.array(solution_scores), np.array(solution_labels)),
-            **calibrate_threshold(first_errors, per_row)}
+        if mask.any():
+            scores.append([float(p) for p in row_probs[mask]])
+            truths.append([int(v) for v in row_labels[mask]])
+    return scores, truths
+
+
+def _first_errors(truths: Sequence[Sequence[int]]) -> list[int]:
+    return [next((i for i, v in enumerate(truth) if v == 0), -1) for truth in truths]
+
+
+def prm_figures(probs: np.ndarray, labels: np.ndarray, aggregation: str,
+                calibration: dict[str, Any] | None) -> dict[str, Any]:
+    """Step-level figures over labeled separators; solution-level: correct = no negative step; first-error F1 at
+    0.5 and, with a ``calibration`` (cross-fitted on the training problems), at its threshold. These rows never
+    choose the threshold: they are the reported figures."""
+    from ..evaluation.step_metrics import DEFAULT_THRESHOLD, processbench_metrics
+
+    per_row, truths = scored_rows(probs, labels)
+    first_errors = _first_errors(truths)
+
+    def f1(threshold: float) -> float | None:
+        both = -1 in first_errors and any(index != -1 for index in first_errors)
+        return float(processbench_metrics(first_errors, step_scores=per_row, threshold=threshold)["f1"]) \
+            if both else None
+
+    threshold = calibration["threshold"] if calibration is not None else None
+    return {"step_level": binary_figures(np.array([s for row in per_row for s in row]),
+                                         np.array([v for truth in truths for v in truth])),
+            "solution_level": binary_figures(np.array([aggregate(row, aggregation) for row in per_row]),
+                                             np.array([int(all(truth)) for truth in truths])),
+            "threshold": threshold, "calibration": calibration, "threshold_choice": threshold_choice(calibration),
+            "f1_calibrated": f1(threshold) if threshold is not None else None,
+            "f1_at_default": f1(DEFAULT_THRESHOLD)}
+
+
+def threshold_choice(calibration: dict[str, Any] | None) -> str:
+    """Which first-error threshold a fine-tuned PRM stores, and why, in one sentence."""
+    if calibration is None:
+        return ("0.5: a fine-tuned PRM chooses no threshold on its validation rows, whose figures are reported; "
+                "threshold_folds cross-fits one over the training problems")
+    if calibration["f1_calibrated"] <= calibration["f1_at_default"]:
+        return (f"0.5: the threshold cross-fitted over {calibration['folds']} folds of the training problems did "
+                "not beat 0.5 there")
+    return (f"{calibration['threshold']:.4g}: cross-fitted over {calibration['folds']} folds of "
+            f"{calibration['problems']} training problems, where it beat 0.5")
 
 
 def _positive_probability(logits: Any, labels: Any) -> Any:
@@ -260,6 +285,104 @@ def _trainer_class(negative_weight: float) -> Any:
     return WeightedTrainer
 
 
+class _Fit:
+    """A fresh model and its Trainer, as the job's settings make them: the final fit and each calibration fold's."""
+
+    def __init__(self, config: TrainConfig, tokenizer: Any, layout: SequenceLayout, *, added: bool,
+                 negative_weight: float, bf16: bool, checkpointing: bool) -> None:
+        self.config, self.tokenizer, self.layout, self.added = config, tokenizer, layout, added
+        self.negative_weight, self.bf16, self.checkpointing = negative_weight, bf16, checkpointing
+
+    def model(self) -> Any:
+        from transformers import set_seed
+
+        set_seed(self.config.seed)  # every fit starts from the same initialisation and data order
+        return build_model(self.config.kind, self.config.base_model_path, self.tokenizer, resize=self.added,
+                           lora=self.config.lora)
+
+    def trainer(self, model: Any, features: list[dict[str, Any]], *, callbacks: list[Any]) -> Any:
+        import torch
+        from transformers import TrainingArguments
+
+        config = self.config
+        # passed only when on: the argument is deprecated in transformers 5 but is the name 4.x and 5.x share
+        checkpointing_args: dict[str, Any] = (
+            {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+            if self.checkpointing else {})
+        args = TrainingArguments(
+            output_dir=str(config.output_dir),
+            per_device_train_batch_size=config.batch_size,
+            per_device_eval_batch_size=config.batch_size * 2,
+            gradient_accumulation_steps=config.gradient_accumulation_steps,
+            learning_rate=config.learning_rate,
+            num_train_epochs=config.epochs,
+            max_steps=config.max_steps if config.max_steps is not None else -1,
+            logging_steps=config.logging_steps,
+            logging_first_step=True,
+            seed=config.seed,
+            data_seed=config.seed,
+            bf16=self.bf16,
+            save_strategy="no",
+            eval_strategy="no",
+            report_to="none",
+            remove_unused_columns=False,
+            include_num_input_tokens_seen="non_padding",
+            ddp_find_unused_parameters=False,
+            disable_tqdm=True,
+            dataloader_pin_memory=torch.cuda.is_available(),
+            **checkpointing_args,
+        )
+        return _trainer_class(self.negative_weight)(
+            model=model, args=args, train_dataset=features, data_collator=RewardCollator(self.layout.pad_id),
+            processing_class=self.tokenizer, callbacks=callbacks, preprocess_logits_for_metrics=_positive_probability)
+
+
+def crossfit_threshold(config: TrainConfig, rows: Sequence[PrmRow], fit: _Fit,
+                       events: EventLog) -> dict[str, Any] | None:
+    """The first-error threshold chosen on the training problems, as the head chooses its own: the problems are
+    dealt into ``threshold_folds`` folds (a seeded order; fewer with fewer problems), each fold's rows are scored by
+    a model fine-tuned on the other folds' rows, and the threshold is where first-error F1 peaks over all those
+    out-of-fold rows. None with fewer than two problems or without both an erroneous and a correct solution."""
+    import hashlib
+
+    from ..evaluation.step_metrics import calibrate_threshold
+
+    assert config.threshold_folds is not None
+    problem = {id(row): row.problem_id or row.prompt for row in rows}
+    problems = sorted(set(problem.values()),
+                      key=lambda p: hashlib.sha256(f"calibration:{config.seed}:{p}".encode()).hexdigest())
+    count = min(config.threshold_folds, len(problems))
+    if count < 2:
+        events.write("warning", message="threshold_folds: fewer than two training problems; the threshold is 0.5")
+        return None
+    fold_of = {name: number % count for number, name in enumerate(problems)}
+    per_row: list[list[float]] = []
+    truths: list[list[int]] = []
+    for fold in range(count):
+        inside = [row for row in rows if fold_of[problem[id(row)]] == fold]
+        outside = [row for row in rows if fold_of[problem[id(row)]] != fold]
+        features, _ = encode_prm_rows(outside, fit.tokenizer, fit.layout, config.max_length,
+                                      dedupe=config.dedupe_steps)
+        held, _ = encode_prm_rows(inside, fit.tokenizer, fit.layout, config.max_length)
+        if not features or not held:
+            continue
+        trainer = fit.trainer(fit.model(), features, callbacks=[])
+        trainer.train()
+        prediction = trainer.predict(held, metric_key_prefix="calibration")
+        scores, labels = scored_rows(np.asarray(prediction.predictions), np.asarray(prediction.label_ids))
+        per_row += scores
+        truths += labels
+        events.write("calibration", fold=fold + 1, folds=count, rows=len(scores))
+        del trainer  # one fold's model at a time on the device
+    calibration = calibrate_threshold(_first_errors(truths), per_row)
+    if calibration["threshold"] is None:
+        events.write("warning", message="threshold_folds: the training folds hold no erroneous or no correct "
+                                        "solution; the threshold is 0.5")
+        return None
+    return {**calibration, "folds": count, "problems": len(problems), "rows": len(per_row),
+            "source": "training problems, cross-fitted"}
+
+
 def run_training(config: TrainConfig) -> dict[str, Any]:
     """Train, evaluate and save; returns the metrics written to ``metrics.json``."""
     from .head import resolved_method, run_head_training
@@ -284,7 +407,7 @@ def run_training(config: TrainConfig) -> dict[str, Any]:
 
 def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     import torch
-    from transformers import TrainingArguments, set_seed
+    from transformers import set_seed
 
     started = time.time()
     if events.main:
@@ -334,40 +457,14 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
     negative_weight = _negative_weight(config, train_counts)
     if negative_weight != 1.0:
         events.write("class_weight", negative_weight=negative_weight)
-    model = build_model(config.kind, config.base_model_path, tokenizer, resize=added, lora=config.lora)
     bf16, checkpointing = _device_flags(config, events)
     global_batch = config.batch_size * config.gradient_accumulation_steps * world
-    # passed only when on: the argument is deprecated in transformers 5 but is the name 4.x and 5.x share
-    checkpointing_args: dict[str, Any] = (
-        {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}}
-        if checkpointing else {})
-    args = TrainingArguments(
-        output_dir=str(config.output_dir),
-        per_device_train_batch_size=config.batch_size,
-        per_device_eval_batch_size=config.batch_size * 2,
-        gradient_accumulation_steps=config.gradient_accumulation_steps,
-        learning_rate=config.learning_rate,
-        num_train_epochs=config.epochs,
-        max_steps=config.max_steps if config.max_steps is not None else -1,
-        logging_steps=config.logging_steps,
-        logging_first_step=True,
-        seed=config.seed,
-        data_seed=config.seed,
-        bf16=bf16,
-        save_strategy="no",
-        eval_strategy="no",
-        report_to="none",
-        remove_unused_columns=False,
-        include_num_input_tokens_seen="non_padding",
-        ddp_find_unused_parameters=False,
-        disable_tqdm=True,
-        dataloader_pin_memory=torch.cuda.is_available(),
-        **checkpointing_args,
-    )
-    trainer = _trainer_class(negative_weight)(model=model, args=args, train_dataset=train_features,
-                      data_collator=RewardCollator(layout.pad_id), processing_class=tokenizer,
-                      callbacks=[_event_callback(events, global_batch)],
-                      preprocess_logits_for_metrics=_positive_probability)
+    fit = _Fit(config, tokenizer, layout, added=added, negative_weight=negative_weight, bf16=bf16,
+               checkpointing=checkpointing)
+    calibration = (crossfit_threshold(config, train_rows, fit, events)
+                   if config.kind == "prm" and config.threshold_folds is not None else None)
+    model = fit.model()
+    trainer = fit.trainer(model, train_features, callbacks=[_event_callback(events, global_batch)])
     result = trainer.train()
     runtime = float(result.metrics["train_runtime"])
     tokens = int(trainer.state.num_input_tokens_seen)
@@ -391,10 +488,13 @@ def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
         validation = {"loss": float(prediction.metrics["eval_loss"]),
                       "runtime_s": float(prediction.metrics["eval_runtime"])}
         if config.kind == "prm":
-            validation.update(prm_figures(probs, labels, config.score_aggregation))
+            validation.update(prm_figures(probs, labels, config.score_aggregation, calibration))
         else:
             validation["solution_level"] = binary_figures(probs.reshape(-1), labels.reshape(-1))
         events.write("eval", step=trainer.state.global_step, **validation)
+    elif calibration is not None:  # no validation rows: the threshold still travels
+        validation = {"threshold": calibration["threshold"], "calibration": calibration,
+                      "threshold_choice": threshold_choice(calibration)}
 
     parameters = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -155,3 +155,52 @@ def test_lora_target_modules_are_validated_naming_the_key(tiny_decoder: Path, ar
         with pytest.raises(TrainingConfigError, match="config key 'lora.target_modules' must be") as refused:
             parse_config({**job, "lora": {"target_modules": bad}})
         assert refused.value.key == "lora.target_modules"
+
+
+def _with_other_validation_rows(data: Path, out: Path) -> Path:
+    """The same training rows; the validation rows' labels turned over (right solutions marked wrong)."""
+    rows = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        if row["split"] == "test":
+            row["labels"] = [not label for label in row["labels"]]
+    out.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return out
+
+
+def test_a_finetuned_prm_chooses_no_threshold_on_its_reported_rows(tiny_decoder: Path, arithmetic_file: Path,
+                                                                   tmp_path: Path) -> None:
+    out = tmp_path / "plain"
+    validation = _train(tiny_decoder, arithmetic_file, out, max_steps=2, lora=True)["validation"]
+    assert validation["threshold"] is None and validation["calibration"] is None
+    assert validation["threshold_choice"].startswith("0.5: a fine-tuned PRM chooses no threshold on its validation")
+    assert validation["f1_calibrated"] is None and validation["f1_at_default"] is not None
+    assert load_reward_model(out).threshold == 0.5
+
+
+def test_the_crossfitted_threshold_comes_from_the_training_problems(tiny_decoder: Path, arithmetic_file: Path,
+                                                                    tmp_path: Path) -> None:
+    """Two runs whose validation rows differ (labels turned over) choose the same threshold: those rows, which the
+    reported figures score, took no part in it; each training row was scored once, by a fit that had not seen it."""
+    other = _with_other_validation_rows(arithmetic_file, tmp_path / "other.jsonl")
+    runs = [_train(tiny_decoder, data, tmp_path / name, max_steps=3, lora=True, threshold_folds=2)
+            for name, data in (("first", arithmetic_file), ("second", other))]
+    first, second = (run["validation"] for run in runs)
+    calibration = first["calibration"]
+    assert calibration["folds"] == 2 and calibration["problems"] == 16 and calibration["source"].startswith("training")
+    assert calibration["rows"] == len(_rows(arithmetic_file, "train"))
+    assert second["calibration"] == calibration
+    assert second["threshold"] == first["threshold"] == calibration["threshold"]
+    assert first["step_level"] != second["step_level"]  # the reported figures did read the changed rows
+    assert load_reward_model(tmp_path / "first").threshold == calibration["threshold"]
+    events = [json.loads(line) for line in (tmp_path / "first" / "events.jsonl").read_text().splitlines()]
+    assert [e["fold"] for e in events if e["event"] == "calibration"] == [1, 2]
+    assert sum(e["event"] == "log" and e["step"] == 3 for e in events) == 1  # the fold fits log no progress
+
+
+def test_threshold_folds_is_refused_where_it_does_not_apply(tiny_decoder: Path, arithmetic_file: Path) -> None:
+    job = {**RECIPE, "kind": "prm", "dataset": str(arithmetic_file), "base_model": str(tiny_decoder),
+           "output_dir": "out"}
+    for settings in ({"kind": "orm"}, {"method": "head"}, {"threshold_folds": 1}):
+        with pytest.raises(TrainingConfigError, match="config key 'threshold_folds'") as refused:
+            parse_config({**job, "threshold_folds": 3, **settings})
+        assert refused.value.key == "threshold_folds"
