@@ -80,7 +80,7 @@ def test_mmlu_pro_rows_import_as_they_are_and_are_graded_by_letter(shared_data: 
     agree = sum(s.final_answer == s.provenance["pred"] for s in solutions if s.provenance["pred"] is not None)
     assert agree >= 0.99 * solutions.exclude(provenance__pred=None).count()
     assert solutions.filter(is_correct=True).exists() and solutions.filter(is_correct=False).exists()
-    # the outcome export carries each labeled solution's correctness as graded
+    # the outcome export carries every graded solution's correctness, the labeled ones marked as such
     labeler = make_user("ann")
     labeled = [solutions.filter(is_correct=True).first(), solutions.filter(is_correct=False).first()]
     for solution in labeled:
@@ -88,8 +88,10 @@ def test_mmlu_pro_rows_import_as_they_are_and_are_graded_by_letter(shared_data: 
         finished_labeling(solution, labeler, [1] * solution.steps.count())
     out = tmp_path / "outcome.jsonl"
     _call("export_dataset", "--campaign", "mmlu", "--format", "outcome", "--out", str(out))
-    exported = {row["solution_id"]: row["label"] for row in map(json.loads, out.read_text().splitlines())}
-    assert exported == {solution.pk: solution.is_correct for solution in labeled if solution is not None}
+    rows = {row["solution_id"]: row for row in map(json.loads, out.read_text().splitlines())}
+    graded = {solution.pk: solution.is_correct for solution in solutions if solution.is_correct is not None}
+    assert {pk: row["label"] for pk, row in rows.items()} == graded
+    assert {pk for pk, row in rows.items() if row["source"] == "labeled"} == {s.pk for s in labeled if s}
 
 
 def test_generic_rows_bad_lines_are_named_by_line_and_field(tmp_path: Path, campaign_factory) -> None:
