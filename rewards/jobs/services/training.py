@@ -35,7 +35,8 @@ from . import runner
 #: keys a user may set; kind, dataset, base_model and output_dir come from the request itself
 USER_KEYS = ("max_steps", "epochs", "learning_rate", "batch_size", "gradient_accumulation_steps", "max_length",
              "seed", "lora", "neutral", "bf16", "gradient_checkpointing", "eval_fraction", "score_aggregation",
-             "limit", "max_eval_rows", "logging_steps", "method", "head_features", "head_model", "exclude_problems")
+             "limit", "max_eval_rows", "logging_steps", "method", "head_features", "head_model", "exclude_problems",
+             "answers", "threshold_folds")
 CURVE_POINTS = 2000
 # What an empty export means, in the words a campaign admin can act on.
 MODELS_ONLY = "only the campaign's admins and researchers (and staff) run reward-model work on it"
