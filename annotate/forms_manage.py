@@ -24,7 +24,8 @@ def scale_text(scale: dict[str, Any]) -> str:
 
 
 def _share(name: str) -> dict[str, str]:
-    return {"min_value": f"{name} must be between 0 and 100 %.", "max_value": f"{name} must be between 0 and 100 %.",
+    between = f"{name} must be between 0 and 100 %%."  # %% : Django formats these messages with their limit
+    return {"min_value": between, "max_value": between,
             "invalid": f"{name} must be a number of percent between 0 and 100.", "required": f"{name} is required."}
 
 
