@@ -40,12 +40,9 @@ class PercentField(forms.FloatField):
             return f"{value * 100:.10g}"  # 0.07 * 100 is 7.000000000000001
         return value
 
-    def to_python(self, value: Any) -> float | None:
+    def clean(self, value: Any) -> float | None:
         if isinstance(value, str):
             value = value.strip().removesuffix("%").strip()
-        return super().to_python(value)
-
-    def clean(self, value: Any) -> float | None:
         percent = super().clean(value)
         return None if percent is None else percent / 100
 
