@@ -56,7 +56,14 @@ def test_slurm_local_starts_and_runs_a_job_from_a_clone_in_a_private_folder(priv
         submitted = subprocess.run(["sbatch", "--parsable", f"--output={out}", "--wrap", "echo ran on slurm"],
                                    env=env, capture_output=True, text=True, timeout=60, cwd=private_clone)
         assert submitted.returncode == 0, submitted.stderr
-        wait_for(lambda: out.exists() and "ran on slurm" in out.read_text(), timeout=120, what="the job's output")
+        job = submitted.stdout.strip().split(";")[0]
+
+        def job_state() -> str:
+            shown = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True,
+                                   timeout=30)
+            return f"the job's output; scontrol says: {shown.stdout or shown.stderr}"
+
+        wait_for(lambda: out.exists() and "ran on slurm" in out.read_text(), timeout=300, what=job_state)
     finally:
         subprocess.run([str(script), "stop"], env=env, capture_output=True, timeout=120)
 
