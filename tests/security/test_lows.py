@@ -26,14 +26,19 @@ def test_ids_past_the_database_range_match_no_route() -> None:
     assert resolve("/manage/c/a/members/9223372036854775807/").kwargs["user_id"] == 2**63 - 1
 
 
-@pytest.mark.django_db
-@pytest.mark.both_databases
-def test_a_member_page_past_the_id_range_is_a_404(campaign_factory) -> None:
-    campaign = campaign_factory("lows")
-    admin = UserFactory(username="lows-admin")
+def _admin_client(campaign, username: str) -> Client:
+    """A client signed in as a new admin of ``campaign``."""
+    admin = UserFactory(username=username)
     MembershipFactory(campaign=campaign, user=admin, role=Role.ADMIN)
     client = Client()
     client.force_login(admin)
+    return client
+
+
+@pytest.mark.django_db
+@pytest.mark.both_databases
+def test_a_member_page_past_the_id_range_is_a_404(campaign_factory) -> None:
+    client = _admin_client(campaign_factory("lows"), "lows-admin")
     for method, path in (("get", f"/manage/c/lows/members/{HUGE}/"), ("post", f"/manage/c/lows/members/{HUGE}/"),
                          ("post", f"/manage/c/lows/members/{HUGE}/state"),
                          ("get", f"/manage/c/lows/members/{2**63}/")):
@@ -55,10 +60,7 @@ def test_an_invitation_id_that_is_no_ascii_number_is_a_clear_refusal(campaign_fa
 @pytest.mark.django_db
 def test_a_score_form_with_a_superscript_model_id_is_no_500(campaign_factory) -> None:
     campaign = campaign_factory("lows")
-    admin = UserFactory(username="lows-manager")
-    MembershipFactory(campaign=campaign, user=admin, role=Role.ADMIN)
-    client = Client()
-    client.force_login(admin)
+    client = _admin_client(campaign, "lows-manager")
     pool = CandidatePoolFactory(campaign=campaign)
     response = client.post(reverse("jobs:score_start", kwargs={"slug": "lows"}),
                            {"pool": str(pool.pk), "models": ["\u00b2", HUGE]})
