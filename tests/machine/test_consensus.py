@@ -78,7 +78,11 @@ def test_a_dataset_version_carries_the_consensus_file_and_the_sources_counts(lab
     # (human and mc), torn none (they disagree on step 1), machine_only 2 (mc and the PRM: right, then wrong)
     assert consensus == {"sources": ["human", "mc:smollm2", "prm:p"], "solutions": 3, "rows": 2,
                          "steps_labeled": 9, "steps_kept": 5, "share_kept": pytest.approx(5 / 9),
-                         "per_source_steps": {"human": 4, "mc:smollm2": 8, "prm:p": 3}}
+                         "per_source_steps": {"human": 4, "mc:smollm2": 8, "prm:p": 3}, "rule": "prefix",
+                         "rules": {"prefix": {"solutions": 2, "steps": 5, "steps_with_human": 3,
+                                              "agreement_with_human": 1.0},
+                                   "first_error": {"solutions": 2, "steps": 5, "steps_with_human": 3,
+                                                   "agreement_with_human": 1.0}}}
     with default_storage.open(version.files["consensus"]["name"]) as handle:
         rows = [json.loads(line) for line in handle.read().decode().splitlines()]
     assert [(row["solution_id"], row["labels"]) for row in rows] == [(agree.pk, [True, True, False]),
