@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .intervals import DRAWS, LEVEL, _bounds, _draws, _units
-from .step_metrics import DEFAULT_THRESHOLD, calibrate_threshold, step_labels_from_ratings
+from .step_metrics import DEFAULT_THRESHOLD, auroc, calibrate_threshold, step_labels_from_ratings, weighted_auroc
 
 __all__ = ["BASELINES", "BEST_OF_N_BASELINES", "NAMES", "Choice", "baseline_verdicts", "best_of_n_baseline_verdict",
            "candidate_scores", "fit",
@@ -90,27 +90,6 @@ def _first_errors(ratings: Sequence[Sequence[int]]) -> np.ndarray:
     return np.array([next((i for i, r in enumerate(rated) if r == -1), -1) for rated in ratings], dtype=np.int64)
 
 
-def _weighted_auroc(scores: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """AUROC (ties count half) of ``scores`` against ``positive`` under each row of ``weights`` (draws, items):
-    a bootstrap draw is the items weighted by how often their unit was drawn, so nothing is sorted per draw."""
-    order = np.argsort(scores, kind="mergesort")
-    sorted_scores = scores[order]
-    starts = np.flatnonzero(np.concatenate([[True], sorted_scores[1:] != sorted_scores[:-1]]))
-    y = positive[order].astype(float)
-    w = weights[:, order]
-    pos = np.add.reduceat(w * y, starts, axis=1)
-    neg = np.add.reduceat(w * (1.0 - y), starts, axis=1)
-    below = np.cumsum(neg, axis=1) - neg
-    numerator = (pos * (below + 0.5 * neg)).sum(axis=1)
-    denominator = pos.sum(axis=1) * neg.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, numerator / denominator, np.nan)
-
-
-def _auroc(scores: np.ndarray, positive: np.ndarray) -> float:
-    return float(_weighted_auroc(scores, positive, np.ones((1, scores.size)))[0]) if scores.size else float("nan")
-
-
 def fit(name: str, solutions: Sequence[Sequence[str]], ratings: Sequence[Sequence[int]], *,
         neutral: str = "positive", seed: int = 0) -> Choice:
     """Baseline ``name``'s direction and cut, chosen on these training solutions: the direction whose step AUROC
@@ -120,11 +99,11 @@ def fit(name: str, solutions: Sequence[Sequence[str]], ratings: Sequence[Sequenc
     kept = [step_labels_from_ratings(rated, neutral) for rated in ratings]
     flat = np.concatenate([v[mask] for v, (_, mask) in zip(values, kept, strict=True)]) if values else np.zeros(0)
     truth = np.concatenate([y[mask] for y, mask in kept]).astype(bool) if values else np.zeros(0, dtype=bool)
-    step = _auroc(-flat, truth)  # larger values suspect: the score is minus the value
+    step = auroc(-flat, truth)  # larger values suspect: the score is minus the value
     sign = -1.0 if np.isfinite(step) and step < 0.5 else 1.0
     totals = np.array([v.max() if v.size else 0.0 for v in values])
     flawed = _first_errors(ratings) != -1
-    whole = _auroc(-totals, ~flawed)
+    whole = auroc(-totals, ~flawed)
     solution_sign = -1.0 if np.isfinite(whole) and whole < 0.5 else 1.0
     raw = [-sign * v for v in values]  # higher = more likely correct, as a PRM's scores
     threshold = calibrate_threshold(_first_errors(ratings), raw)["threshold"] if raw else None
@@ -187,13 +166,13 @@ def _score_figures(rows: Sequence[np.ndarray], ratings: Sequence[Sequence[int]],
         return np.where(np.isnan(total), np.nan, harmonic)  # no erroneous or no correct solution drawn: no F1
 
     solution_score = np.array([r.min() if r.size else 1.0 for r in rows])
-    values = {"step_auroc": _auroc(step_score, step_truth), "first_error_f1": float(f1(whole_counts)),
-              "flawed_auroc": _auroc(solution_score, ~error)}
+    values = {"step_auroc": auroc(step_score, step_truth), "first_error_f1": float(f1(whole_counts)),
+              "flawed_auroc": auroc(solution_score, ~error)}
     step_draws, flawed_draws = [], []
     for start in range(0, counts.shape[0], CHUNK):
         block = counts[start:start + CHUNK]
-        step_draws.append(_weighted_auroc(step_score, step_truth, block[:, step_unit]))
-        flawed_draws.append(_weighted_auroc(solution_score, ~error, block[:, unit_of]))
+        step_draws.append(weighted_auroc(step_score, step_truth, block[:, step_unit]))
+        flawed_draws.append(weighted_auroc(solution_score, ~error, block[:, unit_of]))
     drawn = {"step_auroc": np.concatenate(step_draws), "first_error_f1": f1(drawn_counts),
              "flawed_auroc": np.concatenate(flawed_draws)}
     return _Scored(values, drawn)

@@ -28,7 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from .step_metrics import DEFAULT_THRESHOLD, calibrate_threshold, processbench_metrics, step_labels_from_ratings
+from .step_metrics import (
+    DEFAULT_THRESHOLD,
+    auroc,
+    calibrate_threshold,
+    processbench_metrics,
+    step_labels_from_ratings,
+)
 
 __all__ = ["DRAWS", "LEVEL", "best_of_n_intervals", "crossfit_hits", "curve_falls", "no_flag_advice",
            "step_level_intervals", "threshold_verdict", "verdict"]
@@ -157,21 +163,6 @@ def verdict(paired: Mapping[str, Mapping[str, Mapping[str, float]]], *, level: f
     return sentences
 
 
-def _auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    positives = int(labels.sum())
-    negatives = labels.size - positives
-    if positives == 0 or negatives == 0:
-        return float("nan")
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(scores.size)
-    sorted_scores = scores[order]
-    # average ranks of ties (Mann-Whitney)
-    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
-    average = first + (counts + 1) / 2.0
-    ranks[order] = np.repeat(average, counts)
-    return float((ranks[labels].sum() - positives * (positives + 1) / 2.0) / (positives * negatives))
-
-
 def _first_error_hits(labels: np.ndarray, rows: list[np.ndarray], threshold: float) -> np.ndarray:
     """Per solution: is the predicted first error (at ``threshold``) the true one?"""
     predicted = np.array([int(np.flatnonzero(r < threshold)[0]) if (r < threshold).any() else -1 for r in rows])
@@ -264,9 +255,9 @@ def step_level_intervals(step_scores: Sequence[Sequence[float]], ratings: Sequen
     all_truth = np.concatenate(truth_kept).astype(bool) if rows else np.zeros(0, dtype=bool)
     unit_scores = [np.concatenate([scores_kept[i] for i in unit]) for unit in units]
     unit_truth = [np.concatenate([truth_kept[i] for i in unit]).astype(bool) for unit in units]
-    aurocs = np.array([_auroc(np.concatenate([unit_scores[u] for u in draw]),
+    aurocs = np.array([auroc(np.concatenate([unit_scores[u] for u in draw]),
                               np.concatenate([unit_truth[u] for u in draw])) for draw in index])
-    interval("step_auroc", _auroc(all_scores, all_truth), aurocs)
+    interval("step_auroc", auroc(all_scores, all_truth), aurocs)
     f1_draws: dict[str, tuple[float, np.ndarray]] = {}  # per threshold: F1 on all solutions and in each draw
     for suffix, point in (("", DEFAULT_THRESHOLD), ("_calibrated", chosen)):
         if point is None:

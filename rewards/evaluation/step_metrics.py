@@ -3,8 +3,9 @@
 * :func:`step_auroc`: AUROC of predicted step scores against human step labels. PRM800K ratings are
   -1 / 0 / +1; by default the paper's *neutral-as-correct* rule applies: rating >= 0 is a positive
   (acceptable step), rating -1 a negative. ``neutral="negative"`` counts 0 as negative and
-  ``neutral="exclude"`` drops neutral steps. Ties in scores get average ranks (the Mann-Whitney
-  statistic), which equals ``sklearn.metrics.roc_auc_score``.
+  ``neutral="exclude"`` drops neutral steps. :func:`auroc` and :func:`weighted_auroc` (one row per bootstrap
+  draw) are the package's one AUROC: ties count half (the Mann-Whitney statistic), which equals
+  ``sklearn.metrics.roc_auc_score``.
 * ProcessBench (Zheng et al. 2024): the predicted first error of a solution is the first step whose
   score is below ``threshold`` (0.5 by default), -1 when there is none. On erroneous solutions
   (label != -1) accuracy is an exact index match; on correct ones (label == -1) the prediction must be
@@ -20,6 +21,7 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "auroc",
     "calibrate_threshold",
     "centre_on_threshold",
     "correct_answer_wrong_step_rate",
@@ -31,6 +33,7 @@ __all__ = [
     "sibling_pair_accuracy",
     "step_auroc",
     "step_labels_from_ratings",
+    "weighted_auroc",
 ]
 
 
@@ -53,10 +56,31 @@ def step_labels_from_ratings(ratings: Sequence[int] | np.ndarray,
     raise ValueError(f"neutral must be 'positive', 'negative' or 'exclude', got {neutral!r}")
 
 
-def _average_ranks(x: np.ndarray) -> np.ndarray:
-    _, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
-    upper = np.cumsum(counts)  # 1-based rank of each distinct value's last member
-    return (upper - (counts - 1) / 2.0)[inv]
+def weighted_auroc(scores: np.ndarray, positive: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """AUROC (ties count half: the Mann-Whitney statistic) of ``scores`` against ``positive`` under each row of
+    ``weights`` (draws, items), NaN for a row that weighs no positive or no negative. A bootstrap draw is the
+    items weighted by how often their unit was drawn, so the scores are sorted once for every draw."""
+    order = np.argsort(scores, kind="mergesort")
+    sorted_scores = scores[order]
+    starts = np.flatnonzero(np.concatenate([[True], sorted_scores[1:] != sorted_scores[:-1]]))
+    y = positive[order].astype(float)
+    w = weights[:, order]
+    pos = np.add.reduceat(w * y, starts, axis=1)
+    neg = np.add.reduceat(w * (1.0 - y), starts, axis=1)
+    below = np.cumsum(neg, axis=1) - neg
+    numerator = (pos * (below + 0.5 * neg)).sum(axis=1)
+    denominator = pos.sum(axis=1) * neg.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, numerator / denominator, np.nan)
+
+
+def auroc(scores: Sequence[float] | np.ndarray, positive: Sequence[bool] | np.ndarray) -> float:
+    """AUROC of ``scores`` (higher = more likely positive) against ``positive``; NaN without both classes."""
+    s = np.asarray(scores, dtype=float).reshape(-1)
+    y = np.asarray(positive, dtype=bool).reshape(-1)
+    if s.shape != y.shape:
+        raise ValueError(f"{s.shape[0]} scores but {y.shape[0]} labels")
+    return float(weighted_auroc(s, y, np.ones((1, s.size)))[0]) if s.size else float("nan")
 
 
 def step_auroc(
@@ -84,8 +108,7 @@ def step_auroc(
     n_neg = y.size - n_pos
     if n_pos == 0 or n_neg == 0:
         raise ValueError("AUROC needs both positive and negative steps")
-    ranks = _average_ranks(s)
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+    return auroc(s, y)
 
 
 def first_error_index(step_scores: Sequence[float] | np.ndarray, threshold: float = 0.5) -> int:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rewards.evaluation.step_metrics import (
+    auroc,
     correct_answer_wrong_step_rate,
     first_error_index,
     lowest_step_on_last_rate,
@@ -16,6 +17,7 @@ from rewards.evaluation.step_metrics import (
     processbench_metrics,
     step_auroc,
     step_labels_from_ratings,
+    weighted_auroc,
 )
 
 sklearn_metrics = pytest.importorskip("sklearn.metrics")
@@ -36,6 +38,24 @@ def test_auroc_matches_sklearn(seed):
         sklearn_metrics.roc_auc_score(ratings[keep] > 0, scores[keep]), abs=1e-12)
     labels = rng.random(n) < 0.4
     assert step_auroc(scores, labels=labels) == pytest.approx(sklearn_metrics.roc_auc_score(labels, scores), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_one_auroc_matches_sklearn_with_ties_and_bootstrap_weights(seed):
+    """The package's one AUROC (steps, solutions, baselines, bootstrap draws): equal to scikit-learn's, ties
+    (few distinct scores) and per-draw weights (scikit-learn's sample_weight) included."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(30, 300))
+    positive = rng.random(n) < 0.35
+    scores = rng.integers(0, 6, size=n) + positive * rng.integers(0, 2, size=n)  # six-odd values: many ties
+    assert auroc(scores, positive) == pytest.approx(sklearn_metrics.roc_auc_score(positive, scores), abs=1e-12)
+    weights = rng.multinomial(n, np.full(n, 1 / n), size=4).astype(float)  # four bootstrap draws
+    drawn = weighted_auroc(scores.astype(float), positive, weights)
+    for row, value in zip(weights, drawn, strict=True):
+        expected = sklearn_metrics.roc_auc_score(positive, scores, sample_weight=row)
+        assert value == pytest.approx(expected, abs=1e-12)
+    assert math.isnan(auroc([0.3, 0.4], [True, True]))
+    assert math.isnan(weighted_auroc(np.array([0.1, 0.2]), np.array([True, False]), np.array([[1.0, 0.0]]))[0])
 
 
 def test_auroc_hand_cases_and_errors():
