@@ -35,7 +35,7 @@ from .labeling import (
     SplitReport,
     StepDecision,
 )
-from .machine_labels import LabelSourceKind, MachineLabel, says_correct
+from .machine_labels import MachineLabel, says_correct
 from .quality import CampaignMetrics, ResolvedLabel
 from .solutions import (
     RESPLIT_FROM,
@@ -54,7 +54,7 @@ from .solutions import (
 __all__ = [
     "ERROR_CATEGORY_MAX_CHARS", "RATIONALE_MAX_CHARS", "RESPLIT_FROM", "RESPLIT_INTO", "Assignment",
     "AssignmentStatus", "AutoTrain", "Campaign", "CampaignMetrics", "CampaignMode", "Completion", "FinishReason",
-    "ImportJob", "ImportKind", "Invitation", "LabelSourceKind", "LabelingKey", "LeaseOrder", "MachineLabel",
+    "ImportJob", "ImportKind", "Invitation", "LabelingKey", "LeaseOrder", "MachineLabel",
     "Membership", "PositionedRow", "Problem", "Rating", "RatingRevision", "ResolvedLabel", "Role", "Solution",
     "SplitReport", "Step", "StepDecision", "StepRationale", "SuggestionMode", "normalized_problem_text",
     "position_meta", "problem_key", "says_correct", "text_digest",

@@ -4,33 +4,24 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from annotate import labelsources
+from annotate.labelsources import says_correct
+
 from .solutions import Solution, Step
-
-
-class LabelSourceKind(models.TextChoices):
-    MC = "mc", "Monte-Carlo estimate (share of sampled continuations that reach the answer)"
-    PRM = "prm", "A registered PRM's step score"
-    IMPORT = "import", "Imported from a file (external, named)"
-
-
-def says_correct(kind: str, value: float) -> bool:
-    """A source's hard label of a step. A Monte-Carlo estimate says "correct" when any sampled continuation
-    reached the answer (Math-Shepherd's hard estimate, ``value > 0``); a PRM score or an imported label when
-    ``value >= 0.5``."""
-    return value > 0 if kind == LabelSourceKind.MC else value >= 0.5
 
 
 class MachineLabel(models.Model):
     """One machine source's label of one step: P(the step is correct) in [0, 1], beside the human ratings.
 
-    A source is ``kind`` + ``source`` (``mc:smollm2``, ``prm:<model>``, ``import:math-shepherd``); recording
+    A source is ``kind`` + ``source`` (``mc:smollm2``, ``prm:<model>``, ``import:math-shepherd``,
+    ``llm:<model>@<template version>``); the kinds are a registry (``annotate.labelsources``); recording
     a source again replaces its labels of those steps. ``rollouts`` is the Monte-Carlo sample size (0 for a
     value inferred from a first-error index), ``provenance`` the model, settings and job that produced it.
     """
 
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="machine_labels", db_index=False)
     solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="machine_labels")
-    kind = models.CharField(max_length=8, choices=LabelSourceKind.choices)
+    kind = models.CharField(max_length=labelsources.MAX_NAME_CHARS, choices=labelsources.choices)
     source = models.CharField(max_length=200, help_text="The source's name: a model, an import's name.")
     value = models.FloatField(help_text="P(step correct), 0–1.")
     rollouts = models.PositiveIntegerField(null=True, blank=True, help_text="Monte-Carlo continuations sampled.")

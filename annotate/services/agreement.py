@@ -29,6 +29,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
+from ..labelsources import says_correct
 from ..models import (
     Assignment,
     AssignmentStatus,
@@ -40,7 +41,6 @@ from ..models import (
     Rating,
     Role,
     Solution,
-    says_correct,
 )
 from ..scales import PM1, campaign_scale
 from ..selectors import domain_results

@@ -1,12 +1,12 @@
 """Machine step labels beside the human ones: recording a source, importing label files, disagreement.
 
-A *source* is a kind (``mc``, ``prm``, ``import``) and a name; its label of a step is P(step correct) in
-[0, 1]. Recording a source again replaces that source's labels of the same solutions and never touches a
-human rating. Each record keeps ``Solution.machine_disagreement`` current, which the "disagreement first"
-lease order sorts on.
+A *source* is a kind (a registered ``annotate.labelsources`` kind: ``mc``, ``prm``, ``import``, ``llm``) and a
+name; its label of a step is P(step correct) in [0, 1]. Recording a source again replaces that source's labels of
+the same solutions and never touches a human rating. Each record keeps ``Solution.machine_disagreement`` current,
+which the "disagreement first" lease order sorts on.
 
-The hard label a source gives a step is ``annotate.models.says_correct``; a source's first error is its first
-step that is not correct.
+The hard label a source gives a step is its kind's (``annotate.labelsources.says_correct``); a source's first
+error is its first step that is not correct.
 """
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from django.db.models import Count
 from steplab import bulk
 from steplab.jsonlimits import MAX_ID
 
-from ..models import Campaign, Completion, LabelSourceKind, MachineLabel, Solution, Step, problem_key, says_correct
+from .. import labelsources
+from ..labelsources.imported import IMPORT
+from ..models import Campaign, Completion, MachineLabel, Solution, Step, problem_key
 from . import importing
 
 HUMAN = "human"
@@ -36,23 +38,25 @@ class StepValue:
     index: int
     value: float
     rollouts: int | None = None
+    #: why the source labels the step so (a judge's one-line reason), kept in the label's provenance
+    reason: str | None = None
 
 
 def source_kind(source_key: str) -> str:
-    return source_key.split(":", 1)[0]
+    return labelsources.kind_of(source_key)
 
 
 def first_error(kind: str, values: Mapping[int, float]) -> int:
     """The first step the source does not call correct; -1 when it calls every labeled step correct."""
-    return next((index for index in sorted(values) if not says_correct(kind, values[index])), -1)
+    return next((index for index in sorted(values) if not labelsources.says_correct(kind, values[index])), -1)
 
 
 def disagreement(by_source: Mapping[str, Mapping[int, float]]) -> float:
-    """0–2: 1 when the sources' first errors differ, plus how close the least certain Monte-Carlo estimate is to
-    0.5 (1 at 0.5, 0 at 0 or 1). A solution with one confident source scores 0."""
+    """0–2: 1 when the sources' first errors differ, plus the uncertainty of the least certain estimate (its
+    kind's: a Monte-Carlo estimate's is 1 at 0.5, 0 at 0 or 1). A solution with one confident source scores 0."""
     firsts = {first_error(source_kind(key), values) for key, values in by_source.items() if values}
-    uncertain = max((1 - abs(2 * value - 1) for key, values in by_source.items()
-                     if source_kind(key) == LabelSourceKind.MC for value in values.values()), default=0.0)
+    uncertain = max((labelsources.uncertainty(source_kind(key), value) for key, values in by_source.items()
+                     for value in values.values()), default=0.0)
     return (1.0 if len(firsts) > 1 else 0.0) + uncertain
 
 
@@ -79,8 +83,7 @@ def record_machine_labels(*, labels: Mapping[int, Sequence[StepValue]], kind: st
                           provenance: Mapping[str, Any] | None = None) -> int:
     """Store one source's labels of some solutions (solution id -> step values), replacing what that source said
     of those solutions before. Steps a solution does not have are refused (ValueError naming them)."""
-    if kind not in LabelSourceKind.values:
-        raise ValueError(f"kind must be one of {', '.join(LabelSourceKind.values)}, got {kind!r}")
+    labelsources.get(kind)  # refuses a kind no module registered, naming the known ones
     if not source or len(source) > MAX_SOURCE_CHARS:
         raise ValueError(f"a source needs a name of 1–{MAX_SOURCE_CHARS} characters")
     steps = {(solution_id, index): pk for pk, solution_id, index in
@@ -93,8 +96,9 @@ def record_machine_labels(*, labels: Mapping[int, Sequence[StepValue]], kind: st
                 raise ValueError(f"solution {solution_id} has no step {item.index}")
             if not 0 <= item.value <= 1:
                 raise ValueError(f"solution {solution_id} step {item.index}: value {item.value} is not in [0, 1]")
+            own = {**(provenance or {}), "reason": item.reason} if item.reason else dict(provenance or {})
             objects.append(MachineLabel(step_id=step_id, solution_id=solution_id, kind=kind, source=source,
-                                        value=item.value, rollouts=item.rollouts, provenance=dict(provenance or {})))
+                                        value=item.value, rollouts=item.rollouts, provenance=own))
     MachineLabel.objects.filter(solution_id__in=list(labels), kind=kind, source=source).delete()
     MachineLabel.objects.bulk_create(objects, batch_size=2000)
     update_disagreement(labels)
@@ -307,7 +311,7 @@ def import_machine_labels(path: Path | str, campaign: Campaign, *, source: str, 
     if report.rejected_count and not skip_invalid:
         report.rejected.sort(key=lambda item: item.line)
         raise importing.ImportFailed(report)
-    written = record_machine_labels(labels=labels, kind=LabelSourceKind.IMPORT, source=source,
+    written = record_machine_labels(labels=labels, kind=IMPORT.name, source=source,
                                     provenance={"file": path.name, "rollouts": sorted(rollouts_seen)})
     report.created = {"solutions": len(labels), "step_labels": written}
     return report

@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .client import ChatMessage
+
 #: the only fields a template may name
 FIELDS = frozenset({"scale", "problem", "steps", "step_count"})
 MAX_REASON_CHARS = 300
@@ -70,7 +72,7 @@ class JudgeTemplate:
         return {"scale": _neutral(scale), "problem": _neutral(problem), "steps": numbered,
                 "step_count": str(len(steps))}
 
-    def render(self, *, problem: str, steps: Sequence[str], scale: str) -> list[dict[str, str]]:
+    def render(self, *, problem: str, steps: Sequence[str], scale: str) -> list[ChatMessage]:
         """The chat messages for one solution."""
         values = self.fields(problem=problem, steps=steps, scale=scale)
         return [{"role": "system", "content": self.system.format_map(values)},
@@ -207,10 +209,8 @@ def parse_verdict(text: str, step_count: int) -> Verdict | Unparsable:
     index, reasons = readings[0]
     if not -1 <= index < step_count:
         return Unparsable(f"first error {index} is not a step of this solution (0–{step_count - 1}, or -1)")
-    if index >= 0:  # reasons of steps after the first error say nothing the labels keep
-        reasons = {step: reason for step, reason in reasons.items() if step == index}
-    else:
-        reasons = {}
+    # only the first error's reason is kept: the labels end at that step
+    reasons = {step: reason for step, reason in reasons.items() if step == index}
     return Verdict(first_error=index, reasons=reasons, parsed_by=parsed_by)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotate.models import LabelSourceKind, LeaseOrder, MachineLabel, Rating, Solution, SuggestionMode
+from annotate.models import LeaseOrder, MachineLabel, Rating, Solution, SuggestionMode
 from annotate.services import labeling, leases
 from annotate.services.agreement import compute_campaign_metrics
 from annotate.services.machine_labels import StepValue, record_machine_labels
@@ -166,7 +166,7 @@ def test_dashboard_metrics_give_each_sources_agreement_with_humans(campaign_fact
     finished_labeling(two, ann, [1, 0, 1])
     record_machine_labels(labels={one.pk: [StepValue(0, 0.75, 4), StepValue(1, 0.5, 4), StepValue(2, 0.0, 4)],
                                   two.pk: [StepValue(0, 1.0, 4), StepValue(1, 0.0, 4)]},
-                          kind=LabelSourceKind.MC, source="smollm2")
+                          kind="mc", source="smollm2")
     figures = compute_campaign_metrics(campaign).data["machine_agreement"]
     # steps: ann/one 3 of 3, bob/one 1 of 2, ann/two 1 of 2 (neutral counts as correct) -> 5 of 7
     # first errors (MC: 2 on one, 1 on two): ann/one yes, bob/one no, ann/two no (none vs 1) -> 1 of 3

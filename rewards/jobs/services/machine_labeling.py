@@ -3,7 +3,8 @@
 ``mc`` runs ``python -m rewards.sampling rollouts`` (K continuations sampled from each step prefix and graded
 with the project's grader, or OmegaPRM's binary search for the first step whose prefix no longer reaches the
 answer); ``prm`` runs ``python -m rewards.training score`` with a registered PRM. Both go through the launch
-backends (a local subprocess on the CPU here; a model folder, vLLM, Slurm or Kubernetes on a GPU node). On
+backends (a local subprocess on the CPU here; a model folder, vLLM, Slurm or Kubernetes on a GPU node); ``mc`` may
+sample its continuations from a served endpoint instead, as a sampling job does (``services.sampling``). On
 success the labels are recorded as one source beside the human ratings; rollout count, model and settings are
 the source's provenance.
 """
@@ -17,9 +18,12 @@ from typing import Any
 
 from django.db.models import Count, Q
 
-from annotate.models import Campaign, Completion, LabelSourceKind, Solution
+from annotate.labelsources.mc import MC
+from annotate.labelsources.prm import PRM
+from annotate.models import Campaign, Completion, Solution
 from annotate.permissions import Actor, account_of, can_start_machine_labeling, require
 from annotate.services.machine_labels import StepValue, record_machine_labels
+from endpoints.models import Endpoint
 from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD, centre_on_threshold
 from rewards.sampling.config import SMOLLM2, parse_rollout_config
 from steplab import jobs
@@ -27,7 +31,16 @@ from steplab import jobs
 from ..backends import Launch, count_lines, python_command, summary_line
 from ..models import BackendKind, Kind, LabelingMethod, MachineLabelingJob, RewardModel
 from . import runner
-from .sampling import CONFIG, write_job_file
+from .sampling import (
+    CONFIG,
+    ENDPOINT,
+    endpoint_launch,
+    resumed_work_dir,
+    served_keys,
+    tokens_so_far,
+    watch_on_endpoint,
+    write_job_file,
+)
 from .training import JobInputError, chosen_settings, new_work_dir
 
 SOLUTIONS = "solutions.jsonl"
@@ -87,9 +100,10 @@ def missing_reward_model(pk: object, campaign: Campaign) -> str:
 def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = DEFAULT_SOLUTIONS,
                                solution_ids: list[int] | None = None, reward_model: RewardModel | None = None,
                                config: Mapping[str, Any] | None = None, backend: str = BackendKind.LOCAL,
-                               user: Actor) -> MachineLabelingJob:
-    """Validate, write the job's input and job file, queue it. Errors name the input at fault
-    (``JobInputError.field``); nothing is queued then."""
+                               endpoint: Endpoint | None = None, user: Actor) -> MachineLabelingJob:
+    """Validate, write the job's input and job file, queue it; ``endpoint``: Monte-Carlo continuations from that
+    served model (one ``user`` may use). Errors name the input at fault (``JobInputError.field``); nothing is
+    queued then."""
     require(can_start_machine_labeling, user, campaign,
             f"only staff and admins of campaign {campaign.slug} start machine labeling jobs")
     if method not in LabelingMethod.values:
@@ -99,6 +113,10 @@ def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = 
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SOLUTIONS:
         raise JobInputError("solutions", f"must be a whole number from 1 to {MAX_SOLUTIONS}, got {limit!r}")
     keys = chosen_settings(config, MC_KEYS, "Monte-Carlo") if method == LabelingMethod.MC else {}
+    if endpoint is not None and method != LabelingMethod.MC:
+        raise JobInputError(ENDPOINT, "a served endpoint samples Monte-Carlo rollouts; a PRM scores in the job")
+    if method == LabelingMethod.MC:
+        keys = served_keys(keys, endpoint, user=user, campaign=campaign)
     if method == LabelingMethod.PRM:
         if reward_model is None or reward_model.kind != Kind.PRM:
             raise JobInputError("reward_model", "choose a registered PRM (an ORM scores no steps)")
@@ -115,7 +133,8 @@ def start_machine_labeling_job(*, campaign: Campaign, method: str, limit: int = 
         if method == LabelingMethod.MC:
             write_job_file(work, keys, {"solutions": SOLUTIONS, "output": OUTPUT}, parse_rollout_config)
         job = MachineLabelingJob.objects.create(
-            campaign=campaign, method=method, reward_model=reward_model, config=keys, backend=backend,
+            campaign=campaign, method=method, reward_model=reward_model, backend=backend,
+            config={**keys, **({ENDPOINT: endpoint.pk} if endpoint else {})},
             started_by=account_of(user), work_dir=str(work), solution_count=len(solutions),
             summary={"rollout_budget": rollout_budget(keys, solutions)} if method == LabelingMethod.MC else {})
     jobs.dispatch_on_commit(job)
@@ -130,17 +149,33 @@ def machine_labeling_launch(job: MachineLabelingJob) -> Launch:
         assert job.reward_model is not None  # a PRM job keeps its model (start refuses one without)
         command = python_command("rewards.training", "score", "--model", job.reward_model.location,
                                  "--input", str(work / SOLUTIONS), "--out", str(work / OUTPUT))
-    return Launch(name=f"steplab-label-{job.pk}", work_dir=work, commands=[command],
-                  gpus=1 if job.backend != BackendKind.LOCAL else 0)
+    return endpoint_launch(job, Launch(name=f"steplab-label-{job.pk}", work_dir=work, commands=[command],
+                                       gpus=1 if job.backend != BackendKind.LOCAL else 0))
+
+
+def resume_machine_labeling_job(job: MachineLabelingJob, *, user: Actor) -> MachineLabelingJob:
+    """Continue a Monte-Carlo job that stopped: its labeled solutions kept, the rest labeled."""
+    require(can_start_machine_labeling, user, job.campaign,
+            f"only staff and admins of campaign {job.campaign.slug} start machine labeling jobs")
+    if job.method != LabelingMethod.MC:
+        raise JobInputError("job", f"{job} scores with a PRM: start it again instead")
+    with resumed_work_dir(job, output=OUTPUT, inputs=(SOLUTIONS,)) as work:
+        resumed = MachineLabelingJob.objects.create(
+            campaign=job.campaign, method=job.method, config=job.config, backend=job.backend,
+            started_by=account_of(user), work_dir=str(work), solution_count=job.solution_count,
+            summary={"rollout_budget": job.summary.get("rollout_budget"), "resumed_from": job.pk})
+    jobs.dispatch_on_commit(resumed)
+    return resumed
 
 
 def _progress(job: MachineLabelingJob) -> dict[str, Any]:
     """Solutions labeled so far: the rollouts program writes ``labels.jsonl.partial`` solution by solution, the
-    scorer ``labels.jsonl`` row by row."""
+    scorer ``labels.jsonl`` row by row; on an endpoint, the completion tokens they spent."""
     work = Path(job.work_dir)
     done = count_lines(work / (OUTPUT + ".partial")) or count_lines(work / OUTPUT)
+    tokens = tokens_so_far(work / (OUTPUT + ".partial")) if ENDPOINT in job.config else {}
     return {"progress": min(done / max(job.solution_count, 1), 0.99),
-            "summary": {**job.summary, "solutions_done": done, "solutions_total": job.solution_count}}
+            "summary": {**job.summary, "solutions_done": done, "solutions_total": job.solution_count, **tokens}}
 
 
 def mc_values(row: Mapping[str, Any], step_count: int) -> list[StepValue]:
@@ -181,13 +216,13 @@ def record_labels(job: MachineLabelingJob) -> None:
                 labels[solution_id] = [StepValue(i, centre_on_threshold(v, threshold))
                                        for i, v in enumerate(row.get("step_scores") or [])]
     if job.method == LabelingMethod.MC:
-        kind, source = LabelSourceKind.MC, str(job.config.get("model", SMOLLM2))
+        kind, source = MC.name, str(job.config.get("model", SMOLLM2))
         provenance = {"job": job.pk, "rollouts": job.config.get("rollouts", 4),
                       "strategy": job.config.get("strategy", "binary_search"),
                       "settings": summary.get("settings", job.config)}
     else:
         assert job.reward_model is not None
-        kind, source = LabelSourceKind.PRM, job.reward_model.name
+        kind, source = PRM.name, job.reward_model.name
         provenance = {"job": job.pk, "reward_model": job.reward_model.pk, "location": job.reward_model.location,
                       "threshold": (job.reward_model.metrics.get("validation") or {}).get("threshold"),
                       "values": "PRM P(correct) centred on its calibrated threshold (threshold → 0.5)"}
@@ -215,4 +250,4 @@ def machine_labeling_hooks(job: MachineLabelingJob) -> runner.JobHooks:
 
 def run_machine_labeling_job(job_id: int) -> str | None:
     job = runner.claim(MachineLabelingJob, job_id, related=("campaign", "reward_model", "started_by"))
-    return None if job is None else runner.watch(job, machine_labeling_hooks(job))
+    return None if job is None else watch_on_endpoint(job, machine_labeling_hooks(job))
