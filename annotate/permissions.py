@@ -177,6 +177,11 @@ def can_run_models(user: Any, campaign: Campaign | None) -> bool:
     return can_research(user, campaign)
 
 
+def can_manage_endpoints(user: Any, campaign: Campaign | None) -> bool:
+    """Served-model endpoints: a campaign's are its managers'; the staff-wide ones (no campaign) staff's only."""
+    return can_manage(user, campaign) if campaign is not None else is_staff(user)
+
+
 # --- checking a predicate in a service ---------------------------------------------------------------------------
 
 class NotAllowed(PermissionError):

@@ -13,6 +13,7 @@ from rest_framework.reverse import reverse
 from rest_framework.viewsets import ViewSetMixin
 
 from annotate.api.urls import ROUTES as LABELING_ROUTES
+from endpoints.api import ROUTES as ENDPOINT_ROUTES
 from rewards.api.urls import ROUTES as DATASET_ROUTES
 from rewards.jobs import api as jobs_api
 
@@ -40,7 +41,7 @@ class Router(routers.DefaultRouter):
 
 
 router = Router()
-ROUTES: list[tuple[str, type[ViewSetMixin], str]] = [*LABELING_ROUTES, *DATASET_ROUTES]
+ROUTES: list[tuple[str, type[ViewSetMixin], str]] = [*LABELING_ROUTES, *DATASET_ROUTES, *ENDPOINT_ROUTES]
 for prefix, viewset, basename in ROUTES:
     router.register(prefix, viewset, basename=basename)
 

@@ -22,7 +22,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.client import HTTPException
 from urllib.parse import urlsplit
 
@@ -88,6 +88,7 @@ class Answer:
     body: bytes  # at most the rules' ``max_answer_bytes``
     truncated: bool  # the receiver sent more than that; the rest was not read
     public: bool
+    headers: Mapping[str, str] = field(default_factory=dict)  # names in lower case
 
     def summary(self) -> str:
         """``HTTP <code>``, and a short printable quote of the body only for a public receiver."""
@@ -249,6 +250,16 @@ def _failure(error: BaseException) -> str:
 def post(target: Target, *, body: bytes, headers: Mapping[str, str], rules: Rules) -> Answer:
     """POST ``body`` to the checked target: at most ``rules.deadline_s`` in all and ``rules.max_answer_bytes``
     read; no redirect followed. ``OutboundFailed`` when no answer came."""
+    return send(target, method="POST", body=body, headers=headers, rules=rules)
+
+
+def get(target: Target, *, headers: Mapping[str, str], rules: Rules) -> Answer:
+    """GET the checked target under the same deadline, answer limit and no-redirect rule as ``post``."""
+    return send(target, method="GET", body=None, headers=headers, rules=rules)
+
+
+def send(target: Target, *, method: str, body: bytes | None, headers: Mapping[str, str], rules: Rules) -> Answer:
+    """One request to the checked target (``post`` and ``get`` name the method)."""
     conn = _connection(target, rules)
     expired = threading.Event()
 
@@ -268,7 +279,7 @@ def post(target: Target, *, body: bytes, headers: Mapping[str, str], rules: Rule
         conn.connect()
         if expired.is_set():  # the watchdog fired while there was no socket yet to shut down
             raise TimeoutError
-        conn.request("POST", target.request_uri, body=body, headers={**headers, "Host": target.host_header},
+        conn.request(method, target.request_uri, body=body, headers={**headers, "Host": target.host_header},
                      preload_content=False, decode_content=False)
         response = conn.getresponse()
         chunks: list[bytes] = []
@@ -283,7 +294,8 @@ def post(target: Target, *, body: bytes, headers: Mapping[str, str], rules: Rule
             raise TimeoutError
         data = b"".join(chunks)
         return Answer(status=response.status, body=data[:rules.max_answer_bytes],
-                      truncated=size > rules.max_answer_bytes, public=target.public)
+                      truncated=size > rules.max_answer_bytes, public=target.public,
+                      headers={name.lower(): value for name, value in response.headers.items()})
     except (OSError, HTTPException, HTTPError) as error:
         if expired.is_set() or time.monotonic() - started >= rules.deadline_s:
             raise OutboundFailed(f"No complete answer within the deadline of {rules.deadline_s:g} s.") from None

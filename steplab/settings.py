@@ -93,6 +93,7 @@ INSTALLED_APPS = [
     "rewards",
     "rewards.jobs",
     "webhooks",
+    "endpoints",
     "api",
     "demo",
     "drf_spectacular_sidecar",
@@ -328,6 +329,11 @@ STEPLAB_KUBERNETES: dict[str, object] = {
     "image": env.str("STEPLAB_K8S_IMAGE", "steplab:latest"),
     "volume_claim": env.str("STEPLAB_K8S_VOLUME_CLAIM", "steplab-work"),
 }
+
+# --- Served-model endpoints ----------------------------------------------------------------------
+# Private addresses (host names or CIDRs, comma-separated) that staff-registered endpoints may reach, e.g. a lab's
+# vLLM at 10.0.0.0/8; campaign admins' endpoints must be public. Separate from the webhooks' list.
+STEPLAB_ENDPOINT_ALLOW = env.list("STEPLAB_ENDPOINT_ALLOW", [], subcast=str)
 
 # --- Webhooks -----------------------------------------------------------------------------------
 # Receivers admitted although not public (steplab/outbound.py): host names or CIDRs, comma-separated.

@@ -23,6 +23,7 @@ urlpatterns = [
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("api/", include("rewards.urls")),  # the researcher pages (namespace pages)
     path("api/", include("steplab.api_urls")),
+    path("manage/", include("endpoints.urls")),
     path("manage/", include("annotate.urls_manage")),
     path("manage/c/<slug:slug>/webhooks/", include("webhooks.urls")),
     path("models/", include("rewards.jobs.urls")),
