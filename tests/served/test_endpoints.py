@@ -187,9 +187,9 @@ def test_a_dead_holders_slot_is_taken_back_and_a_full_endpoint_times_out(setting
     settings.REDIS_URL = ""
     endpoint = register_endpoint(staff_user(), campaign=None, name="db", base_url=PUBLIC_URL, model="m",
                                  max_concurrency=1, timeout_s=1)
-    with concurrency.slot(endpoint), pytest.raises(concurrency.SlotUnavailable, match="1 request slots"):
-        with concurrency.slot(endpoint, wait_s=0.2):
-            pass
+    with (concurrency.slot(endpoint), pytest.raises(concurrency.SlotUnavailable, match="1 request slots"),
+          concurrency.slot(endpoint, wait_s=0.2)):
+        pass
     EndpointSlot.objects.filter(endpoint=endpoint).update(
         holder="dead-worker", claimed_at=timezone.now() - timedelta(seconds=concurrency.lease_s(endpoint) + 1))
     with concurrency.slot(endpoint, wait_s=0.2):
