@@ -8,7 +8,6 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.apps import apps
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -22,6 +21,7 @@ from endpoints.services import EndpointRefused, check_connection, job_environmen
 from rewards.served.client import ChatClient, ServedModel
 from tests.factories import PASSWORD, CampaignFactory, MembershipFactory, UserFactory
 from tests.served.conftest import MODEL_ID, ServedServer
+from tests.served.leaks import places_holding, rows_holding
 
 KEY = "sk-endpoint-test-" + "7f3a9c" * 4
 PUBLIC_URL = "http://93.184.215.14:8000/v1"  # a public address literal: no DNS, never contacted
@@ -80,8 +80,7 @@ def test_the_key_is_encrypted_at_rest_and_reaches_only_the_job() -> None:
     environment = job_environment(endpoint)
     assert environment["STEPLAB_ENDPOINT_KEY"] == KEY
     assert environment["STEPLAB_ENDPOINT_TIMEOUT"] == "12.5"
-    # No other row anywhere holds the key in plain text.
-    assert [model.__name__ for model in apps.get_models() if KEY in repr(list(model.objects.values()))] == []
+    assert rows_holding(KEY) == []  # no row anywhere holds the key in plain text
 
 
 @pytest.mark.both_databases
@@ -267,7 +266,8 @@ def test_test_connection_reports_the_served_models(served_server: ServedServer, 
     assert not ok and "does not serve 'gpt-x'" in message
     # The job's client works with what the selector hands it.
     assert ChatClient(served_model_for(endpoint)).chat([{"role": "user", "content": "Hi"}], max_tokens=2).texts
-    assert KEY not in caplog.text
+    listed = client.get("/api/endpoints/").content.decode() + client.get(reverse("endpoints:staff")).content.decode()
+    assert places_holding(KEY, texts={"log": caplog.text, "pages and API": listed + page.content.decode()}) == []
 
 
 @pytest.mark.django_db
