@@ -36,7 +36,8 @@ EXIT_FILE = "exit_code"
 STDOUT_FILE = "stdout.log"
 STDERR_FILE = "stderr.log"
 
-Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+#: runs a command line: argv, and where a launch has secrets, ``env`` (added to this process's) or ``input``
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
 class BackendError(RuntimeError):
@@ -53,6 +54,9 @@ class Launch:
     gpus: int = 0
     env: dict[str, str] = field(default_factory=dict)
     time_limit_minutes: int = 24 * 60
+    #: variables no file may hold (a served endpoint's API key): never in the script or a manifest; a local job
+    #: and sbatch start with them in their environment, a Kubernetes Job reads them from a Secret it names
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def script_path(self) -> Path:
@@ -72,8 +76,10 @@ class PollResult:
         return self.state != "running"
 
 
-def _default_runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False)
+def _default_runner(argv: Sequence[str], *, env: dict[str, str] | None = None,
+                    input: str | None = None) -> subprocess.CompletedProcess[str]:  # noqa: A002 - subprocess's name
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False, input=input,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def job_environment(extra: dict[str, str]) -> dict[str, str]:
@@ -211,7 +217,8 @@ class LocalBackend:
         (launch.work_dir / EXIT_FILE).unlink(missing_ok=True)  # never read a previous attempt's status
         tether = [sys.executable, "-m", "rewards.jobs.tether", str(os.getpid())]
         process = subprocess.Popen([*tether, "bash", str(script)], cwd=settings.BASE_DIR, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                   env={**os.environ, **launch.secrets} if launch.secrets else None)
         self._children[process.pid] = process
         return str(process.pid)
 
@@ -349,8 +356,9 @@ class _CommandLineBackend:
 
     runner: Runner
 
-    def _run(self, argv: list[str]) -> str:
-        result = self.runner(argv)
+    def _run(self, argv: list[str], **secret: Any) -> str:
+        """``secret``: the runner's ``env`` or ``input``, given only when a launch has secrets."""
+        result = self.runner(argv, **secret) if secret else self.runner(argv)
         if result.returncode != 0:
             raise BackendError(f"{shlex.join(argv)} failed (exit {result.returncode}): {result.stderr.strip()}")
         return result.stdout
@@ -398,7 +406,9 @@ class SlurmBackend(_CommandLineBackend):
         launch.work_dir.mkdir(parents=True, exist_ok=True)
         launch.script_path.write_text(self.script(launch), encoding="utf-8")
         (launch.work_dir / EXIT_FILE).unlink(missing_ok=True)
-        out = self._run(["sbatch", "--parsable", str(launch.script_path)]).strip()
+        # sbatch hands its environment to the job (--export=ALL, Slurm's default): the secrets travel there
+        out = self._run(["sbatch", "--parsable", str(launch.script_path)],
+                        **({"env": launch.secrets} if launch.secrets else {})).strip()
         job_id = out.split(";", 1)[0]  # --parsable prints "id" or "id;cluster"
         if not job_id.isdigit():
             raise BackendError(f"sbatch printed no job id: {out!r}")
@@ -511,6 +521,8 @@ class KubernetesBackend(_CommandLineBackend):
             "resources": resources,
             "volumeMounts": [{"name": "steplab-work", "mountPath": work_root}],
         }
+        if launch.secrets:
+            container["envFrom"] = [{"secretRef": {"name": secret_name(launch)}}]
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -538,6 +550,11 @@ class KubernetesBackend(_CommandLineBackend):
         manifest_path = launch.work_dir / "job.k8s.json"
         manifest_path.write_text(json.dumps(self.manifest(launch), indent=2) + "\n", encoding="utf-8")
         (launch.work_dir / EXIT_FILE).unlink(missing_ok=True)
+        if launch.secrets:  # on kubectl's stdin, never in a file
+            secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "stringData": launch.secrets,
+                      "metadata": {"name": secret_name(launch), "namespace": self.namespace,
+                                   "labels": {"app.kubernetes.io/part-of": "steplab", "steplab/job": launch.name}}}
+            self._run(["kubectl", "apply", "-f", "-"], input=json.dumps(secret))
         self._run(["kubectl", "apply", "-f", str(manifest_path)])
         return launch.name
 
@@ -560,6 +577,13 @@ class KubernetesBackend(_CommandLineBackend):
     def cancel(self, launch: Launch, external_id: str) -> None:
         self._run(["kubectl", "delete", "job", external_id, "-n", self.namespace, "--wait=false",
                    "--cascade=foreground"])
+        if launch.secrets:
+            self._run(["kubectl", "delete", "secret", secret_name(launch), "-n", self.namespace, "--ignore-not-found"])
+
+
+def secret_name(launch: Launch) -> str:
+    """The Kubernetes Secret that holds a launch's secrets."""
+    return f"{launch.name}-secrets"
 
 
 def get_backend(name: str) -> Launcher:

@@ -22,8 +22,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 from annotate.models import Campaign
 from annotate.permissions import (
     Predicate,
-    can_label,
-    can_manage,
     can_research,
     can_research_any,
     can_start_labeling_round,
@@ -34,37 +32,37 @@ from annotate.permissions import (
 )
 from annotate.services.importing import ImportFailed
 from rewards.active import STRATEGIES
-from steplab import jsonlimits
 from steplab.http import AppRequest
 from steplab.redirects import safe_next
 
 from . import selectors
-from .forms import TrainingJobForm
+from .contracts import FIGURES
+from .forms import (
+    CompareForm,
+    EvaluateForm,
+    LabelingRoundForm,
+    MachineLabelsForm,
+    PoolUploadForm,
+    SamplingForm,
+    ScoreForm,
+    StartForm,
+    TrainingJobForm,
+)
 from .kinds import registry
-from .models import (
-    ComparisonRun,
-    LabelingMethod,
-    PoolPurpose,
-    TrainingJob,
-)
-from .services.comparisons import (
-    DEFAULT_MAX_STEPS,
-    DEFAULT_PER_PROBLEM,
-    comparison_pools,
-    request_cancel_comparison,
-    snapshot_labels,
-    start_comparison,
-)
-from .services.evaluation import AGGREGATIONS, evaluate_scorings
-from .services.labeling_rounds import start_labeling_round
-from .services.machine_labeling import missing_reward_model, start_machine_labeling_job
+from .models import ComparisonRun, PoolPurpose, TrainingJob
+from .services.comparisons import request_cancel_comparison, snapshot_labels, start_comparison
+from .services.evaluation import evaluate_scorings
+from .services.labeling_rounds import sample_for_labeling_round, start_labeling_round
+from .services.machine_labeling import start_machine_labeling_job
 from .services.pools import import_uploaded_pool
 from .services.sampling import start_sampling_job
-from .services.scoring import start_scoring_job
+from .services.scoring import start_scoring_jobs
 from .services.training import JobInputError, TrainingRequest, backbones, request_cancel, start_training_job
 
-FIGURES = ("best-of-n", "per-domain", "step-metrics", "data-efficiency", "history", "generations")
-
+#: the dashboard's start forms, by the name the page shows each under
+START_FORMS: dict[str, type[StartForm]] = {
+    "compare": CompareForm, "score": ScoreForm, "evaluate": EvaluateForm, "generation": LabelingRoundForm,
+    "sampling": SamplingForm, "machine_labels": MachineLabelsForm}
 
 def _area(request: HttpRequest) -> Any:
     if not can_research_any(request.user):
@@ -112,13 +110,15 @@ def job_new(request: HttpRequest) -> HttpResponse:
 @login_required
 def job_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = _job(request, pk)
-    return render(request, "jobs/job_detail.html", {"job": job, "judged": selectors.judged_beside_baselines(job)})
+    return render(request, "jobs/job_detail.html", {"job": job, "report": selectors.training_report(job),
+                                                    "judged": selectors.judged_beside_baselines(job)})
 
 
 @login_required
 def job_progress(request: HttpRequest, pk: int) -> HttpResponse:
     """The htmx-polled part of the job page (it stops polling once the job has ended)."""
-    return render(request, "jobs/_job_progress.html", {"job": _job(request, pk)})
+    job = _job(request, pk)
+    return render(request, "jobs/_job_progress.html", {"job": job, "report": selectors.training_report(job)})
 
 
 @login_required
@@ -127,7 +127,7 @@ def job_cancel(request: AppRequest, pk: int) -> HttpResponse:
     job = _job(request, pk)
     request_cancel(job)
     if request.htmx:
-        return render(request, "jobs/_job_progress.html", {"job": job})
+        return render(request, "jobs/_job_progress.html", {"job": job, "report": selectors.training_report(job)})
     return redirect("jobs:job", pk=job.pk)
 
 
@@ -141,84 +141,66 @@ def _dashboard_scope(request: HttpRequest, slug: str | None) -> tuple[Any, Campa
     return campaigns, campaign
 
 
+def _render_dashboard(request: HttpRequest, campaigns: Any, campaign: Campaign | None,
+                      failed: StartForm | None = None, name: str = "") -> HttpResponse:
+    """The PRM-vs-ORM page; ``failed`` is a start form posted from it, shown as ``name`` with its errors (400)."""
+    page = selectors.dashboard_page(campaigns, campaign, user=request.user,
+                                    forms=_start_forms(campaign, failed, name))
+    return render(request, "jobs/dashboard.html", page.context(), status=400 if failed is not None else 200)
+
+
+def _start_forms(campaign: Campaign | None, failed: StartForm | None, name: str) -> dict[str, StartForm]:
+    """The page's start forms, unbound (their defaults), the failed one as it was posted."""
+    if campaign is None:
+        return {}
+    unbound = {key: form(campaign=campaign) for key, form in START_FORMS.items()}
+    return {**unbound, **({name: failed} if failed is not None else {})}
+
+
 @login_required
-def dashboard(request: HttpRequest, slug: str | None = None, *, errors: dict[str, JobInputError] | None = None,
-              forms: dict[str, dict[str, str]] | None = None) -> HttpResponse:
-    """The PRM-vs-ORM page; a form posted from it that failed comes back here with its error (400)."""
+def dashboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     campaigns, campaign = _dashboard_scope(request, slug)
-    errors, forms = errors or {}, forms or {}
-    data = selectors.dashboard(campaigns, campaign)
-    loop = selectors.loop_state(campaign) if campaign is not None else {}
-    offers = {"can_label": False, "can_manage": False}
-    if campaign is not None and not loop["labeled"]:  # only there does the page offer labeling or inviting
-        offers = {"can_label": can_label(request.user, campaign), "can_manage": can_manage(request.user, campaign)}
-    return render(request, "jobs/dashboard.html", {
-        "campaign": campaign, "data": data, "campaigns": campaigns.order_by("slug"),
-        "bon_rows": data["figures"]["best-of-n"], "domain_rows": data["figures"]["per-domain"],
-        "step_rows": data["figures"]["step-metrics"],
-        "eff_rows": data["figures"]["data-efficiency"], "hist_rows": data["figures"]["history"],
-        "chart_data": {"figures": data["figures"], "runs": data["runs"]},
-        "gen_rows": data["figures"]["generations"],
-        "can_start_labeling_round": campaign is not None and can_start_labeling_round(request.user, campaign),
-        **offers,
-        "strategies": sorted(STRATEGIES), "aggregations": AGGREGATIONS, "purposes": PoolPurpose.choices,
-        "sampling_jobs": selectors.sampling_jobs(campaign) if campaign is not None else [],
-        "machine_labeling_jobs": selectors.machine_labeling_jobs(campaign) if campaign is not None else [],
-        "label_sources": selectors.label_sources(campaign) if campaign is not None else [],
-        "prms": selectors.campaign_prms(campaign) if campaign is not None else [],
-        "loop": loop, "run": loop.get("run"), "default_max_steps": DEFAULT_MAX_STEPS,
-        "default_per_problem": DEFAULT_PER_PROBLEM,
-        "compare_pools": comparison_pools(campaign) if campaign is not None else [],
-        "verdict": data["verdict"], "no_flag_advice": data["no_flag_advice"],
-        "errors": errors, "forms": forms,
-        "generation_error": errors.get("generation"), "generation_form": forms.get("generation", {}),
-        "sampling_error": errors.get("sampling"), "sampling_form": forms.get("sampling", {}),
-        "machine_labels_error": errors.get("machine_labels"), "machine_labels_form": forms.get("machine_labels", {}),
-    }, status=400 if errors else 200)
+    return _render_dashboard(request, campaigns, campaign)
 
 
-def _campaign_for_work(request: HttpRequest, slug: str) -> Campaign:
-    _, campaign = _dashboard_scope(request, slug)
+def _campaign_for_work(request: HttpRequest, slug: str) -> tuple[Any, Campaign]:
+    campaigns, campaign = _dashboard_scope(request, slug)
     assert campaign is not None
-    return campaign
-
-
-def _integer(form: dict[str, str], key: str) -> int:
-    try:
-        return int(form[key])
-    except (KeyError, ValueError):
-        raise JobInputError(key, f"must be an integer, got {form.get(key, '')!r}") from None
+    return campaigns, campaign
 
 
 @login_required
 @require_POST
 def compare_start(request: HttpRequest, slug: str) -> HttpResponse:
     """"Compare PRM and ORM": one run of snapshot → train both → score the pool → evaluate."""
-    campaign = _campaign_for_work(request, slug)
-    form = {"max_steps": request.POST.get("max_steps", "").strip() or str(DEFAULT_MAX_STEPS),
-            "per_problem": request.POST.get("per_problem", "").strip() or str(DEFAULT_PER_PROBLEM),
-            "pool": request.POST.get("pool", "").strip()}
-    try:
-        start_comparison(campaign, max_steps=_integer(form, "max_steps"), per_problem=_integer(form, "per_problem"),
-                         pool=_integer(form, "pool") if form["pool"] else None, user=request.user)
-    except JobInputError as exc:
-        return dashboard(request, slug, errors={"compare": exc}, forms={"compare": form})
-    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#compare")
+    campaigns, campaign = _campaign_for_work(request, slug)
+    form = CompareForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        try:
+            start_comparison(campaign, max_steps=form.cleaned_data["max_steps"],
+                             per_problem=form.cleaned_data["per_problem"], pool=form.cleaned_data["pool"],
+                             user=request.user)
+        except JobInputError as exc:
+            form.refuse(exc)
+        else:
+            return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#compare")
+    return _render_dashboard(request, campaigns, campaign, form, "compare")
 
 
 def _run(request: HttpRequest, pk: int) -> ComparisonRun:
     run = get_object_or_404(ComparisonRun.objects.select_related("campaign"), pk=pk)
     if not can_research(request.user, run.campaign):
         raise Http404("no such comparison")
-    return selectors.comparison_run(run.pk)
+    return run
 
 
 @login_required
 def comparison_progress(request: HttpRequest, pk: int) -> HttpResponse:
     """The polled progress of a run; once it has ended the page reloads to show its figures."""
     run = _run(request, pk)
-    response = render(request, "jobs/_comparison.html", {"run": run, "campaign": run.campaign})
-    if not run.is_active and request.GET.get("polling"):
+    progress = selectors.comparison_progress(run.pk)
+    response = render(request, "jobs/_comparison.html", {"comparison": progress, "campaign": run.campaign})
+    if not progress.run.is_active and request.GET.get("polling"):
         response["HX-Refresh"] = "true"
     return response
 
@@ -226,9 +208,9 @@ def comparison_progress(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def comparison_cancel(request: AppRequest, pk: int) -> HttpResponse:
-    run = request_cancel_comparison(_run(request, pk))
+    run = request_cancel_comparison(selectors.comparison_run(_run(request, pk).pk))
     if request.htmx:
-        return render(request, "jobs/_comparison.html", {"run": selectors.comparison_run(run.pk),
+        return render(request, "jobs/_comparison.html", {"comparison": selectors.comparison_progress(run.pk),
                                                          "campaign": run.campaign})
     return redirect(f"{reverse('jobs:campaign_dashboard', args=[run.campaign.slug])}#compare")
 
@@ -237,7 +219,7 @@ def comparison_cancel(request: AppRequest, pk: int) -> HttpResponse:
 @require_POST
 def snapshot(request: HttpRequest, slug: str) -> HttpResponse:
     """A new dataset version of the campaign's labels now (or the latest one, when nothing changed)."""
-    campaign = _campaign_for_work(request, slug)
+    _, campaign = _campaign_for_work(request, slug)
     version, new = snapshot_labels(campaign, user=request.user)
     if new:
         messages.success(request, f"Dataset version {version} made.")
@@ -250,28 +232,30 @@ def snapshot(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def pool_upload(request: AppRequest, slug: str) -> HttpResponse:
     """Upload a candidate pool file (JSONL): imported and graded, or every bad line listed and nothing saved."""
-    campaign = _campaign_for_work(request, slug)
-    form = {key: request.POST.get(key, "").strip() for key in ("name", "purpose", "split_rule")}
+    _, campaign = _campaign_for_work(request, slug)
+    form = PoolUploadForm(request.POST or None, request.FILES or None, campaign=campaign)
     error, report = None, None
     if request.method == "POST":
-        uploaded = request.FILES.get("file")
-        try:
-            if uploaded is None:
-                raise ValueError("file: choose a JSONL file to upload")
-            pool, report = import_uploaded_pool(uploaded, campaign=campaign, name=form["name"],
-                                                purpose=form["purpose"] or PoolPurpose.EVALUATION,
-                                                split_rule=form["split_rule"] or "auto", user=request.user)
-        except ImportFailed as exc:
-            error, report = str(exc), exc.report
-        except ValueError as exc:
-            error = str(exc)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                pool, report = import_uploaded_pool(data["file"], campaign=campaign, name=data["name"],
+                                                    purpose=data["purpose"], split_rule=data["split_rule"],
+                                                    user=request.user)
+            except ImportFailed as exc:
+                error, report = str(exc), exc.report
+            except ValueError as exc:
+                error = str(exc)
+            else:
+                correct = report.created.get("correct", 0)
+                messages.success(request, f"Pool “{pool.name}”: {pool.problem_count} problems, "
+                                          f"{pool.candidate_count} candidates ({correct} correct).")
+                target = f"{reverse('jobs:campaign_dashboard', args=[slug])}#loop"
+                if request.htmx:  # the upload went by XHR (for its progress bar): the browser goes on from here
+                    return HttpResponse(status=204, headers={"HX-Redirect": target})
+                return redirect(target)
         else:
-            messages.success(request, f"Pool “{pool.name}”: {pool.problem_count} problems, {pool.candidate_count} "
-                                      f"candidates ({report.created.get('correct', 0)} correct).")
-            target = f"{reverse('jobs:campaign_dashboard', args=[slug])}#loop"
-            if request.htmx:  # the upload went by XHR (for its progress bar): the browser goes on from here
-                return HttpResponse(status=204, headers={"HX-Redirect": target})
-            return redirect(target)
+            error = "; ".join(message for _, message in form.problems)
     return render(request, "jobs/pool_upload.html", {
         "campaign": campaign, "form": form, "error": error, "report": report, "purposes": PoolPurpose.choices,
     }, status=400 if error and not request.htmx else 200)  # htmx swaps only 2xx answers into the page
@@ -281,37 +265,36 @@ def pool_upload(request: AppRequest, slug: str) -> HttpResponse:
 @require_POST
 def score_start(request: HttpRequest, slug: str) -> HttpResponse:
     """Score one of the campaign's pools with the chosen models (one scoring job per model)."""
-    campaign = _campaign_for_work(request, slug)
-    form = {"pool": request.POST.get("pool", ""), "models": ",".join(request.POST.getlist("models"))}
-    try:
-        pool = selectors.campaign_pool(campaign, _integer(form, "pool"))
-        if pool is None:
-            raise JobInputError("pool", f"no candidate pool {form['pool']} in campaign {slug}")
-        ids = [int(v) for v in request.POST.getlist("models") if v.isascii() and v.isdigit() and len(v) <= 18]
-        models = selectors.campaign_reward_models(campaign, ids)
-        if not models:
-            raise JobInputError("models", "choose at least one reward model of this campaign")
-        for model in models:
-            start_scoring_job(model, pool=pool, user=request.user)
-    except JobInputError as exc:
-        return dashboard(request, slug, errors={"score": exc}, forms={"score": form})
-    messages.success(request, f"Scoring of pool “{pool.name}” started with {len(models)} model(s).")
-    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#loop")
+    campaigns, campaign = _campaign_for_work(request, slug)
+    form = ScoreForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        pool, models = form.cleaned_data["pool"], form.cleaned_data["models"]
+        try:
+            start_scoring_jobs(models, pool=pool, user=request.user)
+        except JobInputError as exc:
+            form.refuse(exc)
+        else:
+            messages.success(request, f"Scoring of pool “{pool.name}” started with {len(models)} model(s).")
+            return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#loop")
+    return _render_dashboard(request, campaigns, campaign, form, "score")
 
 
 @login_required
 @require_POST
 def evaluate_start(request: HttpRequest, slug: str) -> HttpResponse:
     """Best-of-N of a pool from a PRM and/or an ORM scoring of it (computed now: seconds)."""
-    campaign = _campaign_for_work(request, slug)
-    form = {key: request.POST.get(key, "").strip() for key in ("prm_scoring", "orm_scoring", "aggregation")}
-    try:
-        evaluate_scorings(campaign, prm_scoring=_integer(form, "prm_scoring") if form["prm_scoring"] else None,
-                          orm_scoring=_integer(form, "orm_scoring") if form["orm_scoring"] else None,
-                          aggregation=form["aggregation"] or "product", user=request.user)
-    except JobInputError as exc:
-        return dashboard(request, slug, errors={"evaluate": exc}, forms={"evaluate": form})
-    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#best-of-n")
+    campaigns, campaign = _campaign_for_work(request, slug)
+    form = EvaluateForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        try:
+            evaluate_scorings(campaign, prm_scoring=form.cleaned_data["prm_scoring"],
+                              orm_scoring=form.cleaned_data["orm_scoring"],
+                              aggregation=form.cleaned_data["aggregation"], user=request.user)
+        except JobInputError as exc:
+            form.refuse(exc)
+        else:
+            return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#best-of-n")
+    return _render_dashboard(request, campaigns, campaign, form, "evaluate")
 
 
 def _work(request: HttpRequest, kind: str, pk: int) -> dict[str, Any]:
@@ -346,23 +329,12 @@ def work_cancel(request: AppRequest, kind: str, pk: int) -> HttpResponse:
     return redirect(f"jobs:{kind}_job", pk=pk)
 
 
-def _startable_campaign(request: HttpRequest, slug: str, what: str, may: Predicate) -> Campaign:
+def _startable_campaign(request: HttpRequest, slug: str, what: str, may: Predicate) -> tuple[Any, Campaign]:
     """The dashboard's campaign, for a user who ``may`` start ``what`` in it (the predicate its service asks)."""
-    _, campaign = _dashboard_scope(request, slug)
-    assert campaign is not None
+    campaigns, campaign = _campaign_for_work(request, slug)
     if not may(request.user, campaign):
         raise PermissionDenied(f"only staff and the campaign's admins start {what}")
-    return campaign
-
-
-def _json_config(text: str) -> Any:
-    """A form's optional ``config`` field: the decoded JSON ({} when empty), or a JobInputError naming it."""
-    try:
-        return jsonlimits.loads(text) if text else {}
-    except json.JSONDecodeError as exc:
-        raise JobInputError("config", f"is not valid JSON ({exc.msg})") from None
-    except jsonlimits.JSONTooDeep as exc:
-        raise JobInputError("config", f"is not usable: {exc}") from None
+    return campaigns, campaign
 
 
 @login_required
@@ -370,75 +342,63 @@ def _json_config(text: str) -> Any:
 def labeling_round_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "start the next labeling round" form (staff and campaign admins); a GET (the address as
     docs/labeling.md gives it) answers the same form on a page of its own, which POSTs here."""
-    campaign = _startable_campaign(request, slug, "generations", can_start_labeling_round)
+    campaigns, campaign = _startable_campaign(request, slug, "generations", can_start_labeling_round)
     if request.method == "GET":
         return render(request, "jobs/labeling_round_start.html", {
-            "campaign": campaign, "strategies": sorted(STRATEGIES),
-            "labeling_pool": selectors.loop_state(campaign)["labeling_pool"]})
-    form = {key: request.POST.get(key, "").strip() for key in ("strategy", "batch_size", "config")}
-    try:
+            "campaign": campaign, "strategies": sorted(STRATEGIES), "generation": LabelingRoundForm(campaign=campaign),
+            "labeling_pool": selectors.labeling_pool(campaign)})
+    form = LabelingRoundForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        data = form.cleaned_data
         try:
-            batch_size = int(form["batch_size"])
-        except ValueError:
-            raise JobInputError("batch_size", f"must be an integer >= 1, got {form['batch_size']!r}") from None
-        config = _json_config(form["config"])
-        start_labeling_round(campaign, strategy=form["strategy"], batch_size=batch_size, config=config,
-                             user=request.user)
-    except JobInputError as exc:
-        return dashboard(request, slug, errors={"generation": exc}, forms={"generation": form})
-    return redirect("jobs:campaign_dashboard", slug=slug)
-
-
-def _form_config(form: dict[str, str], fields: tuple[tuple[str, type[int] | type[float] | type[str]], ...]
-                 ) -> dict[str, Any]:
-    """A start form's settings: its "More (JSON)" object, with the form's own fields (when filled) on top."""
-    config = _json_config(form["config"])
-    if not isinstance(config, dict):
-        raise JobInputError("config", f"must be a JSON object, got {type(config).__name__}")
-    for key, parse in fields:
-        if form[key]:
-            try:
-                config[key] = parse(form[key])
-            except ValueError:
-                raise JobInputError(key, f"must be a number, got {form[key]!r}") from None
-    return config
+            if data["endpoint"] is not None:
+                sample_for_labeling_round(campaign, endpoint=data["endpoint"], strategy=data["strategy"],
+                                          batch_size=data["batch_size"], config=data["config"],
+                                          sampling={"n": data["samples"] or 4}, user=request.user)
+            else:
+                start_labeling_round(campaign, strategy=data["strategy"], batch_size=data["batch_size"],
+                                     config=data["config"], user=request.user)
+        except JobInputError as exc:
+            form.refuse(exc)
+        else:
+            return redirect("jobs:campaign_dashboard", slug=slug)
+    return _render_dashboard(request, campaigns, campaign, form, "generation")
 
 
 @login_required
 @require_POST
 def sampling_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "sample candidates" form: N solutions per campaign problem from a local LM."""
-    campaign = _startable_campaign(request, slug, "sampling jobs", can_start_sampling)
-    form = {key: request.POST.get(key, "").strip() for key in ("n", "temperature", "max_new_tokens", "config")}
-    try:
-        config = _form_config(form, (("n", int), ("temperature", float), ("max_new_tokens", int)))
-        start_sampling_job(campaign, config=config, user=request.user)
-    except JobInputError as exc:
-        return dashboard(request, slug, errors={"sampling": exc}, forms={"sampling": form})
-    return redirect("jobs:campaign_dashboard", slug=slug)
+    campaigns, campaign = _startable_campaign(request, slug, "sampling jobs", can_start_sampling)
+    form = SamplingForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        try:
+            start_sampling_job(campaign, config=form.settings(), endpoint=form.cleaned_data["endpoint"],
+                               user=request.user)
+        except JobInputError as exc:
+            form.refuse(exc)
+        else:
+            return redirect("jobs:campaign_dashboard", slug=slug)
+    return _render_dashboard(request, campaigns, campaign, form, "sampling")
 
 
 @login_required
 @require_POST
 def machine_labels_start(request: HttpRequest, slug: str) -> HttpResponse:
     """The dashboard's "machine step labels" form: Monte-Carlo rollouts or a PRM's scores for chosen solutions."""
-    campaign = _startable_campaign(request, slug, "machine labeling jobs", can_start_machine_labeling)
-    form = {key: request.POST.get(key, "").strip()
-            for key in ("method", "solutions", "reward_model", "rollouts", "strategy", "max_new_tokens", "config")}
-    try:
-        monte_carlo = form["method"] == LabelingMethod.MC
-        config = _form_config(form, (("rollouts", int), ("max_new_tokens", int), ("strategy", str))
-                              if monte_carlo else ())
-        reward_model = None
-        if form["method"] == LabelingMethod.PRM and form["reward_model"]:
-            reward_model = selectors.reward_model(_integer(form, "reward_model"))
-            if reward_model is None:
-                raise JobInputError("reward_model", missing_reward_model(form["reward_model"], campaign))
-        start_machine_labeling_job(campaign=campaign, method=form["method"], limit=_integer(form, "solutions"),
-                                   reward_model=reward_model, config=config, user=request.user)
-    except JobInputError as exc:
-        return dashboard(request, slug, errors={"machine_labels": exc}, forms={"machine_labels": form})
-    return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#machine-labels")
+    campaigns, campaign = _startable_campaign(request, slug, "machine labeling jobs", can_start_machine_labeling)
+    form = MachineLabelsForm(request.POST, campaign=campaign)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            start_machine_labeling_job(campaign=campaign, method=data["method"], limit=data["solutions"],
+                                       reward_model=data["reward_model"], config=form.settings(),
+                                       endpoint=data["endpoint"], user=request.user)
+        except JobInputError as exc:
+            form.refuse(exc)
+        else:
+            return redirect(f"{reverse('jobs:campaign_dashboard', args=[slug])}#machine-labels")
+    return _render_dashboard(request, campaigns, campaign, form, "machine_labels")
 
 
 @login_required
@@ -448,10 +408,10 @@ def figure(request: HttpRequest, name: str, fmt: str, slug: str | None = None) -
         raise Http404("no such figure")
     campaigns, campaign = _dashboard_scope(request, slug)
     data = selectors.dashboard(campaigns, campaign)
-    rows = data["figures"][name]
+    rows = data.figures[name]
     filename = f"{campaign.slug if campaign else 'all'}-{name}.{fmt}"
     if fmt == "json":
-        response: HttpResponse = JsonResponse({"figure": name, "rows": rows, "runs": data["runs"]},
+        response: HttpResponse = JsonResponse({"figure": name, "rows": rows, "runs": data.runs},
                                               json_dumps_params={"indent": 1})
     else:
         buffer = io.StringIO()

@@ -1,7 +1,8 @@
 """Command line: ``sample --config JOB.json`` and ``rollouts --config JOB.json``.
 
-Exit status: 0 on success, 2 for a bad config, problems or solutions file, 1 for any other failure (with the
-traceback and a final ``error: ...`` line on stderr).
+Exit status: 0 on success, 2 for a bad config, problems or solutions file or a job that stopped with its finished
+rows kept (a spent token budget, a served model that stopped answering: started again, it continues from them), 1
+for any other failure (with the traceback and a final ``error: ...`` line on stderr).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 from ..node import command_parser, run_cli
 from .config import SamplingConfigError, load_config, load_rollout_config
 from .rollouts import SolutionsError, read_solutions, run_rollouts
-from .sampler import ProblemsError, read_problems, run_sampling
+from .sampler import ProblemsError, SamplingStopped, read_problems, run_sampling
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,7 +39,7 @@ def _rollouts(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run a command; returns the exit status."""
     return run_cli(_parser(), {"sample": _sample, "rollouts": _rollouts}, argv,
-                   usage_errors=(SamplingConfigError, ProblemsError, SolutionsError))
+                   usage_errors=(SamplingConfigError, ProblemsError, SolutionsError, SamplingStopped))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ from pydantic_core import ErrorDetails
 
 from ..node import ConfigError, first_refusal, key_refusal, number_field, read_job_file
 
-Backend = Literal["transformers", "vllm"]
+#: "served": any OpenAI-compatible chat-completions server, named by the job's environment (``STEPLAB_ENDPOINT_*``)
+Backend = Literal["transformers", "vllm", "served"]
+SERVED = "served"
 #: the whole value, not its prefix: a device is a name the launcher passes on, never a command line's tail
 DEVICE = re.compile(r"cpu|cuda(:[0-9]{1,3})?")
 SMOLLM2 = "smollm2"
@@ -71,6 +73,8 @@ class ModelSettings:
     use_chat_template: bool = Field(default=True, strict=True)
     seed: Annotated[Whole, Field(ge=0, le=2**32 - 1)] = 0
     generator: str | None = None
+    #: prompt plus completion tokens the job may spend; once spent it stops, its finished rows kept for a resume
+    token_budget: Annotated[Whole, Field(ge=1, le=10**12)] | None = None
     # Jobs started on the web carry it (STEPLAB_MODELS_DIR): ``model`` is then a folder name inside it.
     models_dir: Path | None = None
 
@@ -106,8 +110,8 @@ class ModelSettings:
     @field_validator("model", mode="before")
     @classmethod
     def _model_name(cls, value: Any) -> Any:
-        if not isinstance(value, str) or not value.strip():
-            raise _invalid("model", f"must be 'smollm2' or a local model path, got {value!r}")
+        if not isinstance(value, str) or not value.strip() or len(value) > 500:
+            raise _invalid("model", f"must be 'smollm2' or a local model path, got {value!r:.80}")
         return value
 
     @field_validator("device", mode="before")
@@ -132,6 +136,9 @@ class ModelSettings:
     @model_validator(mode="after")
     def _resolve_model(self, info: ValidationInfo) -> Self:
         models_dir = (info.context or {}).get("models_dir") or self.models_dir
+        if self.backend == SERVED:  # ``model`` is the served model's id: nothing to find on this machine
+            object.__setattr__(self, "models_dir", models_dir)
+            return self
         model_path, gguf_file = _resolve_model(self.model, _base_dir(info), models_dir)
         if self.backend == "vllm":
             if importlib.util.find_spec("vllm") is None:
@@ -156,6 +163,8 @@ class ModelSettings:
     def generator_name(self) -> str:
         if self.generator:
             return self.generator
+        if self.backend == SERVED:
+            return self.model
         return "SmolLM2-135M-Instruct" if self.model == SMOLLM2 else Path(self.model).name
 
 

@@ -1,7 +1,7 @@
 """Monte-Carlo step labels: how often continuations from a solution's step prefixes still reach the answer.
 
 The estimate of step ``i`` (0-based) is the share of ``rollouts`` continuations, sampled from the problem's prompt
-followed by ``steps[0..i]`` (the prefix including step ``i``), whose final answer ``annotate.grading`` grades
+followed by ``steps[0..i]`` (the prefix including step ``i``), whose final answer ``stepcore.grading`` grades
 correct against the solution's ground truth (Math-Shepherd). A step that ends the solution with its answer (the
 ``# Answer`` step, or the last step when it holds a gradable answer) is graded directly: 1.0 or 0.0, no rollouts.
 
@@ -11,7 +11,9 @@ then bisects for the smallest ``i`` whose prefix no continuation completes corre
 prefixes it visits (about log2 of the step count instead of every step).
 
 Output: one JSON line per solution, appended to ``output + ".partial"`` as each solution finishes (progress is its
-line count) and renamed to ``output`` at the end.
+line count) and renamed to ``output`` at the end. A run started again in the same folder skips the solutions that
+file holds; a spent ``token_budget`` (the tokens of one run) stops the run at its next request, every finished
+solution kept.
 """
 from __future__ import annotations
 
@@ -23,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from annotate.grading import answers_match  # Django-free: the importer's own grader
-from annotate.steps import ANSWER_HEADER, answer_from_steps
+from stepcore.grading import answers_match  # Django-free: the importer's own grader
+from stepcore.steps import ANSWER_HEADER, answer_from_steps
 
 from ..node import JsonLineError, json_lines
 from .config import RolloutConfig
-from .sampler import Sampler, make_sampler, to_prm800k
+from .sampler import BudgetedSampler, Sampler, SamplingStopped, finished_rows, make_sampler, to_prm800k
 
 
 class SolutionsError(ValueError):
@@ -188,23 +190,42 @@ def label_solution(config: RolloutConfig, sampler: Sampler, solution: SolutionIn
 
 
 def run_rollouts(config: RolloutConfig, sampler: Sampler | None = None) -> dict[str, Any]:
-    """Label every solution, writing a line as each finishes; returns the summary (with the settings)."""
+    """Label every solution not labeled by an earlier attempt, writing a line as each finishes; returns the summary
+    (with the settings). ``SamplingStopped`` when the token budget is spent, the finished solutions kept."""
     started = time.time()
     solutions = read_solutions(config.solutions, config.limit)
-    sampler = sampler or make_sampler(config)
-    loaded = time.time()
-    totals = {"solutions": 0, "steps_estimated": 0, "rollouts_used": 0, "completion_tokens": 0}
     config.output.parent.mkdir(parents=True, exist_ok=True)
     partial = config.output.with_name(config.output.name + ".partial")
-    with partial.open("w", encoding="utf-8") as handle:
+    earlier = finished_rows(partial)
+    done = {int(row["solution_id"]) for row in earlier}
+    budgeted = BudgetedSampler(sampler or make_sampler(config), config.token_budget)
+    loaded = time.time()
+    totals = {"solutions": 0, "steps_estimated": 0, "rollouts_used": 0, "completion_tokens": 0}
+    for row in earlier:
+        _add(totals, row)
+    with partial.open("a", encoding="utf-8") as handle:
         for solution in solutions:
-            row = label_solution(config, sampler, solution)
+            if solution.solution_id in done:
+                continue
+            before = budgeted.spent
+            try:
+                row = label_solution(config, budgeted, solution)
+            except SamplingStopped as stopped:
+                raise SamplingStopped(f"{stopped} after {totals['solutions']:,} of {len(solutions):,} solutions; "
+                                      "the finished ones are kept and the job continues from them when started "
+                                      "again") from None
+            row["tokens_spent"] = budgeted.spent - before
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             handle.flush()  # the web side counts lines for progress
-            totals["solutions"] += 1
-            totals["steps_estimated"] += len(row["steps"])
-            totals["rollouts_used"] += row["rollouts_used"]
-            totals["completion_tokens"] += row["completion_tokens"]
+            _add(totals, row)
     os.replace(partial, config.output)
-    return {**totals, "load_s": loaded - started, "sample_s": time.time() - loaded, "output": str(Path(config.output)),
+    return {**totals, "resumed_solutions": len(earlier), "tokens_spent": budgeted.spent,
+            "load_s": loaded - started, "sample_s": time.time() - loaded, "output": str(Path(config.output)),
             "settings": config.provenance()}
+
+
+def _add(totals: dict[str, int], row: dict[str, Any]) -> None:
+    totals["solutions"] += 1
+    totals["steps_estimated"] += len(row["steps"])
+    totals["rollouts_used"] += row["rollouts_used"]
+    totals["completion_tokens"] += row["completion_tokens"]

