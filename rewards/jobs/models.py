@@ -411,3 +411,35 @@ class ComparisonRun(Job):
 
     def __str__(self) -> str:
         return f"comparison {self.pk} of {self.campaign_id} ({self.status}, {self.stage})"
+
+
+class LlmJudgeJob(LaunchedJob):
+    """An LLM judge's machine labels for chosen solutions of a campaign: each solution is sent, in the worker,
+    to a served endpoint with a versioned prompt (``rewards.served.judge``) and its verdict is recorded at once
+    as the source ``llm:<model>@<template version>``. A stop (cancel, a spent token budget, a server gone) keeps
+    every finished solution; resuming the job judges only the rest."""
+
+    task_name = "jobs.run_llm_judge_job"
+    page_name = "jobs:llm-judge_job"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="llm_judge_jobs")
+    endpoint = models.ForeignKey("endpoints.Endpoint", null=True, on_delete=models.SET_NULL,
+                                 related_name="llm_judge_jobs")
+    source = models.CharField(max_length=200, help_text="The label source's name: <model>@<template version>.")
+    template_version = models.CharField(max_length=40)
+    max_tokens = models.PositiveIntegerField(default=512)
+    solution_ids = models.JSONField(default=list, help_text="The solutions chosen, in the order judged.")
+    solution_count = models.PositiveIntegerField(default=0)
+    solutions_done = models.PositiveIntegerField(default=0, help_text="Judged, parsable or not (all runs).")
+    unparsable = models.JSONField(default=list, blank=True, help_text="[{solution_id, why}] of unreadable answers.")
+    token_budget = models.PositiveIntegerField(default=0, help_text="Prompt + completion tokens this job may use.")
+    tokens_used = models.PositiveIntegerField(default=0)
+    tokens_estimated = models.BooleanField(default=False, help_text="Some answer came without usage.")
+    resumable = models.BooleanField(default=False, help_text="It stopped with solutions left to judge.")
+
+    def progress_words(self) -> str:
+        return (f"{self.solutions_done} of {self.solution_count} solutions, {self.tokens_used:,} of "
+                f"{self.token_budget:,} tokens{' (partly estimated)' if self.tokens_estimated else ''}")
+
+    def __str__(self) -> str:
+        return f"LLM judge job {self.pk} ({self.source}, {self.status})"

@@ -1,0 +1,156 @@
+"""The LLM-judge job against a real llama.cpp server (``served_server``), through a real proxy that counts what it
+relayed (``fault_proxy``): labels and agreement figures end to end, a server stopped mid-job and the job resumed
+with nothing lost and no solution judged twice, an unparsable answer, a spent token budget."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from annotate.models import MachineLabel, Solution
+from annotate.permissions import SYSTEM
+from annotate.services.agreement import load_labelings, machine_agreement
+from endpoints.models import Endpoint
+from endpoints.services import register_endpoint
+from rewards.jobs.models import JobStatus, LlmJudgeJob
+from rewards.jobs.services.llm_judge import resume_llm_judge_job, run_llm_judge_job, start_llm_judge_job
+from rewards.jobs.services.training import JobInputError
+from tests.factories import finished_labeling, numbered_solution
+from tests.served.conftest import FaultProxy, ServedServer
+
+pytestmark = pytest.mark.django_db
+#: short answers keep the suite fast; the judge's verdict fits in them
+MAX_TOKENS = 24
+
+
+@pytest.fixture
+def endpoint_at(settings, campaign_factory):  # type: ignore[no-untyped-def]
+    settings.STEPLAB_ENDPOINT_ALLOW = ["127.0.0.1"]
+
+    def make(base_url: str, model: str, *, token_budget: int = 200_000) -> Endpoint:
+        return register_endpoint(SYSTEM, campaign=None, name=f"judge-{Endpoint.objects.count()}", base_url=base_url,
+                                 model=model, max_concurrency=2, timeout_s=30.0, token_budget=token_budget)
+
+    return make
+
+
+def marker(solution: Solution) -> str:
+    """Text only this solution's request carries (its first step, "Step 1 of solution <pk>.")."""
+    return f"of solution {solution.pk}."
+
+
+def judged(job: LlmJudgeJob) -> dict[int, str]:
+    """solution id -> "labeled" or "unparsable", for the job's solutions judged so far."""
+    labeled = set(MachineLabel.objects.filter(kind="llm", source=job.source).values_list("solution_id", flat=True))
+    result = {pk: "labeled" for pk in labeled}
+    for item in job.unparsable:
+        assert item["solution_id"] not in result, "a solution both labeled and unparsable"
+        result[item["solution_id"]] = "unparsable"
+    return result
+
+
+def test_a_judge_job_writes_labels_and_agreement_figures(campaign_factory, member, endpoint_at,
+                                                         fault_proxy: FaultProxy,
+                                                         served_server: ServedServer) -> None:
+    campaign = campaign_factory()
+    solutions = [numbered_solution(campaign, 3) for _ in range(20)]
+    ann = member(campaign, "ann")
+    for solution in solutions[:5]:
+        finished_labeling(solution, ann, [1, 1, 1])
+    endpoint = endpoint_at(fault_proxy.base_url, served_server.model)
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=20, max_tokens=MAX_TOKENS)
+    assert job.source == f"{served_server.model}@processbench-v1"
+    assert run_llm_judge_job(job.pk) == JobStatus.SUCCEEDED
+    job.refresh_from_db()
+    outcome = judged(job)
+    assert sorted(outcome) == sorted(s.pk for s in solutions)
+    assert job.solutions_done == 20 and job.progress == 1.0 and not job.resumable
+    assert job.tokens_used > 0 and job.progress_words().startswith("20 of 20 solutions")
+    assert fault_proxy.completed == 20
+    for label in MachineLabel.objects.filter(kind="llm", source=job.source).select_related("step"):
+        first = label.provenance["first_error"]
+        assert label.value == (0.0 if label.step.index == first else 1.0)
+        assert first < 0 or label.step.index <= first  # steps after the judged first error stay unlabeled
+        assert label.provenance["template"] == "processbench-v1" and label.provenance["job"] == job.pk
+    figures = machine_agreement(load_labelings(campaign).labelings, campaign)
+    key = f"llm:{job.source}"
+    labeled_with_humans = [s for s in solutions[:5] if outcome[s.pk] == "labeled"]
+    if labeled_with_humans:
+        assert figures[key]["first_error_agreement"]["n"] == len(labeled_with_humans)
+    assert figures.get(key, {}).get("solutions", 0) == sum(v == "labeled" for v in outcome.values())
+
+
+def test_a_server_stopped_mid_job_loses_nothing_and_judges_no_solution_twice(
+        campaign_factory, endpoint_at, fault_proxy: FaultProxy, served_server: ServedServer) -> None:
+    campaign = campaign_factory()
+    solutions = [numbered_solution(campaign, 2) for _ in range(100)]
+    endpoint = endpoint_at(fault_proxy.base_url, served_server.model)
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=100, max_tokens=4)
+
+    def stop_at(count: int) -> None:
+        while fault_proxy.completed < count:
+            time.sleep(0.01)
+        served_server.stop()
+
+    stopper = threading.Thread(target=stop_at, args=(40,))
+    stopper.start()
+    try:
+        assert run_llm_judge_job(job.pk) == JobStatus.FAILED
+    finally:
+        stopper.join()
+        served_server.start()
+    job.refresh_from_db()
+    first_run = judged(job)
+    assert job.resumable and "went away" in job.error and "resume" in job.error
+    assert 40 <= len(first_run) < 100 and job.solutions_done == len(first_run)
+    resume_llm_judge_job(job, user=SYSTEM)
+    assert run_llm_judge_job(job.pk) == JobStatus.SUCCEEDED
+    job.refresh_from_db()
+    assert sorted(judged(job)) == sorted(s.pk for s in solutions)
+    assert job.solutions_done == 100
+    counts = {s.pk: fault_proxy.completed_matching(marker(s)) for s in solutions}
+    assert set(counts.values()) == {1}, {pk: n for pk, n in counts.items() if n != 1}
+
+
+def test_an_unparsable_answer_is_recorded_not_guessed(campaign_factory, endpoint_at, fault_proxy: FaultProxy,
+                                                      served_server: ServedServer) -> None:
+    campaign = campaign_factory()
+    solution = numbered_solution(campaign, 3)
+    endpoint = endpoint_at(fault_proxy.base_url, served_server.model)
+    # one token cannot hold a verdict: whatever the model starts with is unreadable
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=1, max_tokens=1)
+    assert run_llm_judge_job(job.pk) == JobStatus.SUCCEEDED
+    job.refresh_from_db()
+    assert [item["solution_id"] for item in job.unparsable] == [solution.pk]
+    assert job.unparsable[0]["why"]
+    assert not MachineLabel.objects.filter(solution=solution).exists()
+
+
+@pytest.fixture
+def five(campaign_factory) -> Iterator[list[Solution]]:
+    campaign = campaign_factory()
+    yield [numbered_solution(campaign, 2) for _ in range(5)]
+
+
+def test_a_spent_budget_stops_the_job_resumably(five, endpoint_at, fault_proxy: FaultProxy,
+                                                served_server: ServedServer) -> None:
+    campaign = five[0].campaign
+    # about two requests' worth of tokens: the job stops once its count passes the budget
+    endpoint = endpoint_at(fault_proxy.base_url, served_server.model, token_budget=600)
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=5, max_tokens=4)
+    assert run_llm_judge_job(job.pk) == JobStatus.FAILED
+    job.refresh_from_db()
+    assert "token budget spent" in job.error and job.resumable
+    assert 0 < job.solutions_done < 5 and job.tokens_used >= 600
+    endpoint.token_budget = 10_000  # the operator raises the budget; a resume gets the endpoint's anew
+    endpoint.save()
+    resume_llm_judge_job(job, user=SYSTEM)
+    assert job.status == JobStatus.QUEUED and job.token_budget == job.tokens_used + 10_000
+    with pytest.raises(JobInputError, match="nothing left to resume"):
+        resume_llm_judge_job(LlmJudgeJob.objects.get(pk=job.pk), user=SYSTEM)
+    assert run_llm_judge_job(job.pk) == JobStatus.SUCCEEDED
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED and sorted(judged(job)) == sorted(s.pk for s in five)
+    assert {fault_proxy.completed_matching(marker(s)) for s in five} == {1}
