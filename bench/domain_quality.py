@@ -6,7 +6,11 @@ Training: ``bench/reward_quality.py``'s own ``build_datasets`` and ``train`` (im
 options and defaults: the CPU default PRM and ORM (the head; its default recipe reads no backbone) on the
 openly licensed PRM800K phase-1 labels, the same recipe, method and budget for both. With ``--feature-cache
 DIR`` the models (and, for a recipe that reads vectors, the text vectors) stay in DIR (``DIR/features``): a
-rerun encodes nothing it encoded before (scoring texts included), so only the heads are fitted again.
+rerun encodes nothing it encoded before (scoring texts included), so only the heads are fitted again. The PRM's
+solution score (min or product of its step scores) is chosen on training data, PRM800K's held-out tenth
+(``reward_quality.choose_aggregation``), and the baselines' choices on the PRM's training rows: nothing is chosen
+on the MMLU-Pro answers reported. ``--datasets DIR`` trains on other files (the smoke test's tiny ones),
+``--questions K`` keeps the first K questions of each domain.
 
 Pools: what ``./run demo`` imports, chosen by ``demo.loader``'s own functions (the project's copy of
 ``shared/data/mmlu-pro``): campaign demo-mmlu's pool (the first 15 questions of each of its 6 non-math
@@ -27,6 +31,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -38,7 +43,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.reward_quality import build_datasets, fit_baselines, train  # noqa: E402 - importable once the root is on the path
+from bench.reward_quality import (  # noqa: E402 - importable once the root is on the path
+    AGGREGATIONS,
+    build_datasets,
+    choose_aggregation,
+    fit_baselines,
+    train,
+)
 
 NS = (1, 4, 11)
 POOL_SIZE = 11  # MMLU-Pro's 11 models: one answer each
@@ -47,15 +58,24 @@ NON_MATH = "all 6 non-math domains"
 METHODS = ("prm", "orm", "majority", "pass")
 
 
-def candidate_rows(math: bool) -> list[dict[str, Any]]:
-    """Every answer of a demo pool's questions: domain, question id and text, its sentences, chosen letter and
-    verdict (graded against the question's letter with the multiple-choice grader, as the pool importer does)."""
-    from annotate.graders import get_grader
+def candidate_rows(math: bool, questions_per_domain: int | None = None) -> list[dict[str, Any]]:
+    """Every answer of a demo pool's questions (the first ``questions_per_domain`` of each domain when given):
+    domain, question id and text, its sentences, chosen letter and verdict (graded against the question's letter
+    with the multiple-choice grader, as the pool importer does)."""
     from demo.loader import mmlu_pool_questions, mmlu_questions, pool_rows
     from rewards.jobs.services.pools import parse_line
+    from stepcore.graders import get_grader
 
     grader = get_grader("multiple_choice")
     questions = mmlu_questions(math=True) if math else mmlu_pool_questions(mmlu_questions(math=False))
+    if questions_per_domain:
+        taken: dict[str, int] = defaultdict(int)
+        kept = []
+        for question in questions:
+            if taken[question["category"]] < questions_per_domain:
+                taken[question["category"]] += 1
+                kept.append(question)
+        questions = kept
     by_id = {str(row["question_id"]): row for row in questions}
     rows = []
     for row in pool_rows({int(key) for key in by_id}):
@@ -147,7 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=400, help="random draws of N answers per question")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0, help="training split, best-of-N draws and bootstrap")
-    parser.add_argument("--aggregation", default="min", choices=("min", "product"), help="the PRM's step scores")
+    parser.add_argument("--aggregation", default="training", choices=("training", *AGGREGATIONS),
+                        help="the PRM's solution score: min or product of its step scores, or (the default) the one "
+                             "with the higher flawed-solution AUROC on PRM800K's held-out tenth")
+    parser.add_argument("--datasets", type=Path, default=None,
+                        help="train on prm.jsonl and orm.jsonl (and counts.json) from this folder instead of the "
+                             "PRM800K labels (reward_quality.py --write-datasets writes them)")
+    parser.add_argument("--questions", type=int, default=0, help="the first K questions of each domain (0: all)")
     # the training recipe: reward_quality's options, with its defaults (its ``train`` reads them)
     parser.add_argument("--method", default="head", choices=("head", "finetune", "lora"))
     parser.add_argument("--base-model", default="default")
@@ -168,12 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     from rewards.training import load_reward_model
 
     started, load_before = time.time(), os.getloadavg()[0]
-    rows = candidate_rows(math=False) + candidate_rows(math=True)
+    rows = candidate_rows(math=False, questions_per_domain=args.questions) + candidate_rows(
+        math=True, questions_per_domain=args.questions)
     with tempfile.TemporaryDirectory(prefix="domain-quality-") as tmp:
         work = Path(tmp)
         keep = args.feature_cache.resolve() if args.feature_cache else work
         keep.mkdir(parents=True, exist_ok=True)
-        data = build_datasets(work)
+        if args.datasets is None:
+            data = build_datasets(work)
+        else:
+            for name in ("prm.jsonl", "orm.jsonl"):
+                shutil.copyfile(args.datasets / name, work / name)
+            data = json.loads((args.datasets / "counts.json").read_text(encoding="utf-8"))
         training = {}
         for kind in ("prm", "orm"):  # reward_quality's train keeps the vectors beside the model: keep/features
             training[kind] = train(kind, work / f"{kind}.jsonl", keep / kind, args, args.features)
@@ -182,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
         prm = load_reward_model(keep / "prm", device="cpu", batch_size=16)
         orm = load_reward_model(keep / "orm", device="cpu", batch_size=16)
-        scoring_s = score(rows, prm, orm, args.aggregation)
+        aggregation = (choose_aggregation(prm, work / "prm.jsonl") if args.aggregation == "training"
+                       else {"aggregation": args.aggregation})
+        print(f"aggregation: {aggregation}", flush=True)
+        scoring_s = score(rows, prm, orm, aggregation["aggregation"])
         choices = fit_baselines(work / "prm.jsonl")  # the rules' directions, from the PRM's training rows
     results = {}
     domains = sorted({row["domain"] for row in rows if row["domain"] != MATH})
@@ -197,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.getloadavg()[0]:.1f} at end on {os.cpu_count()} cores; peak RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB", flush=True)
     print(json.dumps({"bench": "domain_quality", "recipe": {k: str(v) for k, v in vars(args).items()},
-                      "date": time.strftime("%Y-%m-%d"), "training_data": data,
+                      "date": time.strftime("%Y-%m-%d"), "training_data": data, "aggregation": aggregation,
                       "training": {k: {x: v.get(x) for x in ("seconds", "heldout_step_auroc", "heldout_solution_auroc",
                                                              "threshold", "features")} for k, v in training.items()},
                       "ns": list(NS), "domains": results, "scoring_s": round(scoring_s, 1), "wall_s": round(wall, 1),

@@ -9,7 +9,7 @@
 Training data: the openly licensed PRM800K phase-1 labels in ``shared/data/prm800k`` (train and test
 reconstructions). The PRM trains on the ``trl-stepwise`` rows in the ``alternatives`` step mode (built by the
 exporter's own ``stepwise_paths``: the chosen path, plus every rated alternative after its chosen prefix); the ORM
-on the ``outcome`` rows of the same labelings (the chosen path's final answer graded with ``annotate.grading``
+on the ``outcome`` rows of the same labelings (the chosen path's final answer graded with ``stepcore.grading``
 against the MATH answers in ``shared/data/math``; solutions with no gradable answer are left out, as the
 exporter does). Both go through ``rewards.training`` (the job runner's trainer) with the same ``max_steps``,
 batch size, learning rate and ``max_length``.
@@ -24,13 +24,24 @@ one encode a run is fits and scoring passes (``--features`` lists recipes, each 
 default ``lexical`` reads no vectors at all).
 
 Evaluation: ProcessBench MATH and GSM8K (expert-labelled earliest wrong step; never trained on, not copied into
-the project). A fixed dev slice (1 in 5 of each set's items, by SHA-256 of its id) chooses the PRM's first-error
-threshold (maximum F1) and the aggregation; every figure is reported on the other 4/5:
-* flawed-solution AUROC (a solution is flawed when it has an earliest wrong step) of each model, scoring
-  1 − P(correct) (the PRM: its aggregated step scores);
-* the PRM's first-error accuracy on erroneous and on correct solutions, and their harmonic mean (F1);
+the project), split by problem into a fixed seeded **dev half** and a **report half** (``dev_half``: SHA-256 of
+``DEV_SEED`` and the problem text, so all solutions of a problem sit on one side). Every choice a public benchmark
+informs is made on the dev half only — the PRM's first-error threshold (where F1 peaks there) and a second cut and
+direction for each trivial baseline (``name@dev half``, beside the baselines whose choices come from the PRM800K
+training rows) — and every figure is reported on the report half only. The PRM's solution score (min or product
+of its step scores) is chosen on training data: PRM800K's held-out tenth (``--aggregation training``). Reported,
+with 95 % intervals from a bootstrap over the report half's problems (the same draws for every scorer, so the
+differences are paired):
+* the PRM and every baseline: step AUROC (steps up to the first error), first-error F1 and flawed-solution AUROC,
+  the paired PRM − baseline difference of each, the strongest baseline per subset and metric and whether the PRM
+  beats it on first-error F1 and flawed-solution AUROC (``targets``: the interval of the difference above 0);
+* the PRM's F1 at its own threshold (chosen on its training problems); the ORM's flawed-solution AUROC and the
+  paired PRM − ORM difference;
+* the sanity checks (``rewards.evaluation.sanity``): score change under an answer-format rewrite, log-odds change
+  under a harmless prefix, Spearman between the original and a shuffled step order, and the rate of "lowest score
+  on the last step" among flawed solutions beside the data's rate of first errors there;
 * best-of-N on the demo's candidate pool (AIME 2025 I+II, 64 real samples per problem; ``--pool-size`` keeps
-  the first K per problem to bound CPU time): PRM, ORM, majority vote, pass@N.
+  the first K per problem to bound CPU time): PRM, ORM, majority vote, pass@N and the baselines' picks.
 
 Without Django (a GPU node has the ML stack and nothing else): ``--datasets DIR`` reads the training files that
 ``--write-datasets DIR`` wrote on a machine with the project installed, and ``--pool-size 0`` leaves out best-of-N
@@ -50,6 +61,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +76,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "steplab.settings")
 
 SHARED = Path(os.environ.get("STEPLAB_SHARED", "/work/shared")) / "data"
 HELD_OUT_FRACTION = 0.1  # the exporter's default test_fraction: the demo's dataset versions hold this out
+#: ProcessBench's dev half is fixed by this seed (and each problem's text)
+DEV_SEED = 0
+AGGREGATIONS = ("min", "product")
+#: the figures the PRM must win on against the strongest baseline, per subset
+TARGET_METRICS = ("first_error_f1", "flawed_auroc")
 
 
 def _django() -> None:
@@ -89,10 +106,10 @@ def build_datasets(work: Path) -> dict[str, Any]:
     """The PRM (alternatives) and ORM (graded outcome) training files from the phase-1 labels."""
     import random
 
-    from annotate.grading import answers_match
     from annotate.models import text_digest
     from demo.loader import final_answer_of
     from rewards.exports import split_of, stepwise_paths
+    from stepcore.grading import answers_match
 
     answers = {}
     for line in (SHARED / "math" / "math_train.jsonl").open(encoding="utf-8"):
@@ -151,7 +168,7 @@ def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, feature
     job: dict[str, Any] = {
         "kind": kind, "dataset": str(dataset), "base_model": args.base_model, "output_dir": str(out),
         "max_length": args.max_length, "seed": args.seed, "negative_weight": args.negative_weight,
-        "score_aggregation": args.aggregation, "method": args.method,
+        "method": args.method,
         # no eval_fraction: the rows' own split column, the demo's held-out tenth of the problems (the exporter's
         # split); a head's first-error threshold is chosen on the training problems, a fine-tuned model's there
     }
@@ -163,6 +180,8 @@ def train(kind: str, dataset: Path, out: Path, args: argparse.Namespace, feature
     else:  # only the rows the budget reaches are tokenized (32k PRM rows take a minute on a busy CPU)
         job.update(max_steps=args.steps, learning_rate=args.learning_rate, batch_size=args.batch_size,
                    logging_steps=max(args.steps // 5, 1), limit=args.steps * args.batch_size, max_eval_rows=300)
+    if getattr(args, "aggregation", None) in AGGREGATIONS:  # else the trainer's default; the bench chooses its own
+        job["score_aggregation"] = args.aggregation
     started = time.time()
     metrics = run_training(parse_config(job))
     validation = metrics.get("validation") or {}
@@ -202,33 +221,46 @@ def heldout_step_auroc(prm: Any, dataset: Path) -> dict[str, Any]:
     return figures
 
 
-def heldout_solution_auroc(prm: Any, orm: Any, dataset: Path) -> dict[str, Any]:
+def heldout_solution_auroc(prm: Any, orm: Any, dataset: Path, aggregation: str) -> dict[str, Any]:
     """PRM and ORM solution AUROC on the same held-out solutions (the ORM file's held-out problems, outcome
-    labels): which model better tells a right final answer from a wrong one."""
+    labels), with the paired PRM − ORM difference over problems: which model better tells a right final answer
+    from a wrong one."""
+    from rewards.evaluation.baselines import paired_auroc
     from rewards.training.data import read_dataset, split_rows
-    from rewards.training.head import orm_steps
+    from rewards.training.heads.features import orm_steps
 
     _, held = split_rows(read_dataset(dataset, "orm"), None, 0)
     pairs = [(row.prompt, orm_steps(row.completion)) for row in held]
-    truth = np.array([row.label for row in held])
-    prm_scores = np.array(prm.score_solutions(pairs))
-    orm_scores = np.array(orm.score_solutions(pairs))
-    return {"solutions": len(held), "correct": int(truth.sum()),
-            "prm": _auroc(truth, prm_scores), "orm": _auroc(truth, orm_scores)}
+    truth = np.array([bool(row.label) for row in held])
+    prm_scores = [_aggregate(s, aggregation) for s in prm.score_steps_batch(pairs)]
+    figures = paired_auroc(prm_scores, orm.score_solutions(pairs), truth, groups=[row.prompt for row in held])
+    return {"solutions": len(held), "correct": int(truth.sum()), "prm": figures["model"], "orm": figures["other"],
+            "prm_minus_orm": figures["diff"]}
 
 
-def _dev(item_id: str) -> bool:
-    return int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % 5 == 0
+def dev_half(problem: str, seed: int = DEV_SEED) -> bool:
+    """Is ``problem`` in ProcessBench's dev half? Fixed by seed and problem text, so every solution of a problem
+    falls on one side; the choices a public benchmark informs are made there, the figures reported on the rest."""
+    return int(hashlib.sha256(f"{seed}:{problem.strip()}".encode()).hexdigest()[:8], 16) % 2 == 0
 
 
-def _auroc(flawed: np.ndarray, suspicion: np.ndarray) -> float | None:
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(flawed, suspicion)) if 0 < flawed.sum() < len(flawed) else None
-
-
-def _aggregate(steps: list[float], how: str) -> float:
+def _aggregate(steps: Sequence[float], how: str) -> float:
     return float(np.prod(steps)) if how == "product" else float(min(steps))
+
+
+def choose_aggregation(prm: Any, dataset: Path) -> dict[str, Any]:
+    """The PRM's solution score (``min`` or ``product`` of its step scores), chosen on training data: the
+    flawed-solution AUROC of the labelers' own paths on the held-out tenth of PRM800K's problems (a tie: min)."""
+    from rewards.evaluation.step_metrics import auroc
+
+    rows = [json.loads(line) for line in dataset.open(encoding="utf-8")]
+    held = [row for row in rows if row["split"] == "test" and row["path"] == "chosen" and row["completions"]]
+    scores = prm.score_steps_batch([(row["prompt"], row["completions"]) for row in held])
+    sound = np.array([-1 not in row["ratings"] for row in held])
+    figures = {how: auroc([_aggregate(s, how) for s in scores], sound) for how in AGGREGATIONS}
+    best = max(AGGREGATIONS, key=lambda how: (np.nan_to_num(figures[how], nan=-1.0), how == "min"))
+    return {"aggregation": best, "solutions": len(held), "flawed": int((~sound).sum()),
+            "auroc": {how: None if np.isnan(v) else round(v, 4) for how, v in figures.items()}}
 
 
 def fit_baselines(dataset: Path) -> dict[str, Any]:
@@ -241,93 +273,144 @@ def fit_baselines(dataset: Path) -> dict[str, Any]:
             for name in BASELINES}
 
 
-def baseline_figures(items: list[dict[str, Any]], step_scores: list[list[float]], threshold: float,
-                     choices: dict[str, Any]) -> dict[str, Any]:
-    """The PRM and every baseline on the same items and the same bootstrap draws (each item its own unit): step
-    AUROC over the steps up to the first error (ProcessBench labels no later step), first-error F1 (the PRM at
-    ``threshold``, a baseline at its own cut) and flawed-solution AUROC, with the paired PRM − baseline
-    differences."""
-    from rewards.evaluation.baselines import paired_step_figures
-
-    ratings = [[1] * len(item["steps"]) if item["label"] == -1 else
-               [1] * item["label"] + [-1] + [0] * (len(item["steps"]) - item["label"] - 1) for item in items]
-    return paired_step_figures(step_scores, ratings, [item["steps"] for item in items], choices,
-                               threshold=threshold, neutral="exclude")
+def processbench_ratings(item: dict[str, Any]) -> list[int]:
+    """ProcessBench's label as step ratings: +1 before the first error, −1 on it, 0 (left out) after it."""
+    steps, label = len(item["steps"]), item["label"]
+    return [1] * steps if label == -1 else [1] * label + [-1] + [0] * (steps - label - 1)
 
 
-def processbench(prm: Any, orm: Any, limit: int | None, thresholds: np.ndarray, *,
-                 choices: dict[str, Any] | None = None) -> dict[str, Any]:
-    from rewards.evaluation.step_metrics import lowest_step_on_last_rate, processbench_metrics
+def load_processbench(subset: str, limit: int | None) -> list[dict[str, Any]]:
+    items = json.loads((SHARED / "processbench" / f"{subset}.json").read_text(encoding="utf-8"))
+    if limit and limit < len(items):  # evenly spread: the files list erroneous solutions before correct ones
+        items = [items[i * len(items) // limit] for i in range(limit)]
+    return items
+
+
+def sanity_figures(prm: Any, items: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+    """The sanity checks (answer-format rewrite, harmless prefix, shuffled steps, lowest score on the last step)
+    of the PRM on these items."""
+    from rewards.evaluation.sanity import SanitySolution, sanity_checks
+
+    solutions = [SanitySolution(item["problem"], list(item["steps"]), None if item["label"] == -1 else item["label"])
+                 for item in items]
+    report = sanity_checks(solutions, lambda batch: prm.score_steps_batch([(s.problem, s.steps) for s in batch]),
+                           seed=seed)
+    return {check: {key: (None if isinstance(value, float) and np.isnan(value) else
+                          round(value, 4) if isinstance(value, float) else value) for key, value in figures.items()}
+            for check, figures in report.as_dict().items()}
+
+
+def processbench(prm: Any, orm: Any, limit: int | None, aggregation: str, *,
+                 choices: dict[str, Any] | None = None, draws: int = 1000, sanity: bool = True) -> dict[str, Any]:
+    """Per subset: the dev half (by problem) chooses the PRM's first-error threshold (where F1 peaks there) and
+    a second cut and direction for each baseline; on the report half, the PRM beside every baseline (``choices``
+    from the PRM's training rows, and ``name@dev half``) with paired intervals over problems, the ORM's
+    flawed-solution AUROC beside the PRM's, the F1 at the model's own threshold and the sanity checks."""
+    from rewards.evaluation.baselines import BASELINES, fit, paired_auroc, paired_step_figures
+    from rewards.evaluation.step_metrics import calibrate_threshold
 
     results: dict[str, Any] = {}
     for subset in ("math", "gsm8k"):
-        items = json.loads((SHARED / "processbench" / f"{subset}.json").read_text(encoding="utf-8"))
-        if limit and limit < len(items):  # evenly spread: the files list erroneous solutions before correct ones
-            items = [items[i * len(items) // limit] for i in range(limit)]
+        items = load_processbench(subset, limit)
         pairs = [(item["problem"], item["steps"]) for item in items]
         step_scores = prm.score_steps_batch(pairs)
         orm_scores = np.array(orm.score_solutions(pairs))
-        labels = np.array([item["label"] for item in items])
-        flawed = labels != -1
-        dev = np.array([_dev(item["id"]) for item in items])
-        test = ~dev
+        dev = np.array([dev_half(item["problem"]) for item in items])
+        dev_items = [item for item, d in zip(items, dev, strict=True) if d]
+        report = [item for item, d in zip(items, dev, strict=True) if not d]
         dev_scores = [s for s, d in zip(step_scores, dev, strict=True) if d]
-        test_scores = [s for s, d in zip(step_scores, dev, strict=True) if not d]
-        # threshold: the dev slice's best F1 (ties: the smaller threshold)
-        best = max(thresholds, key=lambda t: (np.nan_to_num(processbench_metrics(
-            labels[dev], step_scores=dev_scores, threshold=float(t))["f1"]), -t))
-        figures = processbench_metrics(labels[test], step_scores=test_scores, threshold=float(best))
-        aurocs = {how: _auroc(flawed[test], -np.array([_aggregate(s, how) for s in test_scores]))
-                  for how in ("min", "product")}
-        dev_aurocs = {how: _auroc(flawed[dev], -np.array([_aggregate(s, how) for s in dev_scores]))
-                      for how in ("min", "product")}
-        calibrated = processbench_metrics(labels[test], step_scores=test_scores, threshold=prm.threshold)
+        report_scores = [s for s, d in zip(step_scores, dev, strict=True) if not d]
+        calibration = calibrate_threshold([item["label"] for item in dev_items], dev_scores)
+        threshold = calibration["threshold"] if calibration["threshold"] is not None else 0.5
+        dev_ratings = [processbench_ratings(item) for item in dev_items]
+        rules = dict(choices or {})
+        for name in BASELINES:
+            if name != "random":  # a seeded draw has nothing to choose
+                rules[f"{name}@dev half"] = fit(name, [item["steps"] for item in dev_items], dev_ratings,
+                                                neutral="exclude")
+        groups = [item["problem"].strip() for item in report]
+        ratings = [processbench_ratings(item) for item in report]
+        steps = [item["steps"] for item in report]
+        figures = paired_step_figures(report_scores, ratings, steps, rules, groups=groups, threshold=threshold,
+                                      neutral="exclude", aggregation=aggregation, draws=draws)
+        own = paired_step_figures(report_scores, ratings, steps, {}, groups=groups, threshold=prm.threshold,
+                                  neutral="exclude", aggregation=aggregation, draws=draws)
+        sound = np.array([item["label"] == -1 for item in report])
+        orm_report = orm_scores[~dev]
+        versus_orm = paired_auroc([_aggregate(s, aggregation) for s in report_scores], orm_report, sound,
+                                  groups=groups, draws=draws)
         results[subset] = {
-            "model_threshold": prm.threshold,
-            "first_error_model_threshold": {k: (round(v, 4) if isinstance(v, float) else v)
-                                            for k, v in calibrated.items()},
-            "items": int(test.sum()), "dev_items": int(dev.sum()), "flawed": int(flawed[test].sum()),
-            "prm_flawed_auroc": aurocs, "prm_flawed_auroc_dev": dev_aurocs,
-            "orm_flawed_auroc": _auroc(flawed[test], -orm_scores[test]),
-            "threshold": float(best), "first_error": {k: (round(v, 4) if isinstance(v, float) else v)
-                                                      for k, v in figures.items()},
+            "items": len(report), "problems": len(set(groups)), "flawed": int((~sound).sum()),
+            "dev_items": len(dev_items), "dev_problems": len({item["problem"].strip() for item in dev_items}),
+            "threshold": threshold, "threshold_dev_f1": calibration["f1_calibrated"],
+            "model_threshold": prm.threshold, "aggregation": aggregation,
+            "figures": figures, "first_error_f1_model_threshold": own["model"]["first_error_f1"],
+            "orm_flawed_auroc": versus_orm["other"], "prm_minus_orm_flawed_auroc": versus_orm["diff"],
         }
-        test_items = [item for item, d in zip(items, dev, strict=True) if not d]
-        flawed_scores = [s for s, item in zip(test_scores, test_items, strict=True) if item["label"] != -1]
-        flawed_items = [item for item in test_items if item["label"] != -1]
-        # an artefact detector puts its lowest score on the last step far more often than the data errs there
-        results[subset]["lowest_on_last_flawed"] = {
-            "prm": round(lowest_step_on_last_rate(flawed_scores, ties="strict"), 4) if flawed_scores else None,
-            "data": round(float(np.mean([item["label"] == len(item["steps"]) - 1 for item in flawed_items])), 4)
-            if flawed_items else None}
-        if choices:
-            results[subset]["baselines"] = baseline_figures(test_items, test_scores, float(best), choices)
+        if sanity:
+            results[subset]["sanity"] = sanity_figures(prm, report, seed=0)
     return results
+
+
+def target_met(figures: dict[str, Any]) -> dict[str, Any]:
+    """Per target metric (first-error F1, flawed-solution AUROC): the strongest baseline on the report half and
+    whether the paired interval of PRM − it lies above 0."""
+    out = {}
+    for metric in TARGET_METRICS:
+        name = figures["strongest"][metric]
+        diff = figures["baselines"][name]["diff"][metric] if name else {}
+        out[metric] = {"strongest": name, "diff": diff, "met": bool(diff.get("low") is not None and diff["low"] > 0)}
+    return out
+
+
+def _cell(figures: dict[str, Any]) -> str:
+    if figures.get("value") is None:
+        return "n/a"
+    return f"{100 * figures['value']:.1f} [{100 * figures['low']:.1f}, {100 * figures['high']:.1f}]"
 
 
 def baseline_lines(doc: dict[str, Any]) -> str:
     """The PRM beside each baseline, every figure with its 95 % interval, and the verdicts on the strongest."""
     from rewards.evaluation.baselines import METRICS, baseline_verdicts
 
-    def cell(figures: dict[str, Any]) -> str:
-        if figures.get("value") is None:
-            return "n/a"
-        return f"{100 * figures['value']:.1f} [{100 * figures['low']:.1f}, {100 * figures['high']:.1f}]"
-
-    lines = ["PRM: " + ", ".join(f"{metric} {cell(doc['model'][metric])}" for metric in METRICS)]
+    lines = ["PRM: " + ", ".join(f"{metric} {_cell(doc['model'][metric])}" for metric in METRICS)]
     for name, figures in doc["baselines"].items():
-        lines.append(f"{name}: " + ", ".join(f"{metric} {cell(figures[metric])} (PRM − it "
-                                             f"{cell(figures['diff'][metric])})" for metric in METRICS))
+        lines.append(f"{name}: " + ", ".join(f"{metric} {_cell(figures[metric])} (PRM − it "
+                                             f"{_cell(figures['diff'][metric])})" for metric in METRICS))
     return "\n  ".join(lines + baseline_verdicts(doc))
+
+
+def print_processbench(bench: dict[str, Any]) -> None:
+    for subset, figures in bench.items():
+        print(f"ProcessBench {subset}, report half ({figures['items']} items of {figures['problems']} problems, "
+              f"{figures['flawed']} flawed; the dev half, {figures['dev_items']} items of {figures['dev_problems']} "
+              f"problems, chose the threshold {figures['threshold']:.3f}): PRM ({figures['aggregation']}) "
+              f"flawed-solution AUROC {_cell(figures['figures']['model']['flawed_auroc'])}, ORM "
+              f"{_cell(figures['orm_flawed_auroc'])}, PRM − ORM {_cell(figures['prm_minus_orm_flawed_auroc'])}; "
+              f"first-error F1 {_cell(figures['figures']['model']['first_error_f1'])}, at the model's own threshold "
+              f"{figures['model_threshold']:.3f} {_cell(figures['first_error_f1_model_threshold'])}")
+        print(f"  {baseline_lines(figures['figures'])}")
+        for metric, verdict in target_met(figures["figures"]).items():
+            print(f"  target {metric}: strongest baseline {verdict['strongest']}, PRM − it "
+                  f"{_cell(verdict['diff'])}: {'met' if verdict['met'] else 'NOT met'}")
+        sanity = figures.get("sanity")
+        if sanity:
+            last = sanity["last_step_lowest"]
+            print(f"  sanity: answer-format rewrite mean |Δ score| {sanity['answer_rewrite']['mean_abs_change']} "
+                  f"({sanity['answer_rewrite']['n']} steps); harmless prefix Δ log-odds "
+                  f"{sanity['harmless_prefix']['mean_logit_change']} per step; shuffle Spearman "
+                  f"{sanity['shuffle']['spearman']}; lowest score on the last step among flawed solutions (ties "
+                  f"strict) {last['model_rate']} vs the data's first errors there {last['data_rate']} "
+                  f"({last['n']} flawed)")
 
 
 def best_of_n(prm: Any, orm: Any, pool_size: int, aggregation: str, *,
               choices: dict[str, Any] | None = None) -> dict[str, Any]:
-    from annotate.grading import answers_match
     from rewards.evaluation.baselines import BEST_OF_N_BASELINES, candidate_scores
     from rewards.evaluation.best_of_n import best_of_n as simulate
     from rewards.evaluation.pools import Pool
     from rewards.jobs.services.pools import parse_line
+    from stepcore.grading import answers_match
 
     pools = []
     rules = choices or {}
@@ -343,8 +426,8 @@ def best_of_n(prm: Any, orm: Any, pool_size: int, aggregation: str, *,
                 [c.answer for c in candidates], [bool(answers_match(parsed.gold, c.answer)) for c in candidates],
                 prm_score=[_aggregate(s, aggregation) for s in step_scores], orm_score=orm_scores,
                 problem=parsed.text))
-            for baseline in picked:  # the rules pick on the same candidates, choices from the PRM's training rows
-                picked[baseline].append(candidate_scores(rules[baseline], [steps for _, steps in pairs]))
+            for baseline, scores in picked.items():  # the rules pick on the same candidates, chosen on training rows
+                scores.append(candidate_scores(rules[baseline], [steps for _, steps in pairs]))
     doc = simulate(pools, trials=400, seed=0, baselines=picked or None)
     methods = {**doc["methods"], **(doc.get("baselines") or {})}
     intervals = doc["intervals"]["methods"]
@@ -354,6 +437,7 @@ def best_of_n(prm: Any, orm: Any, pool_size: int, aggregation: str, *,
           for method in table if method in intervals}
     return {"problems": len(pools), "pool_size": pool_size, "accuracy_percent": table, "ci_percent": ci,
             "paired": dict(doc["intervals"]["paired"])}
+
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -372,10 +456,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--negative-weight", default="balanced", help='"balanced" or a number')
-    parser.add_argument("--aggregation", default="min", choices=("min", "product"))
+    parser.add_argument("--aggregation", default="training", choices=("training", *AGGREGATIONS),
+                        help="the PRM's solution score: min or product of its step scores, or (the default) the "
+                             "one with the higher flawed-solution AUROC on PRM800K's held-out tenth")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--processbench-limit", type=int, default=200,
                         help="items per ProcessBench set, evenly spread over the file (0: all 1000 + 400)")
+    parser.add_argument("--draws", type=int, default=1000, help="bootstrap draws of every interval")
     parser.add_argument("--pool-size", type=int, default=4,
                         help="samples per AIME problem for best-of-N (0: no best-of-N, which needs Django)")
     parser.add_argument("--datasets", type=Path, default=None,
@@ -438,15 +525,19 @@ def main(argv: list[str] | None = None) -> int:
         prm = load_reward_model(work / "prm", device=device, batch_size=16)
         orm = load_reward_model(work / "orm", device=device, batch_size=16)
         scoring_started = time.time()
-        thresholds = np.round(np.arange(0.05, 1.0, 0.05), 2)
+        aggregation = (choose_aggregation(prm, work / "prm.jsonl") if args.aggregation == "training"
+                       else {"aggregation": args.aggregation})
+        how = aggregation["aggregation"]
+        print(f"aggregation: {how} ({aggregation})", flush=True)
         choices = fit_baselines(work / "prm.jsonl")
-        bench = processbench(prm, orm, args.processbench_limit or None, thresholds, choices=choices)
-        heldout = heldout_solution_auroc(prm, orm, work / "orm.jsonl")
+        bench = processbench(prm, orm, args.processbench_limit or None, how, choices=choices, draws=args.draws)
+        heldout = heldout_solution_auroc(prm, orm, work / "orm.jsonl", how)
         step_heldout = heldout_step_auroc(prm, work / "prm.jsonl")
-        bon = best_of_n(prm, orm, args.pool_size, args.aggregation, choices=choices) if args.pool_size else None
+        bon = best_of_n(prm, orm, args.pool_size, how, choices=choices) if args.pool_size else None
         scoring_s = time.time() - scoring_started
         print(f"held-out solutions ({heldout['solutions']}, {heldout['correct']} correct): solution AUROC PRM "
-              f"{heldout['prm']} vs ORM {heldout['orm']}", flush=True)
+              f"{_cell(heldout['prm'])} vs ORM {_cell(heldout['orm'])}, PRM − ORM {_cell(heldout['prm_minus_orm'])}",
+              flush=True)
         for mode, figures in step_heldout.items():
             print(f"held-out step AUROC, {mode} rows ({figures['rows']} rows of {figures['problems']} problems, "
                   f"{figures['steps']} steps, {figures['negatives']} rated -1): {figures['auroc']} "
@@ -458,31 +549,17 @@ def main(argv: list[str] | None = None) -> int:
             variant = train("prm", work / "prm.jsonl", work / f"prm-{number}", args, features,
                             head_model=model or None)
             scorer = load_reward_model(work / f"prm-{number}", device=device)
-            figures = processbench(scorer, orm, args.processbench_limit or None, thresholds)
+            figures = processbench(scorer, orm, args.processbench_limit or None, how, draws=args.draws,
+                                   sanity=False)
             steps = heldout_step_auroc(scorer, work / "prm.jsonl")
             variants[recipe] = {"training": variant, "processbench": figures, "heldout_step_auroc": steps}
+            model_figures = figures["math"]["figures"]["model"]
             print(f"variant {recipe}: held-out step AUROC {steps['alternatives']['auroc']} (alternatives rows), "
-                  f"{steps['chosen']['auroc']} (chosen rows); MATH F1 (model threshold) "
-                  f"{figures['math']['first_error_model_threshold']['f1']}, dev-slice F1 "
-                  f"{figures['math']['first_error']['f1']}; flawed AUROC (min) "
-                  f"{figures['math']['prm_flawed_auroc']['min']}; fit {variant['seconds']} s", flush=True)
-    def f3(value: float | None) -> str:
-        return "n/a" if value is None else f"{value:.3f}"
-
-    for subset, figures in bench.items():
-        fe = figures["first_error"]
-        print(f"ProcessBench {subset} ({figures['items']} items, {figures['flawed']} flawed; dev slice "
-              f"{figures['dev_items']}): flawed-solution AUROC PRM {f3(figures['prm_flawed_auroc'][args.aggregation])} "
-              f"({args.aggregation}; product {f3(figures['prm_flawed_auroc']['product'])}), ORM "
-              f"{f3(figures['orm_flawed_auroc'])}; first error (threshold {figures['threshold']:.2f} from the dev "
-              f"slice): erroneous {f3(fe['error_acc'])}, correct {f3(fe['correct_acc'])}, F1 {f3(fe['f1'])}; at the "
-              f"model's calibrated threshold {figures['model_threshold']:.3f}: F1 "
-              f"{f3(figures['first_error_model_threshold']['f1'])}")
-        last = figures["lowest_on_last_flawed"]
-        print(f"  lowest score on the last step among flawed solutions (ties strict): PRM {f3(last['prm'])}, the "
-              f"data's first errors there {f3(last['data'])}")
-        if "baselines" in figures:
-            print(f"  {baseline_lines(figures['baselines'])}")
+                  f"{steps['chosen']['auroc']} (chosen rows); MATH report half F1 (dev-half threshold) "
+                  f"{_cell(model_figures['first_error_f1'])}, at the model's threshold "
+                  f"{_cell(figures['math']['first_error_f1_model_threshold'])}; flawed AUROC ({how}) "
+                  f"{_cell(model_figures['flawed_auroc'])}; fit {variant['seconds']} s", flush=True)
+    print_processbench(bench)
     if bon is not None:
         table = bon["accuracy_percent"]
         print(f"best-of-N on AIME 2025 ({bon['problems']} problems x {bon['pool_size']} samples), accuracy %:")
@@ -494,14 +571,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wall {wall:.0f} s (scoring {scoring_s:.0f} s); load average {load_before:.1f} at start, "
           f"{os.getloadavg()[0]:.1f} at end on {os.cpu_count()} cores; peak RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB", flush=True)
-    margin = {subset: round(figures["prm_flawed_auroc"][args.aggregation] - figures["orm_flawed_auroc"], 3)
-              if figures["prm_flawed_auroc"][args.aggregation] is not None and figures["orm_flawed_auroc"] is not None
-              else None for subset, figures in bench.items()}
+    targets = {subset: target_met(figures["figures"]) for subset, figures in bench.items()}
     print(json.dumps({"bench": "reward_quality", "recipe": {k: str(v) if isinstance(v, Path) else v
                                                                for k, v in vars(args).items()},
                       "data": data, "training": {k: {x: v[x] for x in ("seconds", "loss", "negative_weight")}
                                                  for k, v in training.items()},
-                      "processbench": bench, "prm_minus_orm_flawed_auroc": margin, "best_of_n": bon,
+                      "aggregation": aggregation, "processbench": bench, "targets": targets, "best_of_n": bon,
                       "heldout_solution_auroc": heldout, "heldout_step_auroc": step_heldout,
                       "variants": variants,
                       "training_and_scoring_s": round(sum(v["seconds"] for v in training.values()) + scoring_s, 1),

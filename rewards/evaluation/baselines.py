@@ -28,9 +28,9 @@ import numpy as np
 from .intervals import DRAWS, LEVEL, _bounds, _draws, _units
 from .step_metrics import DEFAULT_THRESHOLD, auroc, calibrate_threshold, step_labels_from_ratings, weighted_auroc
 
-__all__ = ["BASELINES", "BEST_OF_N_BASELINES", "NAMES", "Choice", "baseline_verdicts", "best_of_n_baseline_verdict",
-           "candidate_scores", "fit",
-           "paired_step_figures", "step_scores", "step_values", "strongest"]
+__all__ = ["BASELINES", "BEST_OF_N_BASELINES", "NAMES", "Choice", "baseline_name", "baseline_verdicts",
+           "best_of_n_baseline_verdict", "candidate_scores", "fit", "paired_auroc", "paired_step_figures",
+           "step_scores", "step_values", "strongest"]
 
 BASELINES = ("length", "step_length", "position", "random")
 #: the baselines that pick a best-of-N candidate: a solution-level score (step length has none of its own)
@@ -141,7 +141,7 @@ class _Scored:
 
 
 def _score_figures(rows: Sequence[np.ndarray], ratings: Sequence[Sequence[int]], units: list[np.ndarray],
-                   counts: np.ndarray, threshold: float, neutral: str) -> _Scored:
+                   counts: np.ndarray, threshold: float, neutral: str, aggregation: str = "min") -> _Scored:
     kept = [step_labels_from_ratings(rated, neutral) for rated in ratings]
     unit_of = np.empty(len(rows), dtype=np.int64)
     for number, members in enumerate(units):
@@ -165,7 +165,7 @@ def _score_figures(rows: Sequence[np.ndarray], ratings: Sequence[Sequence[int]],
         harmonic = np.where(total > 0, 2 * error_acc * correct_acc / np.where(total > 0, total, 1.0), 0.0)
         return np.where(np.isnan(total), np.nan, harmonic)  # no erroneous or no correct solution drawn: no F1
 
-    solution_score = np.array([r.min() if r.size else 1.0 for r in rows])
+    solution_score = np.array([(r.prod() if aggregation == "product" else r.min()) if r.size else 1.0 for r in rows])
     values = {"step_auroc": auroc(step_score, step_truth), "first_error_f1": float(f1(whole_counts)),
               "flawed_auroc": auroc(solution_score, ~error)}
     step_draws, flawed_draws = [], []
@@ -190,10 +190,12 @@ def paired_step_figures(model_rows: Sequence[Sequence[float]], ratings: Sequence
                         solutions: Sequence[Sequence[str]], choices: Mapping[str, Choice], *,
                         groups: Sequence[str] | None = None, threshold: float = DEFAULT_THRESHOLD,
                         neutral: str = "positive", draws: int = DRAWS, seed: int = 0,
-                        level: float = LEVEL) -> dict[str, Any]:
-    """Step AUROC, first-error F1 and flawed-solution AUROC of the model (its first errors at ``threshold``) and of
-    every baseline in ``choices`` (at its own cut), each with an interval, and the paired model − baseline
-    difference of each; all from the same draws of problems (``groups``) as ``step_level_intervals``.
+                        level: float = LEVEL, aggregation: str = "min") -> dict[str, Any]:
+    """Step AUROC, first-error F1 and flawed-solution AUROC of the model (its first errors at ``threshold``, its
+    solution score the ``aggregation`` of its step scores: ``min`` or ``product``) and of every baseline in
+    ``choices`` (at its own cut; a key is a baseline's name, or ``name@where`` for a second choice of the same rule
+    made elsewhere), each with an interval, and the paired model − baseline difference of each; all from the same
+    draws of problems (``groups``) as ``step_level_intervals``.
 
     Returns ``{"model": {metric: {value, low, high}}, "baselines": {name: {metric: ..., "diff": {metric: ...}}},
     "strongest": {metric: name}, "choices": {name: Choice.to_dict()}, "draws", "seed", "level"}`` (fractions)."""
@@ -203,10 +205,10 @@ def paired_step_figures(model_rows: Sequence[Sequence[float]], ratings: Sequence
     counts = np.zeros((draws, len(units)))
     for number, draw in enumerate(index):
         counts[number] = np.bincount(draw, minlength=len(units))
-    model = _score_figures(rows, ratings, units, counts, threshold, neutral)
+    model = _score_figures(rows, ratings, units, counts, threshold, neutral, aggregation)
     doc: dict[str, Any] = {"model": {m: _interval(model.values[m], model.drawn[m], level) for m in METRICS},
                            "baselines": {}, "choices": {}, "draws": draws, "seed": seed, "level": level,
-                           "threshold": threshold}
+                           "threshold": threshold, "aggregation": aggregation}
     for name, choice in choices.items():
         scored = _score_figures(step_scores(choice, solutions), ratings, units, counts, DEFAULT_THRESHOLD, neutral)
         figures: dict[str, Any] = {m: _interval(scored.values[m], scored.drawn[m], level) for m in METRICS}
@@ -216,6 +218,35 @@ def paired_step_figures(model_rows: Sequence[Sequence[float]], ratings: Sequence
         doc["choices"][name] = choice.to_dict()
     doc["strongest"] = {m: strongest({n: f[m] for n, f in doc["baselines"].items()}) for m in METRICS}
     return doc
+
+
+def baseline_name(key: str) -> str:
+    """A reader's name for a baseline key: ``step_length`` is "step length", ``step_length@dev half`` is "step
+    length (chosen on the dev half)"."""
+    rule, _, where = key.partition("@")
+    return f"{NAMES[rule]} (chosen on the {where})" if where else NAMES[rule]
+
+
+def paired_auroc(model: Sequence[float] | np.ndarray, other: Sequence[float] | np.ndarray,
+                 positive: Sequence[bool] | np.ndarray, *, groups: Sequence[str] | None = None, draws: int = DRAWS,
+                 seed: int = 0, level: float = LEVEL) -> dict[str, dict[str, float | None]]:
+    """Two solution scorers' AUROC against ``positive`` and their paired difference, each with an interval, from
+    the same draws of problems (``groups``) as :func:`paired_step_figures` (same units, same seed):
+    ``{"model", "other", "diff"}``, each ``{value, low, high}``."""
+    a, b = np.asarray(model, dtype=float), np.asarray(other, dtype=float)
+    y = np.asarray(positive, dtype=bool)
+    units = _units(groups, y.size)
+    unit_of = np.empty(y.size, dtype=np.int64)
+    for number, members in enumerate(units):
+        unit_of[members] = number
+    counts = np.zeros((draws, len(units)))
+    for number, draw in enumerate(_draws(len(units), draws, seed)):
+        counts[number] = np.bincount(draw, minlength=len(units))
+    drawn_a = np.concatenate([weighted_auroc(a, y, counts[i:i + CHUNK][:, unit_of]) for i in range(0, draws, CHUNK)])
+    drawn_b = np.concatenate([weighted_auroc(b, y, counts[i:i + CHUNK][:, unit_of]) for i in range(0, draws, CHUNK)])
+    value_a, value_b = auroc(a, y), auroc(b, y)
+    return {"model": _interval(value_a, drawn_a, level), "other": _interval(value_b, drawn_b, level),
+            "diff": _interval(value_a - value_b, drawn_a - drawn_b, level)}
 
 
 def strongest(figures: Mapping[str, Mapping[str, Any]]) -> str | None:
@@ -240,7 +271,7 @@ def baseline_verdicts(doc: Mapping[str, Any], *, model: str = "PRM", level: floa
             continue
         figures = (f"{100 * mine['value']:.1f} vs {100 * theirs['value']:.1f} %, {100 * diff['value']:+.1f} points, "
                    f"{ci} {100 * diff['low']:.1f} to {100 * diff['high']:.1f}")
-        words, rule = METRIC_WORDS[metric], NAMES[name]
+        words, rule = METRIC_WORDS[metric], baseline_name(name)
         if diff["low"] > 0:
             sentences.append(f"{model} beats the strongest baseline on {words}, {rule} ({figures})")
         elif diff["high"] < 0:

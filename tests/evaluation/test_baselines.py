@@ -9,13 +9,16 @@ from rewards.evaluation import Pool, best_of_n
 from rewards.evaluation.baselines import (
     BASELINES,
     Choice,
+    baseline_name,
     baseline_verdicts,
     candidate_scores,
     fit,
+    paired_auroc,
     paired_step_figures,
     step_scores,
 )
 from rewards.evaluation.intervals import step_level_intervals
+from rewards.evaluation.step_metrics import auroc
 
 
 def _solutions(seed: int, count: int = 120, long_is_wrong: bool = True) -> tuple[list[list[str]], list[list[int]],
@@ -141,3 +144,46 @@ def test_a_best_of_n_curve_that_falls_is_named_from_its_paired_interval() -> Non
     [sentence] = curve_falls(curve)
     assert sentence.startswith("PRM best-of-N falls as N grows: at N = 64 it is ")
     assert best_of_n(pools, ns=[1, 4], trials=20)["intervals"]["curve"] == {}  # no N = 8 to compare with
+
+
+def test_a_second_choice_of_a_rule_made_elsewhere_is_named_where_in_the_verdict() -> None:
+    solutions, ratings, groups = _solutions(2)
+    rng = np.random.default_rng(1)
+    model = [rng.random(len(steps)) for steps in solutions]
+    choices = {"step_length": fit("step_length", *_solutions(5, long_is_wrong=False)[:2]),
+               "step_length@dev half": fit("step_length", *_solutions(3)[:2])}
+    doc = paired_step_figures(model, ratings, solutions, choices, groups=groups, draws=200)
+    assert doc["strongest"]["first_error_f1"] == "step_length@dev half"  # chosen on data like the judged
+    assert baseline_name("step_length@dev half") == "step length (chosen on the dev half)"
+    assert any("step length (chosen on the dev half) is ahead" in s for s in baseline_verdicts(doc))
+
+
+def test_the_models_flawed_solution_score_follows_its_aggregation() -> None:
+    solutions, ratings, groups = _solutions(4)
+    rng = np.random.default_rng(2)
+    model = [rng.random(len(steps)) for steps in solutions]
+    sound = np.array([-1 not in rated for rated in ratings])
+    for how, aggregate in (("min", np.min), ("product", np.prod)):
+        doc = paired_step_figures(model, ratings, solutions, {}, groups=groups, draws=50, aggregation=how)
+        assert doc["model"]["flawed_auroc"]["value"] == pytest.approx(auroc([aggregate(r) for r in model], sound))
+    assert paired_step_figures(model, ratings, solutions, {}, draws=50, aggregation="product")["aggregation"] == \
+        "product"
+
+
+def test_paired_auroc_draws_problems_as_the_step_figures_do_and_pairs_the_difference() -> None:
+    solutions, ratings, groups = _solutions(2)
+    sound = np.array([-1 not in rated for rated in ratings])
+    rng = np.random.default_rng(3)
+    good = sound + rng.normal(0, 0.5, sound.size)  # reads the truth through noise
+    noise = rng.random(sound.size)
+    doc = paired_auroc(good, noise, sound, groups=groups, draws=300, seed=4)
+    assert doc["model"]["value"] == pytest.approx(auroc(good, sound))
+    assert doc["other"]["value"] == pytest.approx(auroc(noise, sound))
+    assert doc["diff"]["low"] > 0  # clearly ahead, and the paired interval says so
+    # the model side is the flawed AUROC paired_step_figures draws for the same scores, units and seed
+    rows = [np.full(len(steps), value) for steps, value in zip(solutions, good, strict=True)]
+    steps = paired_step_figures(rows, ratings, solutions, {}, groups=groups, draws=300, seed=4)
+    for key in ("value", "low", "high"):
+        assert doc["model"][key] == pytest.approx(steps["model"]["flawed_auroc"][key])
+    same = paired_auroc(good, good, sound, groups=groups, draws=100)
+    assert same["diff"] == {"value": 0.0, "low": 0.0, "high": 0.0}

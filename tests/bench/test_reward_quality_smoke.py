@@ -1,0 +1,73 @@
+"""The reward-quality benches run end to end at a tiny size and end in their JSON line: a head PRM and ORM trained
+in seconds on sixty labeled solutions, a dozen ProcessBench items per subset, a few MMLU-Pro questions per domain.
+(``bench/assist.py``'s own run is ``tests/evaluation/test_assist_bench.py``.)"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROCESSBENCH = Path("/work/shared/data/processbench/math.json")
+
+
+def _tiny_datasets(folder: Path) -> Path:
+    prm, orm = [], []
+    for i in range(30):
+        for wrong in (False, True):
+            total = 2 * i + 1 + (7 if wrong else 0)
+            ratings = [1, -1, 0] if wrong else [1, 1, 1]
+            steps = [f"We add {i} and {i + 1}.", f"So {i} + {i + 1} = {total}.", f"The answer is {total}."]
+            split = "test" if i % 5 == 0 else "train"
+            prm.append({"prompt": f"What is {i} + {i + 1}?", "problem_id": f"p{i}", "completions": steps,
+                        "labels": [r >= 0 for r in ratings], "ratings": ratings, "split": split,
+                        "path": "chosen"})
+            orm.append({"prompt": f"What is {i} + {i + 1}?", "problem_id": f"p{i}", "completion": "\n".join(steps),
+                        "label": not wrong, "split": split})
+    for name, rows in (("prm.jsonl", prm), ("orm.jsonl", orm)):
+        (folder / name).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    counts = {"labelings": 60, "prm_rows": 60, "chosen_steps": 180, "chosen_negatives": 30, "alternative_rows": 0,
+              "alternative_negatives": 0, "orm_rows": 60, "outcome_correct": 30, "outcome_wrong": 30,
+              "outcome_ungradable": 0}
+    (folder / "counts.json").write_text(json.dumps(counts), encoding="utf-8")
+    return folder
+
+
+def _run(script: str, *args: str) -> dict:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not PROCESSBENCH.exists(), reason="ProcessBench is not in ../shared")
+def test_reward_quality_reports_on_the_report_half_with_intervals(tmp_path: Path) -> None:
+    doc = _run("reward_quality.py", "--datasets", str(_tiny_datasets(tmp_path)), "--pool-size", "0",
+               "--processbench-limit", "24", "--draws", "50")
+    assert doc["bench"] == "reward_quality" and doc["aggregation"]["aggregation"] in ("min", "product")
+    for subset in ("math", "gsm8k"):
+        figures = doc["processbench"][subset]
+        assert figures["items"] + figures["dev_items"] == 24 and figures["items"] > 0 and figures["dev_items"] > 0
+        model = figures["figures"]["model"]["first_error_f1"]
+        assert model["low"] <= model["value"] <= model["high"]
+        # every baseline twice: its choices from the training rows, and chosen on the dev half (random once)
+        assert set(figures["figures"]["baselines"]) == {"length", "step_length", "position", "random",
+                                                        "length@dev half", "step_length@dev half",
+                                                        "position@dev half"}
+        assert set(doc["targets"][subset]) == {"first_error_f1", "flawed_auroc"}
+        sanity = figures["sanity"]
+        assert sanity["harmless_prefix"]["n"] > 0 and sanity["shuffle"]["n"] > 0
+        assert sanity["last_step_lowest"]["n"] <= figures["items"]
+
+
+def test_domain_quality_runs_on_a_few_questions(tmp_path: Path) -> None:
+    doc = _run("domain_quality.py", "--datasets", str(_tiny_datasets(tmp_path)), "--questions", "3",
+               "--trials", "20")
+    assert doc["bench"] == "domain_quality" and doc["aggregation"]["aggregation"] in ("min", "product")
+    math = doc["domains"]["math (headroom pool)"]
+    assert math["questions"] == 3 and math["percent"]["prm"]["1"]["low"] <= math["percent"]["prm"]["1"]["high"]
