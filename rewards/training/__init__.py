@@ -24,7 +24,7 @@ def load_reward_model(folder: Any, **options: Any) -> ScoringModel:
 
 
 def run_training(config: TrainConfig) -> dict[str, Any]:
-    """Run one training job (see ``train.run_training``)."""
-    from .train import run_training as run
+    """Run one training job (see ``pipeline.run_training``); returns ``metrics.json``'s content."""
+    from .pipeline import run_training as run
 
-    return run(config)
+    return run(config).as_dict()

@@ -29,11 +29,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _train(args: argparse.Namespace) -> None:
-    from .train import run_training
+    from .pipeline import run_training
 
     config = load_config(args.config)
     metrics = run_training(config)
-    print(f"trained {metrics['kind']} in {metrics['runtime_s']:.1f}s -> {config.output_dir}")
+    print(f"trained {metrics.kind} in {metrics.runtime_s or 0.0:.1f}s -> {config.output_dir}")
 
 
 def _score(args: argparse.Namespace) -> None:

@@ -16,6 +16,7 @@ from pydantic.dataclasses import dataclass
 from pydantic_core import ErrorDetails
 
 from ..node import ConfigError, first_refusal, init_keys, key_refusal, number_field, read_job_file
+from .heads.spec import head_spec
 
 Kind = Literal["prm", "orm"]
 NeutralPolicy = Literal["positive", "negative", "exclude"]
@@ -188,16 +189,11 @@ class TrainConfig:
         if self.threshold_folds is not None and (self.kind != "prm" or self.method == "head"):
             raise _invalid("threshold_folds", "applies to a fine-tuned PRM (kind 'prm', method finetune or lora): "
                                               "an ORM has no first-error threshold and the head cross-fits its own")
-        lexical = self.head_features.startswith("lexical")
-        if self.head_model == "auto":
-            object.__setattr__(self, "head_model", "linear+trees" if lexical else "linear")
-        if lexical and self.head_model == "mlp":
-            raise _invalid("head_model", f"'mlp' reads vectors only; head_features {self.head_features!r} is a "
-                                         f"linear head over words (choose head_features 'context' or "
-                                         f"'context+text' for the MLP)")
-        if not lexical and self.head_model == "linear+trees":
-            raise _invalid("head_model", f"'linear+trees' reads words; head_features {self.head_features!r} are "
-                                         f"vectors (choose head_features 'lexical' or 'lexical+cosines')")
+        try:
+            spec = head_spec(self.head_features, self.head_model)
+        except ValueError as refused:
+            raise _invalid("head_model", str(refused)) from None
+        object.__setattr__(self, "head_model", spec.model.value)
         return self
 
     def resolved(self) -> dict[str, Any]:

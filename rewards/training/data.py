@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..node import JsonLineError, json_lines
+from .textfeatures import neutral_answers
 
 IGNORE_INDEX = -100  # label value that the cross-entropy loss skips
 
@@ -173,7 +174,6 @@ def without_problems(rows: Sequence[Any], problems: Collection[str]) -> tuple[li
 def with_neutral_answers(rows: Sequence[Any]) -> list[Any]:
     """The rows with every answer line in the neutral form (``textfeatures.neutral_answers``): a PRM row's steps,
     an ORM row's whole solution (before it is split back into steps, so a ``# Answer`` block stays one line)."""
-    from .textfeatures import neutral_answers
 
     return [replace(row, steps=tuple(neutral_answers(step) for step in row.steps)) if isinstance(row, PrmRow)
             else replace(row, completion=neutral_answers(row.completion)) for row in rows]

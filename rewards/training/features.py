@@ -20,6 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from .data import pad_batch
+from .modeling import load_tokenizer
+
 #: tokens per encoder batch: sorted by length, short steps go many to a batch, long problems few
 BATCH_TOKENS = 8192
 FEATURE_VERSION = "mean-l2/1"
@@ -105,8 +108,6 @@ class FeatureCache:
             import torch
             from transformers import AutoModel
 
-            from .modeling import load_tokenizer
-
             if self.threads:
                 torch.set_num_threads(self.threads)
             model = AutoModel.from_pretrained(str(self.backbone), local_files_only=True, dtype=torch.float32)
@@ -117,8 +118,6 @@ class FeatureCache:
     def _encode(self, texts: list[str], progress: Callable[[int, int], None] | None) -> np.ndarray:
         """Mean-pooled, L2-normalised last hidden states, in batches of similar length."""
         import torch
-
-        from .data import pad_batch
 
         tokenizer, model = self._load_encoder()
         ids = list(tokenizer(texts, truncation=True, max_length=self.max_length, verbose=False)["input_ids"])

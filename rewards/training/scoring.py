@@ -7,26 +7,19 @@ left context as fits), so every step gets a score.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..evaluation.step_metrics import DEFAULT_THRESHOLD, first_error_index
 from .data import SequenceLayout, TrainingDataError, encode_orm, encode_prm, iter_records, pad_batch, tokenize_texts
+from .figures import aggregate
+from .heads.features import orm_steps
+from .heads.scorer import HeadScorer
+from .modeling import ModelSpec, load_model, load_tokenizer, sequence_layout
 from .textfeatures import neutral_answers
 
-if TYPE_CHECKING:
-    from .modeling import ModelSpec
-
 Steps = Sequence[str]
-
-
-def aggregate(step_scores: Sequence[float], how: str) -> float:
-    """Solution score from step scores: "product" (the paper's rule) or "min" (Math-Shepherd's)."""
-    if how == "min":
-        return float(min(step_scores))
-    return float(math.prod(step_scores))
 
 
 class ScoringModel:
@@ -78,11 +71,9 @@ def _check_steps(kind: str, items: Sequence[tuple[str, Steps]]) -> None:
 
 
 class HeadRewardModel(ScoringModel):
-    """A ``head`` model: a small classifier over the frozen backbone's cached features (``head.py``)."""
+    """A ``head`` model: a small classifier over the frozen backbone's cached features (``heads``)."""
 
     def __init__(self, folder: Path, spec: ModelSpec) -> None:
-        from .head import HeadScorer
-
         self.spec, self.kind, self.aggregation = spec, spec.kind, spec.aggregation
         self.scorer = HeadScorer(folder, spec)
 
@@ -91,8 +82,6 @@ class HeadRewardModel(ScoringModel):
         return self.scorer.steps(self.steps_as_trained(items))
 
     def score_solutions(self, items: Sequence[tuple[str, Steps | str]]) -> list[float]:
-        from .head import orm_steps
-
         pairs = [(prompt, orm_steps(solution) if isinstance(solution, str) else list(solution))
                  for prompt, solution in self.solutions_as_trained(items)]
         if self.kind == "prm":
@@ -176,7 +165,6 @@ def load_reward_model(folder: str | Path, *, device: str | None = None, batch_si
     """Load a model folder written by training (GPU when present); ``max_length`` defaults to the training one."""
     import torch
 
-    from .modeling import ModelSpec, load_model, load_tokenizer, sequence_layout
 
     folder = Path(folder)
     spec = ModelSpec.load(folder)

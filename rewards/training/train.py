@@ -1,38 +1,26 @@
-"""One training job: exported dataset + config in; model, ``metrics.json`` and ``events.jsonl`` out.
+"""The fine-tuning method (``finetune``, ``lora``): a token (PRM) or sequence (ORM) classifier trained on the
+backbone, every weight or a LoRA adapter.
 
 Built on ``transformers.Trainer`` so that data parallelism under ``torchrun`` / ``accelerate launch``,
-gradient accumulation, bf16 autocast and gradient checkpointing come from one tested loop. Only the
-main process (rank 0) writes files; any rank records its own crash in the event log.
+gradient accumulation, bf16 autocast and gradient checkpointing come from one tested loop.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
-import traceback
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..evaluation.step_metrics import DEFAULT_THRESHOLD, processbench_metrics
 from .config import TrainConfig, TrainingConfigError
-from .data import (
-    IGNORE_INDEX,
-    OrmRow,
-    PrmRow,
-    RewardCollator,
-    SequenceLayout,
-    encode_orm,
-    encode_prm,
-    prefix_digests,
-    read_dataset,
-    split_rows,
-    tokenize_texts,
-    with_neutral_answers,
-    without_problems,
-)
+from .data import IGNORE_INDEX, OrmRow, PrmRow, RewardCollator, SequenceLayout, encode_orm, encode_prm, tokenize_texts
+from .events import EventLog
+from .figures import aggregate, binary_figures, crossfit_calibration, first_errors, problem_folds
+from .metrics import TrainingMetrics
 from .modeling import (
     POSITIVE_CLASS,
     ModelSpec,
@@ -43,33 +31,7 @@ from .modeling import (
     save_reward_model,
     sequence_layout,
 )
-from .scoring import aggregate
-
-
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0"))
-
-
-class EventLog:
-    """Append-only JSON-lines progress log, flushed per event so a web process can tail it."""
-
-    def __init__(self, path: Path, *, main: bool) -> None:
-        self.path = path
-        self.main = main
-        self.started = time.time()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if main:
-            path.write_text("", encoding="utf-8")
-
-    def write(self, event: str, *, always: bool = False, **fields: Any) -> None:
-        """Record an event (main process only, unless ``always``: errors come from every rank)."""
-        if not (self.main or always):
-            return
-        now = time.time()
-        record = {"event": event, "time": round(now, 3), "elapsed_s": round(now - self.started, 3), **fields}
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, default=str) + "\n")
-            handle.flush()
+from .rows import TrainingRows, dedupe_step_labels
 
 
 def _event_callback(events: EventLog, global_batch: int) -> Any:
@@ -95,31 +57,6 @@ def _event_callback(events: EventLog, global_batch: int) -> Any:
             self.last = (now, state.global_step, state.num_input_tokens_seen)
 
     return EventCallback()
-
-
-def dedupe_step_labels(rows: Sequence[PrmRow]) -> tuple[list[PrmRow], int]:
-    """Rows whose step labels seen before (same prompt, same steps up to and including it, same label) are set
-    to IGNORE_INDEX, and how many were. An ``alternatives`` export repeats each chosen prefix in every row of
-    its alternatives; trained as is, those prefix labels would outweigh the alternatives many times over."""
-    import dataclasses
-
-    seen: set[tuple[str, int]] = set()
-    out: list[PrmRow] = []
-    repeated = 0
-    for row in rows:
-        prefixes = prefix_digests(row.prompt, row.steps)
-        labels = list(row.labels)
-        for index, label in enumerate(row.labels):
-            if label == IGNORE_INDEX:
-                continue
-            key = (prefixes[index + 1], label)  # the steps up to and including this one, and its label
-            if key in seen:
-                labels[index] = IGNORE_INDEX
-                repeated += 1
-            else:
-                seen.add(key)
-        out.append(dataclasses.replace(row, labels=tuple(labels)) if tuple(labels) != row.labels else row)
-    return out, repeated
 
 
 def encode_prm_rows(rows: Sequence[PrmRow], tokenizer: Any, layout: SequenceLayout,
@@ -168,19 +105,6 @@ def encode_orm_rows(rows: Sequence[OrmRow], tokenizer: Any, layout: SequenceLayo
                       "negative": len(rows) - positives, "overlong": overlong}
 
 
-def binary_figures(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
-    """Accuracy at 0.5 and AUROC (None when only one class is present)."""
-    from sklearn.metrics import roc_auc_score
-
-    both = len(np.unique(labels)) == 2
-    return {
-        "count": int(len(labels)),
-        "positive_rate": float(labels.mean()) if len(labels) else None,
-        "accuracy": float(((scores >= 0.5) == (labels == 1)).mean()) if len(labels) else None,
-        "auroc": float(roc_auc_score(labels, scores)) if both else None,
-    }
-
-
 def scored_rows(probs: np.ndarray, labels: np.ndarray) -> tuple[list[list[float]], list[list[int]]]:
     """Per predicted row with a labeled step: the labeled steps' P(correct) and their labels."""
     scores: list[list[float]] = []
@@ -193,23 +117,17 @@ def scored_rows(probs: np.ndarray, labels: np.ndarray) -> tuple[list[list[float]
     return scores, truths
 
 
-def _first_errors(truths: Sequence[Sequence[int]]) -> list[int]:
-    return [next((i for i, v in enumerate(truth) if v == 0), -1) for truth in truths]
-
-
 def prm_figures(probs: np.ndarray, labels: np.ndarray, aggregation: str,
                 calibration: dict[str, Any] | None) -> dict[str, Any]:
     """Step-level figures over labeled separators; solution-level: correct = no negative step; first-error F1 at
     0.5 and, with a ``calibration`` (cross-fitted on the training problems), at its threshold. These rows never
     choose the threshold: they are the reported figures."""
-    from ..evaluation.step_metrics import DEFAULT_THRESHOLD, processbench_metrics
-
     per_row, truths = scored_rows(probs, labels)
-    first_errors = _first_errors(truths)
+    errors = first_errors(truths)
 
     def f1(threshold: float) -> float | None:
-        both = -1 in first_errors and any(index != -1 for index in first_errors)
-        return float(processbench_metrics(first_errors, step_scores=per_row, threshold=threshold)["f1"]) \
+        both = -1 in errors and any(index != -1 for index in errors)
+        return float(processbench_metrics(errors, step_scores=per_row, threshold=threshold)["f1"]) \
             if both else None
 
     threshold = calibration["threshold"] if calibration is not None else None
@@ -340,27 +258,20 @@ class _Fit:
 def crossfit_threshold(config: TrainConfig, rows: Sequence[PrmRow], fit: _Fit,
                        events: EventLog) -> dict[str, Any] | None:
     """The first-error threshold chosen on the training problems, as the head chooses its own: the problems are
-    dealt into ``threshold_folds`` folds (a seeded order; fewer with fewer problems), each fold's rows are scored by
-    a model fine-tuned on the other folds' rows, and the threshold is where first-error F1 peaks over all those
-    out-of-fold rows. None with fewer than two problems or without both an erroneous and a correct solution."""
-    import hashlib
-
-    from ..evaluation.step_metrics import calibrate_threshold
-
+    dealt into ``threshold_folds`` folds (``problem_folds``), each fold's rows are scored by a model fine-tuned on
+    the other folds' rows, and the threshold is where first-error F1 peaks over all those out-of-fold rows. None
+    with fewer than two problems or without both an erroneous and a correct solution."""
     assert config.threshold_folds is not None
-    problem = {id(row): row.problem_id or row.prompt for row in rows}
-    problems = sorted(set(problem.values()),
-                      key=lambda p: hashlib.sha256(f"calibration:{config.seed}:{p}".encode()).hexdigest())
-    count = min(config.threshold_folds, len(problems))
-    if count < 2:
+    fold_of = problem_folds([row.problem_id or row.prompt for row in rows], config.threshold_folds, config.seed)
+    if fold_of is None:
         events.write("warning", message="threshold_folds: fewer than two training problems; the threshold is 0.5")
         return None
-    fold_of = {name: number % count for number, name in enumerate(problems)}
     per_row: list[list[float]] = []
     truths: list[list[int]] = []
+    count = len(set(fold_of.values()))
     for fold in range(count):
-        inside = [row for row in rows if fold_of[problem[id(row)]] == fold]
-        outside = [row for row in rows if fold_of[problem[id(row)]] != fold]
+        inside = [row for row in rows if fold_of[row.problem_id or row.prompt] == fold]
+        outside = [row for row in rows if fold_of[row.problem_id or row.prompt] != fold]
         features, _ = encode_prm_rows(outside, fit.tokenizer, fit.layout, config.max_length,
                                       dedupe=config.dedupe_steps)
         held, _ = encode_prm_rows(inside, fit.tokenizer, fit.layout, config.max_length)
@@ -374,152 +285,116 @@ def crossfit_threshold(config: TrainConfig, rows: Sequence[PrmRow], fit: _Fit,
         truths += labels
         events.write("calibration", fold=fold + 1, folds=count, rows=len(scores))
         del trainer  # one fold's model at a time on the device
-    calibration = calibrate_threshold(_first_errors(truths), per_row)
-    if calibration["threshold"] is None:
+    calibration = crossfit_calibration(per_row, truths, fold_of)
+    if calibration is None:
         events.write("warning", message="threshold_folds: the training folds hold no erroneous or no correct "
                                         "solution; the threshold is 0.5")
-        return None
-    return {**calibration, "folds": count, "problems": len(problems), "rows": len(per_row),
-            "source": "training problems, cross-fitted"}
+    return calibration
 
 
-def run_training(config: TrainConfig) -> dict[str, Any]:
-    """Train, evaluate and save; returns the metrics written to ``metrics.json``."""
-    from .head import resolved_method, run_head_training
-
-    output = config.output_dir
-    events = EventLog(output / "events.jsonl", main=_rank() == 0)
-    try:
-        if resolved_method(config.method) == "head":
-            started = time.time()
-            output.mkdir(parents=True, exist_ok=True)
-            (output / "config.resolved.json").write_text(json.dumps(config.resolved(), indent=2) + "\n",
-                                                         encoding="utf-8")
-            events.write("start", kind=config.kind, method="head", dataset=str(config.dataset),
-                         base_model=str(config.base_model_path), config=config.resolved())
-            return run_head_training(config, events, started)
-        return _train(config, events)
-    except BaseException as exc:
-        events.write("error", always=True, rank=_rank(), message=f"{type(exc).__name__}: {exc}",
-                     traceback=traceback.format_exc())
-        raise
+@dataclass
+class _Encoded:
+    tokenizer: Any
+    layout: SequenceLayout
+    separator: str
+    added: bool
+    train: list[dict[str, Any]]
+    validation: list[dict[str, Any]]
+    train_counts: dict[str, int]
+    validation_counts: dict[str, int]
 
 
-def _train(config: TrainConfig, events: EventLog) -> dict[str, Any]:
-    import torch
-    from transformers import set_seed
-
-    started = time.time()
-    if events.main:
-        (config.output_dir / "config.resolved.json").write_text(
-            json.dumps(config.resolved(), indent=2) + "\n", encoding="utf-8")
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    events.write("start", kind=config.kind, dataset=str(config.dataset), base_model=str(config.base_model_path),
-                 world_size=world, cuda=torch.cuda.is_available(), config=config.resolved())
-    set_seed(config.seed)
-
-    rows, excluded = without_problems(read_dataset(config.dataset, config.kind, config.neutral, config.label_map),
-                                      config.exclude_problems)
-    if config.answers == "neutral":
-        rows = with_neutral_answers(rows)
-    train_rows, eval_rows = split_rows(rows, config.eval_fraction, config.seed)
-    if config.limit is not None:
-        train_rows = train_rows[:config.limit]
-    if config.max_eval_rows is not None and len(eval_rows) > config.max_eval_rows:
-        eval_rows = random.Random(config.seed).sample(eval_rows, config.max_eval_rows)
-    if not rows:
-        raise ValueError(f"{config.dataset}: the {config.kind.upper()} dataset has no rows: nothing to train on")
-    if not train_rows:
-        where = ("eval_fraction sends every problem to validation" if config.eval_fraction is not None
-                 else f"all {len(rows)} rows are in the 'test' split")
-        raise ValueError(f"{config.dataset}: no training rows ({where})")
-
+def _encode(config: TrainConfig, rows: TrainingRows, events: EventLog) -> _Encoded:
+    """The rows as token sequences (validation rows sampled down to ``max_eval_rows``)."""
     positions = max_positions(config.base_model_path)
     if positions is not None and config.max_length > positions:
         raise TrainingConfigError(f"config key 'max_length' is {config.max_length}, above the base model's "
-                          f"maximum of {positions} positions", key="max_length")
+                                  f"maximum of {positions} positions", key="max_length")
+    validation = rows.validation
+    if config.max_eval_rows is not None and len(validation) > config.max_eval_rows:
+        validation = random.Random(config.seed).sample(validation, config.max_eval_rows)
     tokenizer = load_tokenizer(config.base_model_path)
     separator, added = choose_separator(tokenizer)
     layout = sequence_layout(tokenizer, separator)
     if config.kind == "prm":
-        train_features, train_counts = encode_prm_rows(train_rows, tokenizer, layout, config.max_length,
-                                                       dedupe=config.dedupe_steps)
-        eval_features, eval_counts = encode_prm_rows(eval_rows, tokenizer, layout, config.max_length)
+        train, train_counts = encode_prm_rows(rows.train, tokenizer, layout, config.max_length,
+                                              dedupe=config.dedupe_steps)
+        held, held_counts = encode_prm_rows(validation, tokenizer, layout, config.max_length)
     else:
-        train_features, train_counts = encode_orm_rows(train_rows, tokenizer, layout, config.max_length)
-        eval_features, eval_counts = encode_orm_rows(eval_rows, tokenizer, layout, config.max_length)
-    train_counts["excluded_rows"] = excluded
-    events.write("data", train=train_counts, eval=eval_counts, separator=separator, separator_added=added,
-                 overlong=train_counts["overlong"] + eval_counts["overlong"])
-    if not eval_features:
+        train, train_counts = encode_orm_rows(rows.train, tokenizer, layout, config.max_length)
+        held, held_counts = encode_orm_rows(validation, tokenizer, layout, config.max_length)
+    train_counts["excluded_rows"] = rows.excluded
+    events.write("data", train=train_counts, eval=held_counts, separator=separator, separator_added=added,
+                 overlong=train_counts["overlong"] + held_counts["overlong"])
+    if not held:
         events.write("warning", message="no validation rows: validation figures will be null")
+    return _Encoded(tokenizer, layout, separator, added, train, held, train_counts, held_counts)
 
-    negative_weight = _negative_weight(config, train_counts)
+
+def _validation(config: TrainConfig, trainer: Any, encoded: _Encoded,
+                calibration: dict[str, Any] | None, events: EventLog) -> dict[str, Any] | None:
+    if not encoded.validation:
+        if calibration is None:
+            return None
+        return {"threshold": calibration["threshold"], "calibration": calibration,  # the threshold still travels
+                "threshold_choice": threshold_choice(calibration)}
+    prediction = trainer.predict(encoded.validation, metric_key_prefix="eval")
+    probs, labels = np.asarray(prediction.predictions), np.asarray(prediction.label_ids)
+    validation: dict[str, Any] = {"loss": float(prediction.metrics["eval_loss"]),
+                                  "runtime_s": float(prediction.metrics["eval_runtime"])}
+    if config.kind == "prm":
+        validation.update(prm_figures(probs, labels, config.score_aggregation, calibration))
+    else:
+        validation["solution_level"] = binary_figures(probs.reshape(-1), labels.reshape(-1))
+    events.write("eval", step=trainer.state.global_step, **validation)
+    return validation
+
+
+def _train_figures(result: Any, trainer: Any, global_batch: int, negative_weight: float) -> dict[str, Any]:
+    runtime = float(result.metrics["train_runtime"])
+    tokens = int(trainer.state.num_input_tokens_seen)
+    return {"loss": float(result.training_loss), "steps": int(trainer.state.global_step),
+            "epochs": float(trainer.state.epoch or 0.0), "runtime_s": runtime,
+            "examples_per_s": float(result.metrics["train_samples_per_second"]), "tokens": tokens,
+            "tokens_per_s": tokens / runtime if runtime > 0 else None, "global_batch_size": global_batch,
+            "negative_weight": negative_weight}
+
+
+def train_finetune(config: TrainConfig, rows: TrainingRows, events: EventLog) -> TrainingMetrics:
+    """Fine-tune (every weight, or a LoRA adapter), validate and save; returns ``metrics.json``'s content."""
+    from transformers import set_seed
+
+    set_seed(config.seed)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    encoded = _encode(config, rows, events)
+    negative_weight = _negative_weight(config, encoded.train_counts)
     if negative_weight != 1.0:
         events.write("class_weight", negative_weight=negative_weight)
     bf16, checkpointing = _device_flags(config, events)
     global_batch = config.batch_size * config.gradient_accumulation_steps * world
-    fit = _Fit(config, tokenizer, layout, added=added, negative_weight=negative_weight, bf16=bf16,
-               checkpointing=checkpointing)
-    calibration = (crossfit_threshold(config, train_rows, fit, events)
+    fit = _Fit(config, encoded.tokenizer, encoded.layout, added=encoded.added, negative_weight=negative_weight,
+               bf16=bf16, checkpointing=checkpointing)
+    calibration = (crossfit_threshold(config, rows.train, fit, events)
                    if config.kind == "prm" and config.threshold_folds is not None else None)
     model = fit.model()
-    trainer = fit.trainer(model, train_features, callbacks=[_event_callback(events, global_batch)])
+    trainer = fit.trainer(model, encoded.train, callbacks=[_event_callback(events, global_batch)])
     result = trainer.train()
-    runtime = float(result.metrics["train_runtime"])
-    tokens = int(trainer.state.num_input_tokens_seen)
-    train_figures = {
-        "loss": float(result.training_loss),
-        "steps": int(trainer.state.global_step),
-        "epochs": float(trainer.state.epoch or 0.0),
-        "runtime_s": runtime,
-        "examples_per_s": float(result.metrics["train_samples_per_second"]),
-        "tokens": tokens,
-        "tokens_per_s": tokens / runtime if runtime > 0 else None,
-        "global_batch_size": global_batch,
-        "negative_weight": negative_weight,
-    }
-
-    validation: dict[str, Any] | None = None
-    if eval_features:
-        prediction = trainer.predict(eval_features, metric_key_prefix="eval")
-        probs = np.asarray(prediction.predictions)
-        labels = np.asarray(prediction.label_ids)
-        validation = {"loss": float(prediction.metrics["eval_loss"]),
-                      "runtime_s": float(prediction.metrics["eval_runtime"])}
-        if config.kind == "prm":
-            validation.update(prm_figures(probs, labels, config.score_aggregation, calibration))
-        else:
-            validation["solution_level"] = binary_figures(probs.reshape(-1), labels.reshape(-1))
-        events.write("eval", step=trainer.state.global_step, **validation)
-    elif calibration is not None:  # no validation rows: the threshold still travels
-        validation = {"threshold": calibration["threshold"], "calibration": calibration,
-                      "threshold_choice": threshold_choice(calibration)}
-
-    parameters = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    metrics = {
-        "kind": config.kind,
-        "method": "lora" if config.lora is not None else "finetune",
-        "train": train_figures,
-        "validation": validation,
-        "data": {"train": train_counts, "validation": eval_counts,
-                 "overlong": train_counts["overlong"] + eval_counts["overlong"]},
-        "model": {"parameters": parameters, "trainable_parameters": trainable, "separator_token": separator,
-                  "bf16": bf16, "gradient_checkpointing": checkpointing, "lora": config.lora is not None},
-        "world_size": world,
-        "runtime_s": time.time() - started,
-    }
+    validation = _validation(config, trainer, encoded, calibration, events)
     if trainer.is_world_process_zero():
-        spec = ModelSpec(kind=config.kind, separator_token=separator, aggregation=config.score_aggregation,
+        spec = ModelSpec(kind=config.kind, separator_token=encoded.separator, aggregation=config.score_aggregation,
                          neutral=config.neutral, base_model=config.base_model, max_length=config.max_length,
                          lora=config.lora is not None, answers=config.answers,
                          threshold=(validation or {}).get("threshold") if config.kind == "prm" else None)
-        save_reward_model(model, tokenizer, spec, config.output_dir)
-        metrics["runtime_s"] = time.time() - started
-        (config.output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-        events.write("done", model_dir=str(config.output_dir), train_loss=train_figures["loss"],
-                     validation_loss=validation["loss"] if validation else None,
-                     examples_per_s=train_figures["examples_per_s"], tokens_per_s=train_figures["tokens_per_s"],
-                     runtime_s=metrics["runtime_s"])
-    return metrics
+        save_reward_model(model, encoded.tokenizer, spec, config.output_dir)
+    return TrainingMetrics.model_validate({
+        "kind": config.kind, "method": "lora" if config.lora is not None else "finetune",
+        "train": _train_figures(result, trainer, global_batch, negative_weight),
+        "validation": validation,
+        "data": {"train": encoded.train_counts, "validation": encoded.validation_counts,
+                 "overlong": encoded.train_counts["overlong"] + encoded.validation_counts["overlong"]},
+        "model": {"parameters": sum(p.numel() for p in model.parameters()),
+                  "trainable_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+                  "separator_token": encoded.separator, "bf16": bf16, "gradient_checkpointing": checkpointing,
+                  "lora": config.lora is not None},
+        "world_size": world, "runtime_s": 0.0,
+    })

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from rewards.training import load_reward_model, parse_config, run_training
-from rewards.training.head import step_features
+from rewards.training.heads.features import step_features
+from rewards.training.heads.spec import Recipe
 from rewards.training.modeling import SPEC_FILE, ModelSpec
 from rewards.training.textfeatures import neutral_answers
 
@@ -22,9 +23,9 @@ def test_the_three_answer_forms_read_alike() -> None:
     assert {neutral_answers(form) for form in FORMS} == {"answer 5"}
     assert neutral_answers("So the final answer is $\\boxed{\\frac{1}{2}}$.") == "So answer \\frac{1}{2}."
     assert neutral_answers("Exactly.\n\n# Answer\n\n468") == "Exactly.\n\nanswer 468"
-    rows = [step_features(None, PROBLEM, ["We add 2 and 3.", neutral_answers(form)], "lexical") for form in FORMS]
+    rows = [step_features(None, PROBLEM, ["We add 2 and 3.", neutral_answers(form)], Recipe.LEXICAL) for form in FORMS]
     assert all(np.array_equal(rows[0], row) for row in rows[1:])
-    raw = [step_features(None, PROBLEM, ["We add 2 and 3.", form], "lexical") for form in FORMS]
+    raw = [step_features(None, PROBLEM, ["We add 2 and 3.", form], Recipe.LEXICAL) for form in FORMS]
     assert not all(np.array_equal(raw[0], row) for row in raw[1:])  # as written, the columns tell them apart
 
 

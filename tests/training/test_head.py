@@ -14,7 +14,9 @@ import pytest
 from rewards.evaluation.intervals import step_level_intervals
 from rewards.evaluation.step_metrics import first_error_index, processbench_metrics
 from rewards.training import TrainingConfigError, load_reward_model, parse_config, run_training
-from rewards.training.head import distinct_steps, orm_steps, resolved_method
+from rewards.training.heads.features import orm_steps
+from rewards.training.heads.fit import distinct_steps
+from rewards.training.heads.spec import Recipe, resolved_method
 from rewards.training.modeling import ModelSpec
 from rewards.training.scoring import HeadRewardModel, score_file
 from tests.trained_models import write_jsonl
@@ -233,13 +235,13 @@ def test_a_lexical_head_saved_before_the_recipe_marker_reads_the_cosines(heads: 
     shutil.copytree(heads.prm, folder)
     with np.load(folder / "head.npz", allow_pickle=False) as saved:
         assert str(saved["features"]) == VECTORS
-        arrays = {name: saved[name] for name in saved.files if name != "features"}
+        arrays = {name: saved[name] for name in saved.files if name not in ("features", "head_format")}
     np.savez(folder / "head.npz", **arrays)
     import dataclasses
 
     dataclasses.replace(ModelSpec.load(folder), features="lexical").save(folder)  # what such a model's spec says
     before, now = load_reward_model(folder), load_reward_model(heads.prm)
-    assert isinstance(before, HeadRewardModel) and before.scorer.recipe == VECTORS
+    assert isinstance(before, HeadRewardModel) and before.scorer.recipe is Recipe(VECTORS)
     assert before.scorer.cache is not None
     row = heads.rows[0]
     assert before.score_steps(row["prompt"], row["completions"]) == now.score_steps(row["prompt"], row["completions"])
@@ -270,7 +272,9 @@ def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache
     filled (nothing encoded again), save plain arrays, and score through the same loader."""
     import numpy as np
 
-    from rewards.training.head import MlpHead, load_head, step_features
+    from rewards.training.heads.features import step_features
+    from rewards.training.heads.models import MlpHead
+    from rewards.training.heads.persistence import load_head
     from rewards.training.textfeatures import NAMES
 
     mlp = {**HEAD, "head_features": "context+text", "head_model": "mlp", "max_steps": 5,
@@ -295,7 +299,7 @@ def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache
     row = heads.rows[0]
     cache = load_reward_model(heads.prm).scorer.cache
     cache.ensure([row["prompt"], *row["completions"]])  # read from the cache's files: nothing is encoded
-    assert width == step_features(cache, row["prompt"], row["completions"], "context+text").shape[1]
+    assert width == step_features(cache, row["prompt"], row["completions"], Recipe.CONTEXT_TEXT).shape[1]
     spec = ModelSpec.load(prm_folder)
     assert spec.features == "context+text" and spec.threshold == metrics["prm"]["validation"]["threshold"]
     prm, orm = load_reward_model(prm_folder), load_reward_model(orm_folder)
@@ -307,7 +311,7 @@ def test_mlp_head_with_text_features_trains_saves_and_scores_on_the_shared_cache
     # the columns end with the text features, then "an earlier step failed the check"
     column = width - 1 - len(NAMES) + NAMES.index("any_wrong")
     for step, failed in (("So $6 \\times 255 = 1530$.", 0.0), ("So $6 \\times 255 = 1520$.", 1.0)):
-        assert step_features(prm.scorer.cache, row["prompt"], [first, step], "context+text")[1, column] == failed
+        assert step_features(prm.scorer.cache, row["prompt"], [first, step], Recipe.CONTEXT_TEXT)[1, column] == failed
     assert 0 < orm.score_solution(row["prompt"], "\n".join(row["completions"])) < 1
 
 
@@ -318,15 +322,12 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_h
     import numpy as np
 
     from rewards.training.data import read_dataset, split_rows, with_neutral_answers
-    from rewards.training.head import (
-        DEFAULT_ITERATIONS,
-        TREES_FILE,
-        LexicalHead,
-        head_scores,
-        load_head,
-        prm_examples,
-    )
-    from rewards.training.train import dedupe_step_labels
+    from rewards.training.heads.features import prm_examples, step_features
+    from rewards.training.heads.fit import head_scores
+    from rewards.training.heads.lexical import LexicalHead
+    from rewards.training.heads.models import DEFAULT_ITERATIONS
+    from rewards.training.heads.persistence import TREES_FILE, load_head
+    from rewards.training.rows import dedupe_step_labels
 
     heads = lexical_heads
     assert ModelSpec.load(heads.prm).features == "lexical" and heads.prm_metrics["model"]["features"] == "lexical"
@@ -340,7 +341,8 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_h
     # the rows as the head read them: answer lines in the neutral form (the default)
     train, _ = split_rows(with_neutral_answers(read_dataset(heads.prm.parent / "prm.jsonl", "prm", "positive")),
                           None, 0)
-    examples = prm_examples(None, dedupe_step_labels(train)[0], "lexical")
+    examples = prm_examples(dedupe_step_labels(train)[0],
+                            [step_features(None, row.prompt, row.steps, Recipe.LEXICAL) for row in train])
     fitted, _ = LexicalHead.fit(examples.x, examples.texts, examples.y, contexts=examples.contexts,
                                 negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0, trees=True)
     assert list(fitted.vocabulary) == list(loaded.vocabulary)
@@ -355,7 +357,7 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_h
 def test_sibling_pairs_stay_within_a_context_and_are_capped() -> None:
     import numpy as np
 
-    from rewards.training.head import SIBLING_PAIRS_PER_CONTEXT, sibling_pairs
+    from rewards.training.heads.lexical import SIBLING_PAIRS_PER_CONTEXT, sibling_pairs
 
     contexts = ["a", "a", "a", "b", "b", "c"]
     y = np.array([1, 0, 0, 1, 1, 0])
@@ -375,7 +377,8 @@ def test_lexical_head_learns_from_sibling_contrasts() -> None:
     the head cannot rank the two; with them it learns the siblings' contrast, and reports the pairs."""
     import numpy as np
 
-    from rewards.training.head import DEFAULT_ITERATIONS, LexicalHead
+    from rewards.training.heads.lexical import LexicalHead
+    from rewards.training.heads.models import DEFAULT_ITERATIONS
 
     texts, labels, contexts = [], [], []
     for index in range(30):
@@ -401,10 +404,12 @@ def test_a_lexical_head_saved_before_punctuation_loads_as_it_was(heads: Heads, t
     did: words and operators only, no marks."""
     import numpy as np
 
-    from rewards.training.head import LEGACY_LEXICAL_TOKENS, LexicalHead, load_head
+    from rewards.training.heads.lexical import LEGACY_LEXICAL_TOKENS, LexicalHead
+    from rewards.training.heads.persistence import load_head
 
     with np.load(heads.prm / "head.npz", allow_pickle=False) as saved:
-        arrays = {name: saved[name] for name in saved.files if name not in ("tokens", "marks", "tree_vocabulary")}
+        legacy_names = set(saved.files) - {"head_format", "tokens", "marks", "tree_vocabulary"}
+        arrays = {name: saved[name] for name in legacy_names}
     arrays["vocabulary"] = np.array(["halve", "double", "halve it"])
     arrays["idf"], arrays["word_coef"] = np.ones(3, np.float32), np.array([1.0, -1.0, 0.5], np.float32)
     np.savez(tmp_path / "head.npz", **arrays)
@@ -433,7 +438,8 @@ def test_boosted_trees_learn_what_one_weight_per_column_cannot() -> None:
     the word and the position together."""
     import numpy as np
 
-    from rewards.training.head import DEFAULT_ITERATIONS, LexicalHead
+    from rewards.training.heads.lexical import LexicalHead
+    from rewards.training.heads.models import DEFAULT_ITERATIONS
 
     texts, labels, positions = [], [], []
     for index in range(100):
@@ -462,7 +468,8 @@ def test_a_lexical_head_saved_before_the_trees_scores_with_its_regression_alone(
 
     import numpy as np
 
-    from rewards.training.head import TREES_FILE, LexicalHead, load_head
+    from rewards.training.heads.lexical import LexicalHead
+    from rewards.training.heads.persistence import TREES_FILE, load_head
 
     folder = tmp_path / "before-trees"
     shutil.copytree(lexical_heads.prm, folder)

@@ -23,7 +23,8 @@ from rewards.training.data import (
     tokenize_texts,
 )
 from rewards.training.modeling import choose_separator, sequence_layout
-from rewards.training.train import dedupe_step_labels, encode_prm_rows
+from rewards.training.rows import dedupe_step_labels
+from rewards.training.train import encode_prm_rows
 
 PROMPT = "What is $1 + 1$?"
 STEPS = ["First, add the two ones together.", "That gives 2.\n\n# Answer\n\n2"]
