@@ -9,11 +9,12 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import models
 
-from .graders import DEFAULT_GRADER, GRADER_CHOICES, GRADERS
+from stepcore.graders import DEFAULT_GRADER, GRADER_CHOICES, GRADERS
+from stepcore.steprules import MAX_RULE_CHARS, STEP_RULE_DETAIL
+
 from .models import AutoTrain, Campaign, ImportKind, LeaseOrder, Role, StepRationale, SuggestionMode
 from .scales import NAMED, ScaleError, scale_from_data
 from .step_rule_validation import validate_step_rule
-from .steprules import MAX_RULE_CHARS, STEP_RULE_DETAIL
 
 
 def scale_text(scale: dict[str, Any]) -> str:

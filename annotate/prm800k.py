@@ -28,6 +28,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from stepcore.steps import ANSWER_HEADER, answer_from_steps
+
 from .models import (
     RATIONALE_MAX_CHARS,
     FinishReason,
@@ -36,7 +38,6 @@ from .models import (
 )
 from .services.importing import RowError
 from .services.labeling import check_stop_at_first_error
-from .steps import ANSWER_HEADER, answer_from_steps
 
 # --- the accepted shapes, written once ------------------------------------------------------------
 # Every value shape the released PRM800K files hold (phase 1 and 2, give_up / found_error / solution rows,

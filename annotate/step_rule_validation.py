@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
-from .steprules import StepRuleError, parse_step_rule
+from stepcore.steprules import StepRuleError, parse_step_rule
 
 
 def validate_step_rule(value: str) -> None:

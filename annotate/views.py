@@ -21,10 +21,10 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from stepcore.graders import graded_by_people
 from steplab.http import AppRequest
 
 from . import forms, permissions
-from .graders import graded_by_people
 from .models import Assignment, AssignmentStatus, Invitation, MachineLabel, Problem
 from .rendering import answer_source, math_source, render_markdown, step_source
 from .scales import Scale, campaign_scale

@@ -19,12 +19,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from stepcore import steprules
+from stepcore.graders import GraderConfigError, get_grader
 from steplab.http import AppRequest
 from steplab.redirects import safe_next
 
 from . import forms_manage as forms
-from . import permissions, steprules
-from .graders import GraderConfigError, get_grader
+from . import permissions
 from .models import (
     RESPLIT_FROM,
     RESPLIT_INTO,

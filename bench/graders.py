@@ -1,4 +1,4 @@
-"""Letter grading against MMLU-Pro's own extraction: ``annotate.graders``' multiple-choice grader reads the letter of
+"""Letter grading against MMLU-Pro's own extraction: ``stepcore.graders``' multiple-choice grader reads the letter of
 every response in ``shared/data/mmlu-pro/responses.jsonl`` and is compared with the benchmark's ``pred``.
 
     .venv/bin/python bench/graders.py [--responses PATH] [--questions PATH]
@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from annotate.graders import get_grader  # noqa: E402 — after the path is set
-from annotate.graders.multiple_choice import _ANSWER_LINES  # noqa: E402
+from stepcore.graders import get_grader  # noqa: E402 — after the path is set
+from stepcore.graders.multiple_choice import _ANSWER_LINES  # noqa: E402
 
 SHARED = Path(os.environ.get("STEPLAB_SHARED", "/work/shared")) / "data" / "mmlu-pro"
 _BENCHMARK_LINE = re.compile(r"answer is \(?([A-J])\)?")

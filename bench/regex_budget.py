@@ -68,9 +68,9 @@ def main() -> None:
     settings.STEPLAB_JOBS_ROOT = work / "jobs"
     call_command("migrate", verbosity=0)
 
-    from annotate.graders import get_grader
     from annotate.models import Campaign, ImportJob, Membership, Problem, Role
     from annotate.services.campaigns import run_import_job, update_campaign
+    from stepcore.graders import get_grader
     from tests.factories import SolutionFactory, UserFactory
 
     victim = "a" * (args.victim - 1) + "b"

@@ -23,14 +23,14 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from annotate.graders import get_grader
-from annotate.grading import answers_match
 from annotate.models import Campaign, CampaignMode, Membership, Role, Solution
 from annotate.permissions import SYSTEM
 from annotate.services.campaign_problems import bank_access
 from annotate.services.prm800k_import import import_prm800k
 from annotate.services.problems import import_problems, import_solutions
-from annotate.steps import answer_from_steps
+from stepcore.graders import get_grader
+from stepcore.grading import answers_match
+from stepcore.steps import answer_from_steps
 
 DEMO_DATA = Path(__file__).resolve().parent / "data"
 DEMO_SLUG = "demo"

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from annotate.models import ERROR_CATEGORY_MAX_CHARS, Assignment, Campaign, FinishReason, Problem, Solution
 from annotate.scales import RATING_MAX, RATING_MIN
 from annotate.step_rule_validation import validate_step_rule
-from annotate.steprules import MAX_RULE_CHARS, STEP_RULE_DETAIL
+from stepcore.steprules import MAX_RULE_CHARS, STEP_RULE_DETAIL
 from steplab.jsonlimits import MAX_ID
 
 

@@ -23,14 +23,14 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from annotate import permissions, selectors
-from annotate.graders import GraderConfigError
 from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetrics, Problem, Solution
 from annotate.permissions import CanImportSolutions, CanReadMetrics, member_campaigns, research_campaigns
 from annotate.services import campaigns, labeling, leases
 from annotate.services.campaigns import cached_campaign_progress
 from annotate.services.importing import ImportFailed, ImportReport
-from annotate.steps import StepRuleError
 from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
+from stepcore.graders import GraderConfigError
+from stepcore.steps import StepRuleError
 
 from . import labeling_serializers as ls
 from . import serializers as s

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from ..graders import DEFAULT_GRADER, GRADER_CHOICES
+from stepcore.graders import DEFAULT_GRADER, GRADER_CHOICES
 
 
 class CampaignMode(models.TextChoices):
@@ -81,7 +81,7 @@ class Campaign(models.Model):
         help_text="A one-line reason on a −1 step: off, optional, or required before the pass is submitted.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    # The campaign's domain, as plain data (annotate/scales.py, annotate/graders/, annotate/steps.py read it).
+    # The campaign's domain, as plain data (annotate/scales.py, stepcore/graders/, stepcore/steps.py read it).
     step_scale = models.JSONField(default=dict, blank=True,
                                   help_text="The step label scale (annotate/scales.py); empty: PRM800K's −1/0/+1.")
     error_categories = models.JSONField(default=list, blank=True,

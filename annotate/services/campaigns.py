@@ -18,11 +18,12 @@ from django.db.models import Count, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
+from stepcore.graders import DEFAULT_GRADER, GraderConfigError, get_grader
+from stepcore.steps import StepRuleError, check_step_rule
 from steplab import jobs
 from steplab.jobs import JobStatus
 
 from .. import permissions
-from ..graders import DEFAULT_GRADER, GraderConfigError, get_grader
 from ..models import (
     ERROR_CATEGORY_MAX_CHARS,
     Assignment,
@@ -37,7 +38,6 @@ from ..models import (
     Role,
 )
 from ..scales import ScaleError, scale_from_data
-from ..steps import StepRuleError, check_step_rule
 from .campaign_problems import bank_access
 
 if TYPE_CHECKING:

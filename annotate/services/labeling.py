@@ -17,10 +17,10 @@ from django.db.models import Count, Exists, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from stepcore.graders import graded_by_people
 from webhooks.services import after_labeling_finished
 
 from .. import permissions
-from ..graders import graded_by_people
 from ..models import (
     RATIONALE_MAX_CHARS,
     Assignment,

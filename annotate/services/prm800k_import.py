@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from stepcore.grading import answers_match
 from steplab.bulk import (
     JsonText,
     PreparedRows,
@@ -28,7 +29,6 @@ from steplab.bulk import (
     write_prepared,
 )
 
-from ..grading import answers_match
 from ..models import (
     Assignment,
     AssignmentStatus,

@@ -6,7 +6,7 @@ Besides the MATH layout (``problem``, ``answer``, ``subject``, ``level``, ``uniq
 (multiple choice: the option texts, shown as A, B, …), ``answer``, ``category`` (the domain); and for solutions
 ``response`` (the text) or ``steps``, ``model`` (the generator) — MMLU-Pro's ``questions.jsonl`` and
 ``responses.jsonl`` rows import unchanged (a response's ``pred`` is kept as provenance, never used to grade).
-Responses are split by the campaign's step rule and graded by its grader (``annotate.graders``).
+Responses are split by the campaign's step rule and graded by its grader (``stepcore.graders``).
 """
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 
+from stepcore.graders import Grader, get_grader
+from stepcore.steps import check_step_rule, split_solution
 from steplab import bulk
 
-from ..graders import Grader, get_grader
 from ..models import Campaign, Completion, Problem, Solution, Step, problem_key
 from ..prm800k import content_digest
-from ..steps import check_step_rule, split_solution
 from . import importing
 from .campaign_problems import UNKNOWN_PROBLEM, owned_problems, resolve_problems
 

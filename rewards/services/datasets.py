@@ -40,7 +40,6 @@ from django.db.models import Count, Max, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from annotate.graders import get_grader
 from annotate.models import (
     Assignment,
     AssignmentStatus,
@@ -68,6 +67,7 @@ from rewards.formats import registry as formats
 from rewards.jobs.models import Candidate
 from rewards.models import DatasetVersion
 from rewards.services.downloads import read_file
+from stepcore.graders import get_grader
 from webhooks.models import Event
 from webhooks.services import emit_on_commit
 

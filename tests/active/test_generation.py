@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from annotate.steps import split_solution
 from rewards.sampling import SamplingConfigError, load_config, parse_config
 from rewards.sampling.config import DEFAULT_PROMPT_TEMPLATE, smollm2_location
 from rewards.sampling.sampler import ProblemsError, RawSample, read_problems, run_sampling, to_prm800k
+from stepcore.steps import split_solution
 
 ROOT = Path(__file__).resolve().parents[2]
 

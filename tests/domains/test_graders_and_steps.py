@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from annotate.graders import GRADERS, GraderConfigError, get_grader
-from annotate.steps import check_step_rule, split_solution
+from stepcore.graders import GRADERS, GraderConfigError, get_grader
+from stepcore.steps import check_step_rule, split_solution
 
 
 def _rows(path: Path, count: int) -> list[dict]:  # type: ignore[type-arg]

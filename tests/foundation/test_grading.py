@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from math_verify import parse, verify
 
-from annotate.grading import answers_match, exact_rational, extract_boxed, normalize_answer
+from stepcore.grading import answers_match, exact_rational, extract_boxed, normalize_answer
 
 EQUIVALENT = [
     ("\\frac{1}{2}", "0.5"), ("\\frac12", "\\dfrac{1}{2}"), ("2\\sqrt{2}", "\\sqrt{8}"), ("29", " 29 "),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from annotate.graders import GraderConfigError, get_grader
 from annotate.models import Campaign
-from annotate.steprules import RULES, STEP_RULE_DETAIL, STEP_RULE_HELP, StepRuleError, parse_step_rule
-from annotate.steps import check_step_rule, split_solution
+from stepcore.graders import GraderConfigError, get_grader
+from stepcore.steprules import RULES, STEP_RULE_DETAIL, STEP_RULE_HELP, StepRuleError, parse_step_rule
+from stepcore.steps import check_step_rule, split_solution
 
 CATASTROPHIC = "regex:(a+)+$"
 VICTIM = "a" * 31 + "b"  # 32 characters: about 2**31 steps for a backtracking engine

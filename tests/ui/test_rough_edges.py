@@ -154,7 +154,7 @@ def test_small_words(client) -> None:
 def test_math_verify_timeout_warning_says_what_it_means(caplog) -> None:
     import logging
 
-    import annotate.grading  # noqa: F401 — importing it installs the explanation on math-verify's logger
+    import stepcore.grading  # noqa: F401 — importing it installs the explanation on math-verify's logger
 
     with caplog.at_level(logging.WARNING, logger="math_verify.grader"):
         logging.getLogger("math_verify.grader").warning("Timeout during comparison")  # math-verify's own words

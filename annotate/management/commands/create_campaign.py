@@ -10,11 +10,11 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import validate_slug
 
-from annotate.graders import DEFAULT_GRADER, GRADERS
 from annotate.models import CampaignMode
 from annotate.scales import NAMED, PM1
 from annotate.services.campaigns import CampaignAdminError, create_campaign
-from annotate.steprules import STEP_RULE_DETAIL
+from stepcore.graders import DEFAULT_GRADER, GRADERS
+from stepcore.steprules import STEP_RULE_DETAIL
 
 
 def _scale(value: str) -> dict[str, Any]:

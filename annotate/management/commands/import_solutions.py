@@ -3,7 +3,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from annotate.services.problems import import_solutions
-from annotate.steprules import STEP_RULE_DETAIL, step_rule_argument
+from stepcore.steprules import STEP_RULE_DETAIL, step_rule_argument
 
 from ._common import ImportCommand, get_campaign, run_import
 

@@ -11,8 +11,8 @@ from rest_framework.response import Response
 
 from annotate.services.importing import ImportFailed
 from annotate.step_rule_validation import validate_step_rule
-from annotate.steprules import MAX_RULE_CHARS, STEP_RULE_DETAIL
 from rewards.models import DatasetVersion
+from stepcore.steprules import MAX_RULE_CHARS, STEP_RULE_DETAIL
 from steplab.jsonlimits import MAX_ID
 
 from .. import models, selectors

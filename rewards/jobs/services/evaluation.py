@@ -1,7 +1,7 @@
 """Evaluation runs: best-of-N for PRM, ORM, majority and pass@N on a pool, computed by rewards.evaluation.
 
 The pool and the stored scores are turned into the estimator's ``Pool`` objects (answers normalised with
-``annotate.grading.normalize_answer`` so that majority voting groups ``\\frac12`` with ``\\frac{1}{2}``
+``stepcore.grading.normalize_answer`` so that majority voting groups ``\\frac12`` with ``\\frac{1}{2}``
 only when the text matches after normalisation, as the grader's exact-match step does). The same rows
 can be written in the paper's ``scored-test-samples.jsonl`` layout, so the CLI reproduces any run.
 """
@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from annotate.grading import normalize_answer
 from annotate.models import Campaign
 from annotate.permissions import Actor, account_of, can_run_models, require
 from rewards.evaluation import Pool, best_of_n, encode_pools, exact_best_of_n
 from rewards.evaluation.baselines import BEST_OF_N_BASELINES, Choice, candidate_scores
+from stepcore.grading import normalize_answer
 
 from ..models import Candidate, CandidatePool, EvaluationRun, JobStatus, Kind, PoolProblem, ScoringJob
 from .training import MODELS_ONLY, JobInputError

@@ -11,7 +11,7 @@ Two JSONL layouts are accepted (one object per line):
   optional ``ground_truth`` (else the problem's stored answer), optional ``provenance`` (an object: how the
   sample was made; ``python -m rewards.sampling sample`` writes this layout).
 
-Every candidate is split with ``annotate.steps`` and graded with ``annotate.grading`` (math-verify);
+Every candidate is split with ``stepcore.steps`` and graded with ``stepcore.grading`` (math-verify);
 a candidate's own extracted answer wins over the one found in its text. All or nothing: one bad line
 and nothing is imported, with every bad line reported (file, line, field).
 """
@@ -25,13 +25,13 @@ from typing import Any
 
 from django.db import transaction
 
-from annotate.graders import Grader
 from annotate.models import Campaign, Problem, problem_key
 from annotate.permissions import Actor, account_of, can_run_models, require
 from annotate.services.campaign_problems import UNKNOWN_PROBLEM, bank_access, owned_problems, resolve_problems
 from annotate.services.importing import ImportFailed, ImportReport, RowError, iter_json_lines
 from annotate.services.problems import campaign_grader
-from annotate.steps import check_step_rule, split_solution
+from stepcore.graders import Grader
+from stepcore.steps import check_step_rule, split_solution
 from steplab import jsonlimits
 
 from ..models import Candidate, CandidatePool, PoolProblem, PoolPurpose

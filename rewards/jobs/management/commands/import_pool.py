@@ -10,7 +10,7 @@ from annotate.models import Campaign
 from annotate.permissions import SYSTEM
 from annotate.services.campaign_problems import bank_access
 from annotate.services.importing import ImportFailed
-from annotate.steprules import STEP_RULE_DETAIL, step_rule_argument
+from stepcore.steprules import STEP_RULE_DETAIL, step_rule_argument
 
 from ...services.pools import import_pool
 

@@ -1,6 +1,6 @@
 """``regex:PATTERN``: the text is cut wherever ``PATTERN`` matches (the separator is dropped).
 
-The pattern runs on RE2 (``annotate.patterns``), in time linear in the text: RE2 syntax, no backreferences or
+The pattern runs on RE2 (``stepcore.patterns``), in time linear in the text: RE2 syntax, no backreferences or
 lookaround. A pattern that matches the empty string would cut everywhere and is refused.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ ignored, a closing period left out).
 
 Optional ``config["pattern"]`` reads the final answer out of the response instead of its last line (the last
 match; its first group when it has one). Patterns come from admins' files, so a bad one grades nothing rather
-than failing an import. Both run on RE2 (``annotate.patterns``), in time linear in the answer: RE2 syntax, no
+than failing an import. Both run on RE2 (``stepcore.patterns``), in time linear in the answer: RE2 syntax, no
 backreferences or lookaround; a config pattern RE2 refuses is refused when the campaign's settings are saved.
 """
 from __future__ import annotations

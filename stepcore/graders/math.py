@@ -1,4 +1,4 @@
-"""Math: the ``# Answer`` block or the last ``\\boxed{}``, compared with math-verify (``annotate.grading``)."""
+"""Math: the ``# Answer`` block or the last ``\\boxed{}``, compared with math-verify (``stepcore.grading``)."""
 from __future__ import annotations
 
 from ..grading import answers_match

@@ -1,4 +1,4 @@
-"""How a solution text becomes steps: the step rules (``annotate.steprules``, one module per rule) applied.
+"""How a solution text becomes steps: the step rules (``stepcore.steprules``, one module per rule) applied.
 
 * ``lines`` (``newline``) — PRM800K's convention: one step per non-empty line; a line starting with ``# Answer``
   opens the final block, which becomes one last step ``"# Answer\\n\\n<answer>"``, and ``<answer>`` is
@@ -10,7 +10,7 @@
 * ``regex:PATTERN`` — the text is cut wherever ``PATTERN`` matches (RE2, linear time; the separator is dropped).
 
 A campaign names its rule (``Campaign.step_rule``); the final answer found here is the math convention's (``#
-Answer`` or the last ``\\boxed{}``): other domains read it with their grader (``annotate.graders``).
+Answer`` or the last ``\\boxed{}``): other domains read it with their grader (``stepcore.graders``).
 """
 from __future__ import annotations
 
