@@ -8,8 +8,11 @@ class AnnotateConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in
 
-        from steplab import converters
-        from steplab.nav import remember_places
+        from steplab import converters, nav
+
+        from .permissions import can_manage_any, can_research_any
 
         converters.register()
-        user_logged_in.connect(remember_places, dispatch_uid="steplab-nav-places")
+        nav.register("manage", can_manage_any)  # staff, campaign admins
+        nav.register("research", can_research_any)  # staff, admins, researchers
+        user_logged_in.connect(nav.remember_places, dispatch_uid="steplab-nav-places")

@@ -27,6 +27,7 @@ from django.db import connections, models, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from steplab import events
 from steplab.celery import app as celery_app
 from steplab.celery import send_task
 
@@ -170,17 +171,14 @@ def finish(job: Job, status: str, *, error: str = "", **fields: Any) -> bool:
 
 
 def _announce(job: Job) -> None:
-    """A campaign's job that succeeded or failed is a webhook event (sent once the finish commits)."""
+    """A campaign's job that succeeded or failed is a domain event (published once the finish commits)."""
     campaign_id = getattr(job, "campaign_id", None)
     if campaign_id is None or job.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
         return
-    from webhooks.models import Event
-    from webhooks.services import emit_on_commit
-
-    emit_on_commit(campaign_id=campaign_id,
-                   event=Event.JOB_FINISHED if job.status == JobStatus.SUCCEEDED else Event.JOB_FAILED,
-                   data={"job": job.pk, "kind": type(job)._meta.model_name, "status": job.status,
-                         "error": job.error[-500:]})
+    events.emit_on_commit(events.Name.JOB_FINISHED if job.status == JobStatus.SUCCEEDED else events.Name.JOB_FAILED,
+                          campaign_id=campaign_id,
+                          data={"job": job.pk, "kind": type(job)._meta.model_name, "status": job.status,
+                                "error": job.error[-500:]})
 
 
 def write_progress(model: type[Job], job_id: int, **values: Any) -> None:

@@ -7,3 +7,10 @@ class WebhooksConfig(AppConfig):
     name = "webhooks"
     verbose_name = "Webhooks"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from steplab import events
+
+        from .services import on_domain_event
+
+        events.subscribe(on_domain_event)

@@ -6,14 +6,17 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from steplab.events import Name
+
 
 class Event(models.TextChoices):
-    """What a receiver can subscribe to; the value is the ``X-Steplab-Event`` header and the payload's ``event``."""
+    """What a receiver can subscribe to; the value is the ``X-Steplab-Event`` header and the payload's ``event``.
+    All but the progress milestones are domain events (``steplab.events``) passed on as they are."""
 
-    DATASET_VERSION_READY = "dataset.version_ready", "Dataset version ready"
-    JOB_FINISHED = "job.finished", "Job finished"
-    JOB_FAILED = "job.failed", "Job failed"
-    LABELING_ROUND_COMPLETED = "labeling_round.completed", "Labeling round completed"
+    DATASET_VERSION_READY = Name.DATASET_VERSION_READY.value, "Dataset version ready"
+    JOB_FINISHED = Name.JOB_FINISHED.value, "Job finished"
+    JOB_FAILED = Name.JOB_FAILED.value, "Job failed"
+    LABELING_ROUND_COMPLETED = Name.LABELING_ROUND_COMPLETED.value, "Labeling round completed"
     CAMPAIGN_PROGRESS = "campaign.progress", "Campaign progress milestone (25/50/75/100 % labeled)"
 
 

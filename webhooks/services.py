@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from annotate import permissions
 from annotate.models import AssignmentStatus, Campaign, Solution
-from steplab import outbound
+from steplab import events, outbound
 from steplab.celery import send_task
 
 from .models import Delivery, Event, ProgressMilestone, Webhook
@@ -109,11 +109,6 @@ def _sender(delivery_id: int) -> Callable[[], None]:
         deliver_task.apply_async((delivery_id,), queue=settings.STEPLAB_WEBHOOK_QUEUE)
 
     return send
-
-
-def emit_on_commit(*, campaign_id: int, event: str, data: dict[str, Any]) -> None:
-    """``emit`` once the caller's transaction commits: a rolled-back change announces nothing."""
-    transaction.on_commit(lambda: emit(campaign_id=campaign_id, event=event, data=data))
 
 
 def attempt_delivery(delivery_id: int, *, now: datetime | None = None) -> bool:
@@ -233,15 +228,19 @@ def check_progress_milestones(campaign_id: int) -> list[int]:
     return reached
 
 
-def after_labeling_finished(campaign_id: int) -> None:
-    """A labeling was submitted: check the milestones in the worker, when some hook listens for them."""
-    def check() -> None:
-        # A campaign has a handful of hooks; JSON containment (``events__contains``) does not exist on SQLite.
-        listening = any(Event.CAMPAIGN_PROGRESS.value in events for events in Webhook.objects.filter(
-            campaign_id=campaign_id, is_active=True).values_list("events", flat=True))
-        if listening:
-            from .tasks import progress_milestones_task
+def on_domain_event(event: events.Event) -> None:
+    """Subscribed in ``WebhooksConfig.ready``: a campaign event receivers subscribe to becomes their deliveries (the
+    event's transaction has committed); a submitted labeling may reach a milestone, checked in the worker when some
+    hook listens for them."""
+    if event.name in Event.values:
+        emit(campaign_id=event.campaign_id, event=event.name.value, data=event.data)
+    elif event.name == events.Name.LABELING_SUBMITTED and _listens_for_progress(event.campaign_id):
+        from .tasks import progress_milestones_task
 
-            progress_milestones_task.apply_async((campaign_id,), queue=settings.STEPLAB_WEBHOOK_QUEUE)
+        progress_milestones_task.apply_async((event.campaign_id,), queue=settings.STEPLAB_WEBHOOK_QUEUE)
 
-    transaction.on_commit(check)
+
+def _listens_for_progress(campaign_id: int) -> bool:
+    # A campaign has a handful of hooks; JSON containment (``events__contains``) does not exist on SQLite.
+    return any(Event.CAMPAIGN_PROGRESS.value in names for names in Webhook.objects.filter(
+        campaign_id=campaign_id, is_active=True).values_list("events", flat=True))

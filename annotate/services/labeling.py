@@ -18,7 +18,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from stepcore.graders import graded_by_people
-from webhooks.services import after_labeling_finished
+from steplab import events
 
 from .. import permissions
 from ..models import (
@@ -38,11 +38,7 @@ from ..models import (
 )
 from ..scales import PM1, Scale, campaign_scale
 from ..workspace import (
-    LabelingError,
-    LeaseExpired,
-    NotAllowed,
     Progress,
-    RatingNotOnScale,
     StepContent,
     User,
     Workspace,
@@ -53,6 +49,7 @@ from ..workspace import (
     ratings_of,
     step_contents,
 )
+from .errors import LabelingError, LeaseExpired, NotAllowed, RatingNotOnScale
 from .suggestions import seen_when_rating, step_suggestions
 
 
@@ -512,7 +509,7 @@ def _finish(assignment: Assignment, reason: str, text: str, now: datetime, total
     if judged and assignment.outcome_correct is not None and _graded_by_people(assignment.solution.campaign):
         # the latest labeler's rating of the final answer is the solution's outcome (the ORM's label)
         Solution.objects.filter(pk=assignment.solution_id).update(is_correct=assignment.outcome_correct)
-    after_labeling_finished(assignment.solution.campaign_id)  # progress milestones, for the webhooks
+    events.emit_on_commit(events.Name.LABELING_SUBMITTED, campaign_id=assignment.solution.campaign_id)
     if assignment.solution.is_screening or assignment.solution.is_quality_control:
         from .quality import after_gold_assignment
 

@@ -68,8 +68,7 @@ from rewards.jobs.models import Candidate
 from rewards.models import DatasetVersion
 from rewards.services.downloads import read_file
 from stepcore.graders import get_grader
-from webhooks.models import Event
-from webhooks.services import emit_on_commit
+from steplab import events
 
 try:  # the s3 extra: what boto3 raises for an unreachable endpoint, a missing bucket or a refused request
     from botocore.exceptions import BotoCoreError, ClientError
@@ -393,10 +392,10 @@ def create_dataset_version(campaign: Campaign, *, options: ExportOptions | None 
                 spec=spec, counts=counts, content_sha256=content, code_version=code_version(), folder=folder,
                 files=files, watermark=watermark,
             )
-            emit_on_commit(campaign_id=campaign.pk, event=Event.DATASET_VERSION_READY,
-                           data={"version": version.pk, "number": number, "content_sha256": content,
-                                 "files": {key: {"sha256": f["sha256"], "bytes": f["bytes"]}
-                                           for key, f in files.items()}})
+            events.emit_on_commit(events.Name.DATASET_VERSION_READY, campaign_id=campaign.pk,
+                                  data={"version": version.pk, "number": number, "content_sha256": content,
+                                        "files": {key: {"sha256": f["sha256"], "bytes": f["bytes"]}
+                                                  for key, f in files.items()}})
             return version
     finally:
         if counting is not None:
