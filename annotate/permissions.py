@@ -18,8 +18,8 @@ into a 403. The DRF classes at the end are the same predicates as object permiss
 
 Labeling is held to the same layer: leasing, the workspace read and every rating write call ``require`` with
 ``is_signed_in``, ``owns_assignment`` (a pass is its labeler's alone), ``labels_under`` / ``can_label`` /
-``labels_on`` (an active labeling membership), passing ``error=`` the labeling refusal (``annotate.workspace.
-NotAllowed``, a ``LabelingError``) so that pages and the API answer those refusals as labeling errors, as before.
+``labels_on`` (an active labeling membership), passing ``error=`` the labeling refusal (``annotate.services.
+errors.NotAllowed``, a ``LabelingError``) so that pages and the API answer those refusals as labeling errors, as before.
 """
 from __future__ import annotations
 

@@ -30,7 +30,8 @@ from .rendering import answer_source, math_source, render_markdown, step_source
 from .scales import Scale, campaign_scale
 from .services import campaigns, labeling, leases, suggestions
 from .services.campaigns import CampaignAdminError
-from .workspace import LabelingError, LeaseExpired, NotAllowed, Progress, Workspace, continuations, load_workspace
+from .services.errors import LabelingError, LeaseExpired, NotAllowed
+from .workspace import Progress, Workspace, continuations, load_workspace
 
 
 @login_required

@@ -1,8 +1,7 @@
-"""The labeler's workspace, read: a pass's steps, ratings, decisions and progress, and the rules' refusals.
+"""The labeler's workspace, read: a pass's steps, ratings, decisions and progress.
 
-The refusals (``LabelingError`` and its kinds) live here, below the services that write, because this read
-refuses too (not your assignment, not an active labeler); ``annotate.services.labeling`` (rating writes) and
-``annotate.services.leases`` (handing work out) raise the same ones.
+This read refuses with the services' own labeling errors (``annotate.services.errors``): not your assignment, not an
+active labeler.
 """
 from __future__ import annotations
 
@@ -15,31 +14,10 @@ from django.db.models import Exists, F, OuterRef
 from . import permissions
 from .models import Assignment, Completion, MachineLabel, Rating, SplitReport, Step, StepDecision
 from .scales import PM1, Scale, campaign_scale
+from .services.errors import NotAllowed
 from .services.suggestions import step_suggestions
 
 User = AuthUser | AnonymousUser
-
-
-class LabelingError(Exception):
-    """A labeling action the rules refuse; the message is shown to the labeler as is. ``field``: the input at
-    fault, where one is (the API reports the error under it)."""
-
-    field = ""
-
-
-class RatingNotOnScale(LabelingError):
-    """A rating that is not a value of the campaign's label scale."""
-
-    field = "rating"
-
-
-class LeaseExpired(LabelingError):
-    pass
-
-
-class NotAllowed(LabelingError):
-    pass
-
 
 
 @dataclass(frozen=True)

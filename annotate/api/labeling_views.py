@@ -13,8 +13,8 @@ from rest_framework.response import Response
 
 from annotate import selectors
 from annotate.models import Assignment
+from annotate.services.errors import LabelingError, LeaseExpired, NotAllowed
 from annotate.services.whole_labeling import LabelingOutcome, LabelingRefused, apply_labeling, apply_labelings
-from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
 from steplab.jsonlimits import MAX_ID
 
 from . import labeling_serializers as ls

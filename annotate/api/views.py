@@ -27,8 +27,8 @@ from annotate.models import Assignment, AssignmentStatus, Campaign, CampaignMetr
 from annotate.permissions import CanImportSolutions, CanReadMetrics, member_campaigns, research_campaigns
 from annotate.services import campaigns, labeling, leases
 from annotate.services.campaigns import cached_campaign_progress
+from annotate.services.errors import LabelingError, LeaseExpired, NotAllowed
 from annotate.services.importing import ImportFailed, ImportReport
-from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
 from stepcore.graders import GraderConfigError
 from stepcore.steps import StepRuleError
 

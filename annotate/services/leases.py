@@ -25,7 +25,8 @@ from ..models import (
     Role,
     Solution,
 )
-from ..workspace import LabelingError, LeaseExpired, NotAllowed, User
+from ..workspace import User
+from .errors import LabelingError, LeaseExpired, NotAllowed
 from .labeling import locked_open_assignment, submit_assignment
 
 

@@ -23,8 +23,9 @@ from django.utils import timezone
 
 from .. import permissions
 from ..models import Assignment, LabelingKey
-from ..workspace import LabelingError, LeaseExpired, NotAllowed, User
+from ..workspace import User
 from . import labeling
+from .errors import LabelingError, LeaseExpired, NotAllowed
 
 
 @dataclass(frozen=True)

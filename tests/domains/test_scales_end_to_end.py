@@ -11,9 +11,9 @@ from django.test import Client
 from annotate.models import Assignment, Campaign, Rating
 from annotate.services import adjudication, agreement
 from annotate.services.campaigns import CampaignAdminError, update_campaign
+from annotate.services.errors import LabelingError
 from annotate.services.labeling import record_rating, submit_assignment
 from annotate.services.leases import lease_next_solution
-from annotate.workspace import LabelingError
 from rewards.exports import ExportOptions, iter_format_rows
 from rewards.training.data import parse_prm_record
 from tests.factories import PASSWORD, solution_with_steps

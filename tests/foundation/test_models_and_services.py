@@ -19,9 +19,9 @@ from annotate.models import (
     Solution,
 )
 from annotate.scales import RATING_MAX
+from annotate.services.errors import LabelingError
 from annotate.services.labeling import record_rating, submit_assignment
 from annotate.services.leases import lease_next_solution, reap_expired_leases
-from annotate.workspace import LabelingError
 from tests.factories import AssignmentFactory, MembershipFactory, ProblemFactory, RatingFactory, SolutionFactory
 
 

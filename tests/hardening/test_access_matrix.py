@@ -571,7 +571,7 @@ def test_labeling_services_hold_every_persona_to_the_labeling_rule(world: World,
     from django.contrib.auth.models import AnonymousUser
 
     from annotate import permissions
-    from annotate.workspace import NotAllowed
+    from annotate.services.errors import NotAllowed
 
     rule = _labeling_calls()[name]
     wrong = []
@@ -604,7 +604,7 @@ def test_a_labeler_removed_mid_lease_is_refused_by_every_labeling_service(world:
     (the owner check passes, the membership rule refuses). Not here: leasing (the matrix's outsiders cover it)
     and resuming, which hands back a lease still open without writing anything."""
     from annotate.models import Membership
-    from annotate.workspace import NotAllowed
+    from annotate.services.errors import NotAllowed
 
     labeler = world.users["labeler_in"]
     Membership.objects.filter(campaign=world.a, user=labeler).update(is_active=False)

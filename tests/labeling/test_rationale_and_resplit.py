@@ -23,9 +23,9 @@ from annotate.models import (
 from annotate.prm800k_export import iter_prm800k_rows
 from annotate.selectors import solutions_with_split_reports
 from annotate.services import labeling, leases
+from annotate.services.errors import LabelingError, LeaseExpired, NotAllowed
 from annotate.services.prm800k_import import import_prm800k
 from annotate.services.resplit import ResplitError, resplit_solution, steps_from_text
-from annotate.workspace import LabelingError, LeaseExpired, NotAllowed
 from rewards.exports import ExportOptions, iter_stepwise_rows
 from tests.api.conftest import token_client
 from tests.factories import PASSWORD, solution_with_steps

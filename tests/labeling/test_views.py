@@ -282,8 +282,8 @@ def test_an_earlier_minus_one_removes_the_later_ratings_and_says_so(campaign_fac
 
 
 def test_a_null_rating_cannot_leave_a_gap(stepwise, member) -> None:
+    from annotate.services.errors import LabelingError
     from annotate.services.labeling import record_rating
-    from annotate.workspace import LabelingError
 
     labeler = member(stepwise, "ann")
     assignment = start(login(labeler), "algebra")
