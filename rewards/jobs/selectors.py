@@ -7,12 +7,24 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 
 from annotate.models import Assignment, AssignmentStatus, Campaign, FinishReason, MachineLabel, Solution
+from annotate.permissions import can_label, can_manage, can_start_labeling_round
+from rewards.active import STRATEGIES
 from rewards.evaluation.baselines import NAMES as BASELINE_NAMES
 from rewards.evaluation.baselines import baseline_verdicts, best_of_n_baseline_verdict
 from rewards.evaluation.intervals import curve_falls, no_flag_advice, threshold_verdict, verdict
 from rewards.evaluation.step_metrics import DEFAULT_THRESHOLD
 from rewards.models import DatasetVersion
+from rewards.training.metrics import Calibration, DataCounts, TrainingMetrics, Validation
 
+from .contracts import (
+    ComparisonProgress,
+    Dashboard,
+    DashboardPage,
+    EvaluationResults,
+    LoopState,
+    TrainingReport,
+    training_metrics,
+)
 from .models import (
     CandidatePool,
     ComparisonRun,
@@ -27,6 +39,8 @@ from .models import (
     ScoringJob,
     TrainingJob,
 )
+from .services.comparisons import comparison_pools
+from .services.evaluation import AGGREGATIONS
 from .services.labeling_rounds import best_prm_of
 
 METHOD_LABELS = {"prm": "PRM", "orm": "ORM", "majority": "Majority vote", "pass": "pass@N"}
@@ -65,12 +79,27 @@ def percent(value: float | None) -> float | None:
     return None if value is None else round(100 * float(value), 1)
 
 
+def model_metrics(model: RewardModel) -> TrainingMetrics | None:
+    """The metrics its training wrote, typed (None for a model registered without any)."""
+    return training_metrics(model.metrics, model.kind)
+
+
+def _train_counts(model: RewardModel) -> DataCounts | None:
+    metrics = model_metrics(model)
+    return metrics.data.train if metrics is not None and metrics.data is not None else None
+
+
+def _validation_of(model: RewardModel) -> Validation:
+    metrics = model_metrics(model)
+    return metrics.validation if metrics is not None and metrics.validation is not None else Validation()
+
+
 def trained_on_words(model: RewardModel) -> str:
     """What a model's training set counts, in words: a PRM learns from labeled steps (in labeled paths: a
     solution's chosen path or an alternative after its prefix), an ORM from solutions with a graded answer."""
-    train = ((model.metrics or {}).get("data") or {}).get("train") or {}
-    if model.kind == Kind.PRM and train.get("steps") is not None:
-        return f"{train['steps']:,} labeled steps in {model.trained_on:,} labeled paths"
+    train = _train_counts(model)
+    if model.kind == Kind.PRM and train is not None and train.steps is not None:
+        return f"{train.steps:,} labeled steps in {model.trained_on:,} labeled paths"
     return f"{model.trained_on:,} {'labeled paths' if model.kind == Kind.PRM else 'solutions'}"
 
 
@@ -85,11 +114,11 @@ def heldout_words(step_metrics: dict[str, Any]) -> str:
 
 def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
     """One row per N: mean, std and bootstrap interval per method, and the closed form where it exists."""
-    results = run.results
-    intervals = (results.get("intervals") or {}).get("methods") or {}
-    picks = {**(results.get("baselines") or {}), **results["methods"]}
+    results = EvaluationResults.of(run)
+    intervals = results.method_intervals
+    picks = {**results.baselines, **results.methods}
     rows = []
-    for n in results.get("ns", []):
+    for n in results.ns:
         row: dict[str, Any] = {"n": n}
         for method in (*METHOD_LABELS, *BASELINE_LABELS):
             figures = (picks.get(method) or {}).get(str(n))
@@ -104,9 +133,8 @@ def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
             row[f"{method}_high_pct"] = percent(bounds.get("high"))
             row[f"{method}_ci"] = (f"{row[f'{method}_low_pct']}–{row[f'{method}_high_pct']}"
                                    if bounds.get("low") is not None else "")
-            exact = (results.get("exact") or {}).get(method) or {}
             if method != "majority":
-                row[f"{method}_exact"] = exact.get(str(n))
+                row[f"{method}_exact"] = (results.exact.get(method) or {}).get(str(n))
         rows.append(row)
     return rows
 
@@ -114,12 +142,12 @@ def best_of_n_rows(run: EvaluationRun) -> list[dict[str, Any]]:
 def domain_rows(run: EvaluationRun) -> list[dict[str, Any]]:
     """One row per domain at the evaluation's largest N: each method's percent with its interval, and the paired
     PRM − ORM / PRM − majority differences in points with theirs and the domain's verdict."""
-    ns = run.results.get("ns") or []
-    if not ns:
+    results = EvaluationResults.of(run)
+    n = results.largest_n
+    if n is None:
         return []
-    n = str(ns[-1])
     rows = []
-    for domain, figures in sorted((run.results.get("domains") or {}).items()):  # jsonb keeps no key order
+    for domain, figures in sorted(results.domains.items()):  # jsonb keeps no key order
         intervals = figures.get("intervals") or {}
         bounds = intervals.get("methods") or {}
         paired = intervals.get("paired") or {}
@@ -142,12 +170,12 @@ def domain_rows(run: EvaluationRun) -> list[dict[str, Any]]:
     return rows
 
 
-def _threshold_verdict(intervals: dict[str, Any], metrics: dict[str, Any]) -> str | None:
+def _threshold_verdict(intervals: dict[str, Any], model: RewardModel) -> str | None:
     """The paired sentence on the stored threshold against 0.5, saying so when the threshold was not chosen on the
     training problems (a fine-tuned model's comes from its validation split, which may hold the scored solutions)."""
     sentence = threshold_verdict(intervals) if intervals else None
-    calibration = (metrics.get("validation") or {}).get("calibration") or {}
-    if sentence is None or intervals.get("threshold_source") != "model" or calibration.get("folds"):
+    calibration = _validation_of(model).calibration
+    if sentence is None or intervals.get("threshold_source") != "model" or (calibration and calibration.folds):
         return sentence
     return (f"{sentence}; this PRM's threshold was chosen on its validation split, which may hold these solutions: "
             "the column of a threshold chosen on other held-out problems is the fair comparison")
@@ -156,22 +184,23 @@ def _threshold_verdict(intervals: dict[str, Any], metrics: dict[str, Any]) -> st
 def threshold_in_force(model: RewardModel) -> str:
     """Which first-error threshold the PRM's figures use, and why, in one sentence: the one chosen on its training
     problems' folds where it beat 0.5 there, else 0.5."""
-    validation = (model.metrics or {}).get("validation") or {}
-    calibration = validation.get("calibration") or {}
-    threshold = validation.get("threshold")
+    validation = _validation_of(model)
+    calibration = validation.calibration or Calibration()
+    threshold = validation.threshold
     if threshold is None:  # a fine-tuned PRM says why in its own words (``threshold_choice``)
-        return validation.get("threshold_choice") or ("0.5: this PRM stores no threshold of its own (its training "
-                                                      "split had no erroneous or no correct solution)")
-    if not calibration.get("folds"):
+        return validation.threshold_choice or ("0.5: this PRM stores no threshold of its own (its training "
+                                               "split had no erroneous or no correct solution)")
+    if not calibration.folds:
         return (f"{100 * threshold:.1f} %, chosen on its validation split (a fine-tuned model's; refits over training "
                 "folds would cost hours): the cross-fitted column is the fair comparison")
-    at_threshold, at_half = calibration.get("f1_calibrated"), calibration.get("f1_at_default")
+    at_threshold, at_half = calibration.f1_calibrated, calibration.f1_at_default
     figures = (f" (first-error F1 there {100 * at_threshold:.1f} % against {100 * at_half:.1f} % at 0.5)"
                if at_threshold is not None and at_half is not None else "")
     if at_threshold is not None and at_half is not None and at_threshold <= at_half:
         return f"0.5: the threshold chosen on the training folds did not beat 0.5 there{figures}"
-    return (f"{100 * threshold:.1f} %, chosen on {calibration.get('problems', 'its')} training problems "
-            f"cross-fitted over {calibration['folds']} folds, where it beat 0.5{figures}")
+    problems = calibration.problems if calibration.problems is not None else "its"
+    return (f"{100 * threshold:.1f} %, chosen on {problems} training problems "
+            f"cross-fitted over {calibration.folds} folds, where it beat 0.5{figures}")
 
 
 def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
@@ -184,7 +213,7 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
         bench = metrics.get("processbench", {})
         calibrated = metrics.get("processbench_calibrated") or {}
         intervals = metrics.get("intervals") or {}
-        validation = (model.metrics.get("validation") or {}).get("step_level") or {}
+        validation = _validation_of(model).step_level
         row = {"model": model.name, "model_id": model.pk,
                "dataset_version": str(model.dataset_version) if model.dataset_version else None,
                "trained_on": model.trained_on, "trained_on_words": trained_on_words(model),
@@ -192,13 +221,14 @@ def step_metric_rows(scorings: list[ScoringJob]) -> list[dict[str, Any]]:
                "heldout_words": heldout_words(metrics),
                "heldout_steps": metrics.get("steps"), "step_auroc": metrics.get("step_auroc"),
                "first_error_acc": bench.get("error_acc"), "no_error_acc": bench.get("correct_acc"),
-               "processbench_f1": bench.get("f1"), "validation_step_auroc": validation.get("auroc"),
+               "processbench_f1": bench.get("f1"),
+               "validation_step_auroc": validation.auroc if validation is not None else None,
                "threshold": metrics.get("threshold", DEFAULT_THRESHOLD),
                "threshold_calibrated": bool(metrics.get("calibrated")),
                "first_error_f1_calibrated": calibrated.get("f1", bench.get("f1")),
                "first_error_f1_crossfit": (intervals.get("first_error_f1_crossfit") or {}).get("value"),
                "advice": no_flag_advice(intervals) if intervals else None,
-               "threshold_verdict": _threshold_verdict(intervals, model.metrics)}
+               "threshold_verdict": _threshold_verdict(intervals, model)}
         # the table's percent cells, in its column order, each with its interval (over held-out problems)
         cells = []
         for metric, value in (("step_auroc", row["step_auroc"]), ("first_error_acc", row["first_error_acc"]),
@@ -246,17 +276,17 @@ def withheld_reasons(run: EvaluationRun | None, step_rows: list[dict[str, Any]])
         if job is None:
             continue
         model = job.reward_model
-        train = ((model.metrics or {}).get("data") or {}).get("train") or {}
+        train = _train_counts(model) or DataCounts()
         keys = (("positive_steps", "labeled steps rated correct or neutral"), ("negative_steps",
                 "labeled steps rated wrong")) if model.kind == Kind.PRM else (
                 ("positive", "solutions with a right answer"), ("negative", "solutions with a wrong answer"))
         floor = MIN_CLASS_STEPS if model.kind == Kind.PRM else MIN_CLASS_SOLUTIONS
         for key, words in keys:
-            count = train.get(key)
+            count = getattr(train, key)
             if count is not None and count < floor:
                 reasons.append(f"the {model.kind.upper()} “{model.name}” learned from {count} {words} "
                                f"(fewer than {floor})")
-    problems = run.results.get("problems") if run is not None else None
+    problems = EvaluationResults.of(run).problems if run is not None else None
     if problems is not None and problems < MIN_PROBLEMS:
         reasons.append(f"best-of-N rests on {problems} problems (fewer than {MIN_PROBLEMS})")
     for row in step_rows[:1]:  # the newest PRM's held-out figures, the ones the verdicts read
@@ -286,16 +316,17 @@ def history_rows(runs: list[EvaluationRun]) -> list[dict[str, Any]]:
             version = job.reward_model.dataset_version
             row = by_version.setdefault(version.pk, {"dataset_version": str(version), "number": version.number,
                                               "prm": None, "orm": None, "pool": run.pool.name})
-            if row[kind] is None and run.results.get("ns"):
-                n = str(run.results["ns"][-1])
-                exact = (run.results.get("exact") or {}).get(kind) or {}
-                mean = ((run.results["methods"].get(kind) or {}).get(n) or {}).get("mean")
+            results = EvaluationResults.of(run)
+            n = results.largest_n
+            if row[kind] is None and n is not None:
+                exact = results.exact.get(kind) or {}
+                mean = ((results.methods.get(kind) or {}).get(n) or {}).get("mean")
                 row[kind] = exact.get(n, mean)
     return sorted(by_version.values(), key=lambda r: (r["dataset_version"], r["number"]))
 
 
-def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -> dict[str, Any]:
-    """Everything the dashboard shows, as plain data (also served as JSON/CSV downloads)."""
+def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -> Dashboard:
+    """The figures the dashboard shows (their rows are also served as JSON/CSV downloads)."""
     if campaign is None:  # one campaign's figures at a time: the one evaluated last (a table never mixes two)
         newest = (EvaluationRun.objects.filter(campaign__in=campaigns).select_related("campaign")
                   .order_by("-created_at", "-id").first())
@@ -311,32 +342,48 @@ def dashboard(campaigns: QuerySet[Campaign], campaign: Campaign | None = None) -
                                               status=JobStatus.SUCCEEDED).exclude(step_metrics={})
                     .select_related("reward_model__dataset_version__campaign").order_by("-finished_at", "-id")[:200])
     latest = runs[0] if runs else None
+    results = EvaluationResults.of(latest) if latest is not None else None
     step_rows = step_metric_rows(scorings)
-    paired = ((latest.results.get("intervals") or {}).get("paired") or {}) if latest else {}
-    ns = latest.results.get("ns") if latest else None
-    return {
-        "latest": latest,
-        "figures_campaign": shown,
-        "verdict": verdict(paired),
-        "verdict_baseline": best_of_n_baseline_verdict(latest.results.get("baselines") or {}, paired,
-                                                       str(ns[-1])) if latest and ns else None,
-        "withheld": withheld_reasons(latest, step_rows),
-        "curve_falls": curve_falls((latest.results.get("intervals") or {}).get("curve") or {}) if latest else [],
-        "no_flag_advice": next((row["advice"] for row in step_rows if row["advice"]), None),
-        "runs": [{"id": run.pk, "pool": run.pool.name, "created_at": run.created_at.isoformat(),
-                  "trials": run.trials, "aggregation": run.aggregation,
-                  "problems": run.results.get("problems"), "pool_size": run.results.get("pool_size"),
-                  "prm": _scoring_label(run.prm_scoring), "orm": _scoring_label(run.orm_scoring)} for run in runs],
-        "figures": {
-            "best-of-n": best_of_n_rows(latest) if latest else [],
-            "per-domain": domain_rows(latest) if latest else [],
-            "step-metrics": step_rows,
-            "data-efficiency": [{"kind": kind, **point} for kind, points in
-                                (latest.data_efficiency.items() if latest else []) for point in points],
-            "history": history_rows(runs),
-            "generations": labeling_round_rows(campaign) if campaign is not None else [],
-        },
-    }
+    paired = results.paired if results is not None else {}
+    n = results.largest_n if results is not None else None
+    return Dashboard(
+        latest=latest, results=results, figures_campaign=shown, verdict=verdict(paired),
+        verdict_baseline=best_of_n_baseline_verdict(results.baselines, paired, n)
+        if results is not None and n is not None else None,
+        withheld=withheld_reasons(latest, step_rows),
+        curve_falls=curve_falls(results.curve) if results is not None else [],
+        no_flag_advice=next((row["advice"] for row in step_rows if row["advice"]), None),
+        runs=[{"id": run.pk, "pool": run.pool.name, "created_at": run.created_at.isoformat(),
+               "trials": run.trials, "aggregation": run.aggregation,
+               "problems": run.results.get("problems"), "pool_size": run.results.get("pool_size"),
+               "prm": _scoring_label(run.prm_scoring), "orm": _scoring_label(run.orm_scoring)} for run in runs],
+        best_of_n=best_of_n_rows(latest) if latest else [],
+        per_domain=domain_rows(latest) if latest else [],
+        step_level=step_rows,
+        data_efficiency=[{"kind": kind, **point} for kind, points in
+                         (latest.data_efficiency.items() if latest else []) for point in points],
+        history=history_rows(runs),
+        generations=labeling_round_rows(campaign) if campaign is not None else [],
+    )
+
+
+def dashboard_page(campaigns: QuerySet[Campaign], campaign: Campaign | None, *, user: Any,
+                   forms: Mapping[str, Any]) -> DashboardPage:
+    """The dashboard of ``campaign`` (or of the campaign evaluated last) as ``user`` sees it, with its start forms."""
+    loop = loop_state(campaign) if campaign is not None else None
+    may_label = may_manage = False
+    if campaign is not None and loop is not None and not loop.labeled:  # only there it offers labeling or inviting
+        may_label, may_manage = can_label(user, campaign), can_manage(user, campaign)
+    return DashboardPage(
+        campaign=campaign, campaigns=campaigns.order_by("slug"), data=dashboard(campaigns, campaign), loop=loop,
+        can_label=may_label, can_manage=may_manage,
+        can_start_labeling_round=campaign is not None and can_start_labeling_round(user, campaign),
+        strategies=sorted(STRATEGIES), aggregations=AGGREGATIONS, purposes=list(PoolPurpose.choices),
+        sampling_jobs=sampling_jobs(campaign) if campaign is not None else [],
+        machine_labeling_jobs=machine_labeling_jobs(campaign) if campaign is not None else [],
+        label_sources=label_sources(campaign) if campaign is not None else [],
+        prms=campaign_prms(campaign) if campaign is not None else [],
+        compare_pools=comparison_pools(campaign) if campaign is not None else [], forms=forms)
 
 
 def reward_models(campaigns: QuerySet[Campaign], *, staff: bool) -> QuerySet[RewardModel]:
@@ -358,10 +405,10 @@ def campaign_pool(campaign: Campaign, pk: int) -> CandidatePool | None:
 
 
 def _validation(model: RewardModel) -> dict[str, Any]:
-    validation = model.metrics.get("validation") or {}
+    validation = _validation_of(model)
     return {"model": model.name, "model_id": model.pk,
-            "step_auroc": (validation.get("step_level") or {}).get("auroc"),
-            "solution_accuracy": (validation.get("solution_level") or {}).get("accuracy")}
+            "step_auroc": validation.step_level.auroc if validation.step_level else None,
+            "solution_accuracy": validation.solution_level.accuracy if validation.solution_level else None}
 
 
 def sampling_jobs(campaign: Campaign, limit: int = 10) -> list[SamplingJob]:
@@ -445,20 +492,36 @@ def comparison_run(pk: int) -> ComparisonRun:
         "orm_scoring", "evaluation", "started_by").get(pk=pk)
 
 
-def loop_state(campaign: Campaign) -> dict[str, Any]:
+def comparison_progress(pk: int) -> ComparisonProgress:
+    """A comparison with its two trainings' reports (one query)."""
+    return ComparisonProgress.of(comparison_run(pk))
+
+
+def training_report(job: TrainingJob) -> TrainingReport:
+    """A training job with its metrics typed and its artefact checks in plain words."""
+    return TrainingReport.of(job)
+
+
+def loop_state(campaign: Campaign) -> LoopState:
     """What the dashboard's step-by-step section lists: versions, pools, models, scorings, the latest run."""
     run = ComparisonRun.objects.filter(campaign=campaign).values_list("pk", flat=True).first()
     pools = list(CandidatePool.objects.filter(campaign=campaign).order_by("-created_at", "-id")[:20])
-    return {
-        "run": comparison_run(run) if run else None,
-        "versions": list(DatasetVersion.objects.filter(campaign=campaign, status=DatasetVersion.Status.READY)
-                         .order_by("-number")[:5]),
-        "pools": pools,
-        "labeling_pool": next((p for p in pools if p.purpose == PoolPurpose.LABELING), None),
+    return LoopState(
+        run=comparison_run(run) if run else None,
+        versions=list(DatasetVersion.objects.filter(campaign=campaign, status=DatasetVersion.Status.READY)
+                      .order_by("-number")[:5]),
+        pools=pools,
+        labeling_pool=next((p for p in pools if p.purpose == PoolPurpose.LABELING), None),
         # no finished labeling: nothing to train on, the page says to label first
-        "labeled": Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED).exists(),
-        "models": list(RewardModel.objects.filter(campaign=campaign, job__status=JobStatus.SUCCEEDED)
-                       .select_related("dataset_version__campaign").order_by("-created_at", "-id")[:20]),
-        "scorings": list(ScoringJob.objects.filter(reward_model__campaign=campaign)
-                         .select_related("reward_model", "pool").order_by("-created_at", "-id")[:20]),
-    }
+        labeled=Assignment.objects.filter(solution__campaign=campaign, status=AssignmentStatus.SUBMITTED).exists(),
+        models=list(RewardModel.objects.filter(campaign=campaign, job__status=JobStatus.SUCCEEDED)
+                    .select_related("dataset_version__campaign").order_by("-created_at", "-id")[:20]),
+        scorings=list(ScoringJob.objects.filter(reward_model__campaign=campaign)
+                      .select_related("reward_model", "pool").order_by("-created_at", "-id")[:20]),
+    )
+
+
+def labeling_pool(campaign: Campaign) -> CandidatePool | None:
+    """The newest of the campaign's newest 20 pools that is for labeling: the one a labeling round chooses from."""
+    return loop_state(campaign).labeling_pool
+

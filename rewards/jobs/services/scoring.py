@@ -13,6 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from django.db import transaction
+
 from annotate.permissions import Actor, account_of, can_run_models, require
 from rewards.evaluation import lowest_step_on_last_rate, processbench_metrics, step_auroc
 from rewards.evaluation.baselines import BASELINES, Choice, fit, paired_step_figures
@@ -48,6 +50,13 @@ def start_scoring_job(reward_model: RewardModel, *, pool: CandidatePool, backend
     job.save(update_fields=["work_dir"])
     jobs.dispatch_on_commit(job)
     return job
+
+
+@transaction.atomic
+def start_scoring_jobs(reward_models: list[RewardModel], *, pool: CandidatePool,
+                       backend: str = BackendKind.LOCAL, user: Actor) -> list[ScoringJob]:
+    """One scoring job of ``pool`` per model, all or none."""
+    return [start_scoring_job(model, pool=pool, backend=backend, user=user) for model in reward_models]
 
 
 def _write_input(job: ScoringJob) -> int:

@@ -1,0 +1,336 @@
+"""Typed reads the job pages render: what ``selectors`` return and templates read, so no page digs into stored JSON.
+
+``training_metrics`` parses a job's or a model's stored ``metrics.json`` with the trainer's own ``TrainingMetrics``
+(older files lack keys: they read as unset); ``TrainingReport`` is a training job as its pages show it;
+``EvaluationResults`` parses an evaluation's stored ``results`` (older runs lack keys: they read as empty);
+``Dashboard`` is the PRM-vs-ORM figures (its rows are also the CSV/JSON downloads); ``DashboardPage`` everything the
+dashboard template shows; ``SanityReading`` one artefact check of a trained PRM, with its plain-words reading.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from annotate.models import Campaign
+from rewards.evaluation.intervals import threshold_verdict
+from rewards.training.metrics import TrainingMetrics
+
+from .models import CandidatePool, ComparisonRun, EvaluationRun, RewardModel, ScoringJob, TrainingJob
+
+Row = dict[str, Any]
+#: the download names of the dashboard's figures, in the page's order
+FIGURES = ("best-of-n", "per-domain", "step-metrics", "data-efficiency", "history", "generations")
+
+
+def training_metrics(raw: Mapping[str, Any] | None, kind: str) -> TrainingMetrics | None:
+    """Stored metrics, typed; None before the trainer wrote any, or for a file no version of the trainer wrote."""
+    if not raw:
+        return None
+    data = {"kind": kind, "method": "finetune", **raw}  # files from before ``method`` was written are fine-tunes
+    try:
+        return TrainingMetrics.model_validate(data)
+    except ValidationError as error:  # a section an older trainer wrote otherwise is left out, the rest still reads
+        broken = {str(problem["loc"][0]) for problem in error.errors() if problem["loc"]} - {"kind", "method"}
+    try:
+        return TrainingMetrics.model_validate({key: value for key, value in data.items() if key not in broken})
+    except ValidationError:
+        return None
+
+
+@dataclass(frozen=True)
+class TrainingReport:
+    """A training job as its page, its live card and a comparison's stages show it."""
+
+    job: TrainingJob
+    metrics: TrainingMetrics | None
+    #: the artefact checks in plain words; None when the metrics predate them
+    sanity: list[SanityReading] | None
+
+    @classmethod
+    def of(cls, job: TrainingJob) -> TrainingReport:
+        metrics = training_metrics(job.metrics, job.kind)
+        return cls(job, metrics, sanity_readings(metrics.sanity or {}) if metrics is not None else None)
+
+    @property
+    def method(self) -> str | None:
+        return self.metrics.method if self.metrics is not None else None
+
+    @property
+    def counter(self) -> str:
+        """What the job's progress counts: a head is fitted once on every label (its optimizer stops when it
+        converges, well before the budget), fine-tuning runs its optimizer steps up to the budget."""
+        job = self.job
+        if self.method != "head":
+            return f"step {job.step}" + (f" / {job.total_steps}" if job.total_steps else "")
+        if job.status != "succeeded":
+            return "fitting on every label" + (f": {job.step} optimizer iterations" if job.step else "")
+        train = self.metrics.data.train if self.metrics is not None and self.metrics.data is not None else None
+        steps = train.steps if train is not None else None
+        examples = (f"{steps} labeled example{'' if steps == 1 else 's'}" if steps is not None
+                    else "every labeled example")
+        return (f"fitted on {examples} in {job.step} optimizer iterations (it stops when it converges; at most "
+                f"{job.total_steps})")
+
+    @property
+    def threshold_verdict(self) -> str | None:
+        """What the PRM's stored threshold buys over 0.5 on its validation rows, when they did not choose it."""
+        validation = self.metrics.validation if self.metrics is not None else None
+        return threshold_verdict(validation.intervals) if validation is not None and validation.intervals else None
+
+
+@dataclass(frozen=True)
+class ComparisonProgress:
+    """A comparison run with its two trainings as their pages show them."""
+
+    run: ComparisonRun
+    prm: TrainingReport | None
+    orm: TrainingReport | None
+
+    @classmethod
+    def of(cls, run: ComparisonRun) -> ComparisonProgress:
+        return cls(run, TrainingReport.of(run.prm_job) if run.prm_job else None,
+                   TrainingReport.of(run.orm_job) if run.orm_job else None)
+
+
+class EvaluationResults(BaseModel):
+    """An evaluation's stored results; keys a newer evaluation adds are kept (``extra``), missing ones are empty."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ns: list[int] = Field(default_factory=list)
+    problems: int | None = None
+    pool_size: int | None = None
+    #: method → str(N) → {"mean", "std"}
+    methods: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    baselines: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    #: method → str(N) → the closed-form expectation
+    exact: dict[str, dict[str, float | None]] = Field(default_factory=dict)
+    intervals: dict[str, Any] = Field(default_factory=dict)
+    domains: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, run: EvaluationRun) -> EvaluationResults:
+        return cls.model_validate(run.results or {})
+
+    @property
+    def largest_n(self) -> str | None:
+        """The largest N as the stored keys spell it, or None before any."""
+        return str(self.ns[-1]) if self.ns else None
+
+    @property
+    def draws(self) -> int | None:
+        """How many bootstrap resamples the intervals drew."""
+        draws = self.intervals.get("draws")
+        return int(draws) if isinstance(draws, int) else None
+
+    @property
+    def paired(self) -> dict[str, Any]:
+        return dict(self.intervals.get("paired") or {})
+
+    @property
+    def method_intervals(self) -> dict[str, Any]:
+        return dict(self.intervals.get("methods") or {})
+
+    @property
+    def curve(self) -> dict[str, Any]:
+        return dict(self.intervals.get("curve") or {})
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """The dashboard's step-by-step section: versions, pools, models, scorings, the latest comparison."""
+
+    run: ComparisonRun | None
+    versions: list[Any]
+    pools: list[CandidatePool]
+    labeling_pool: CandidatePool | None
+    labeled: bool
+    models: list[RewardModel]
+    scorings: list[ScoringJob]
+
+    @property
+    def comparison(self) -> ComparisonProgress | None:
+        return ComparisonProgress.of(self.run) if self.run is not None else None
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """The figures of one campaign's latest evaluation and its PRMs' held-out scorings."""
+
+    latest: EvaluationRun | None
+    results: EvaluationResults | None
+    figures_campaign: Campaign | None
+    verdict: list[str]
+    verdict_baseline: str | None
+    withheld: list[str]
+    curve_falls: list[str]
+    no_flag_advice: str | None
+    runs: list[Row]
+    best_of_n: list[Row]
+    per_domain: list[Row]
+    step_level: list[Row]
+    data_efficiency: list[Row]
+    history: list[Row]
+    generations: list[Row]
+
+    @property
+    def figures(self) -> dict[str, list[Row]]:
+        """Each figure's rows under its download name."""
+        return dict(zip(FIGURES, (self.best_of_n, self.per_domain, self.step_level, self.data_efficiency,
+                                  self.history, self.generations), strict=True))
+
+    @property
+    def chart_data(self) -> dict[str, Any]:
+        """What the page's charts are drawn from (``json_script``)."""
+        return {"figures": self.figures, "runs": self.runs}
+
+
+@dataclass(frozen=True)
+class DashboardPage:
+    """Everything the dashboard template reads; ``context`` hands its fields to the template by name."""
+
+    campaign: Campaign | None
+    campaigns: Any
+    data: Dashboard
+    loop: LoopState | None
+    can_label: bool
+    can_manage: bool
+    can_start_labeling_round: bool
+    strategies: list[str]
+    aggregations: tuple[str, ...]
+    purposes: list[tuple[str, str]]
+    sampling_jobs: list[Any]
+    machine_labeling_jobs: list[Any]
+    label_sources: list[Row]
+    prms: list[RewardModel]
+    compare_pools: list[CandidatePool]
+    #: the start forms by name (compare, score, evaluate, generation, sampling, machine_labels)
+    forms: Mapping[str, Any] = field(default_factory=dict)
+
+    def context(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class _Check(BaseModel):
+    """A check's count; its figures are None (or NaN, as the trainer writes them) when there was nothing to check."""
+
+    model_config = ConfigDict(extra="allow")
+    n: int = 0
+
+    def measured(self, *figures: float | None) -> bool:
+        return self.n > 0 and all(f is not None and math.isfinite(f) for f in figures)
+
+
+class AnswerRewrite(_Check):
+    mean_abs_change: float | None = None
+
+
+class HarmlessPrefix(_Check):
+    mean_logit_change: float | None = None
+
+
+class Shuffle(_Check):
+    spearman: float | None = None
+
+
+class LastStepLowest(_Check):
+    model_rate: float | None = None
+    data_rate: float | None = None
+
+
+class Sanity(BaseModel):
+    """A trained PRM's artefact checks (``metrics["sanity"]``); a check the trainer did not run is None."""
+
+    model_config = ConfigDict(extra="allow")
+
+    answer_rewrite: AnswerRewrite | None = None
+    harmless_prefix: HarmlessPrefix | None = None
+    shuffle: Shuffle | None = None
+    last_step_lowest: LastStepLowest | None = None
+
+
+#: below these the page reads a check as passed. A score is a probability, a prefix's effect a log-odds; a reader
+#: cares about a shift a threshold near 0.5 would feel (0.05), a prefix worth a tenth of a log-odds, a shuffled
+#: order the model ranks almost as the original (Spearman 0.8), and a last-step rate 10 points off the data's.
+FORMAT_SHIFT = 0.05
+PREFIX_SHIFT = 0.1
+ORDER_BLIND = 0.8
+LAST_STEP_GAP = 0.10
+
+
+@dataclass(frozen=True)
+class SanityReading:
+    """One check: its key (``data-sanity``), what it did, the figure, and what the figure says about the model."""
+
+    key: str
+    check: str
+    figure: str
+    reading: str
+    flagged: bool
+    n: int
+
+
+def _unmeasured(key: str, check: str, n: int, what: str) -> SanityReading:
+    return SanityReading(key, check, "–", f"not measured: {what}", False, n)
+
+
+def sanity_readings(raw: Mapping[str, Any]) -> list[SanityReading] | None:
+    """The checks of a training's ``sanity`` report in plain words; None when there is none (or it is unreadable)."""
+    if not raw:
+        return None
+    try:
+        sanity = Sanity.model_validate(raw)
+    except ValidationError:
+        return None
+    readings = []
+    if (rewrite := sanity.answer_rewrite) is not None:
+        check = f"answer line rewritten into another format ({rewrite.n:,} answer steps)"
+        if rewrite.mean_abs_change is None or not rewrite.measured(rewrite.mean_abs_change):
+            readings.append(_unmeasured("answer_rewrite", check, rewrite.n, "no step held an answer line"))
+        else:
+            change = rewrite.mean_abs_change
+            readings.append(SanityReading(
+                "answer_rewrite", check, f"{change:.2f}",
+                f"the score moves {change:.2f} when only the answer's format changes: "
+                + ("it reads format" if change >= FORMAT_SHIFT else "the answer's format barely matters to it"),
+                change >= FORMAT_SHIFT, rewrite.n))
+    if (prefix := sanity.harmless_prefix) is not None:
+        check = f"“Let's note: ” put before every step ({prefix.n:,} steps)"
+        if prefix.mean_logit_change is None or not prefix.measured(prefix.mean_logit_change):
+            readings.append(_unmeasured("harmless_prefix", check, prefix.n, "no step to prefix"))
+        else:
+            shift = prefix.mean_logit_change
+            flagged = abs(shift) >= PREFIX_SHIFT
+            readings.append(SanityReading(
+                "harmless_prefix", check, f"{shift:+.2f}",
+                f"a prefix that says nothing moves a step's log-odds by {shift:+.2f}: "
+                + ("it reads wording, not maths" if flagged else "empty wording barely moves it"), flagged, prefix.n))
+    if (shuffle := sanity.shuffle) is not None:
+        check = f"steps of each solution shuffled ({shuffle.n:,} steps)"
+        if shuffle.spearman is None or not shuffle.measured(shuffle.spearman):
+            readings.append(_unmeasured("shuffle", check, shuffle.n, "no solution had two steps to reorder"))
+        else:
+            rho = shuffle.spearman
+            readings.append(SanityReading(
+                "shuffle", check, f"{rho:.2f}",
+                f"with the steps shuffled each step keeps its score's rank (Spearman {rho:.2f}): "
+                + ("it barely reads what came before a step" if rho >= ORDER_BLIND
+                   else "what came before a step matters to it"), rho >= ORDER_BLIND, shuffle.n))
+    if (last := sanity.last_step_lowest) is not None:
+        check = f"flawed solutions whose lowest score is on the last step ({last.n:,} flawed solutions)"
+        if last.model_rate is None or last.data_rate is None or not last.measured(last.model_rate, last.data_rate):
+            readings.append(_unmeasured("last_step_lowest", check, last.n, "no flawed solution"))
+        else:
+            model, data = 100 * last.model_rate, 100 * last.data_rate
+            flagged = last.model_rate - last.data_rate > LAST_STEP_GAP
+            readings.append(SanityReading(
+                "last_step_lowest", check, f"{model:.1f} % (data {data:.1f} %)",
+                f"its lowest score falls on the last step in {model:.1f} % of flawed solutions, where the first "
+                f"error is in {data:.1f} %: "
+                + ("it marks the answer line, not the error" if flagged else "close to where the errors are"),
+                flagged, last.n))
+    return readings
