@@ -1,6 +1,7 @@
 """The reward-quality benches run end to end at a tiny size and end in their JSON line: a head PRM and ORM trained
-in seconds on sixty labeled solutions, a dozen ProcessBench items per subset, a few MMLU-Pro questions per domain.
-(``bench/assist.py``'s own run is ``tests/evaluation/test_assist_bench.py``.)"""
+in seconds on sixty labeled solutions, a dozen ProcessBench items per subset, a few MMLU-Pro questions per domain,
+and ``bench/assist.py`` (it once died on an argument the trainer reads) with one Monte-Carlo solution of one
+rollout."""
 from __future__ import annotations
 
 import json
@@ -71,3 +72,17 @@ def test_domain_quality_runs_on_a_few_questions(tmp_path: Path) -> None:
     assert doc["bench"] == "domain_quality" and doc["aggregation"]["aggregation"] in ("min", "product")
     math = doc["domains"]["math (headroom pool)"]
     assert math["questions"] == 3 and math["percent"]["prm"]["1"]["low"] <= math["percent"]["prm"]["1"]["high"]
+
+
+@pytest.mark.skipif(not PROCESSBENCH.exists(), reason="ProcessBench is not in ../shared")
+def test_assist_runs_with_a_tiny_prm_and_one_rollout(tmp_path: Path) -> None:
+    from rewards.training import parse_config, run_training
+
+    datasets = _tiny_datasets(tmp_path)
+    run_training(parse_config({"kind": "prm", "dataset": str(datasets / "prm.jsonl"),
+                               "output_dir": str(tmp_path / "prm"), "method": "head", "max_steps": 50,
+                               "base_model": "default"}))
+    doc = _run("assist.py", "--prm", str(tmp_path / "prm"), "--mc-solutions", "1", "--rollouts", "1",
+               "--max-new-tokens", "8", "--prm-solutions", "8", "--trials", "5")
+    assert doc["bench"] == "assist" and doc["recipe"]["method"] == "head"
+    assert doc["prm"]["n"] == 8 and doc["mc"]["n"] == 1
