@@ -186,7 +186,7 @@ def _interval(value: float, samples: np.ndarray, level: float) -> dict[str, floa
     return {"value": float(value), "low": float(low), "high": float(high)}
 
 
-def paired_step_figures(model_rows: Sequence[Sequence[float]], ratings: Sequence[Sequence[int]],
+def paired_step_figures(model_rows: Sequence[Sequence[float] | np.ndarray], ratings: Sequence[Sequence[int]],
                         solutions: Sequence[Sequence[str]], choices: Mapping[str, Choice], *,
                         groups: Sequence[str] | None = None, threshold: float = DEFAULT_THRESHOLD,
                         neutral: str = "positive", draws: int = DRAWS, seed: int = 0,

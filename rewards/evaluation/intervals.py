@@ -206,7 +206,7 @@ def crossfit_hits(first_errors: np.ndarray, rows: list[np.ndarray], units: list[
     return hits
 
 
-def step_level_intervals(step_scores: Sequence[Sequence[float]], ratings: Sequence[Sequence[int]], *,
+def step_level_intervals(step_scores: Sequence[Sequence[float] | np.ndarray], ratings: Sequence[Sequence[int]], *,
                          groups: Sequence[str] | None = None, neutral: str = "positive",
                          threshold: float | None = None, draws: int = DRAWS, seed: int = 0,
                          level: float = LEVEL) -> dict[str, Any]:

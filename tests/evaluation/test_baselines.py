@@ -165,7 +165,8 @@ def test_the_models_flawed_solution_score_follows_its_aggregation() -> None:
     sound = np.array([-1 not in rated for rated in ratings])
     for how, aggregate in (("min", np.min), ("product", np.prod)):
         doc = paired_step_figures(model, ratings, solutions, {}, groups=groups, draws=50, aggregation=how)
-        assert doc["model"]["flawed_auroc"]["value"] == pytest.approx(auroc([aggregate(r) for r in model], sound))
+        assert doc["model"]["flawed_auroc"]["value"] == pytest.approx(auroc(np.array([aggregate(r) for r in model]),
+                                                                             sound))
     assert paired_step_figures(model, ratings, solutions, {}, draws=50, aggregation="product")["aggregation"] == \
         "product"
 
@@ -179,7 +180,8 @@ def test_paired_auroc_draws_problems_as_the_step_figures_do_and_pairs_the_differ
     doc = paired_auroc(good, noise, sound, groups=groups, draws=300, seed=4)
     assert doc["model"]["value"] == pytest.approx(auroc(good, sound))
     assert doc["other"]["value"] == pytest.approx(auroc(noise, sound))
-    assert doc["diff"]["low"] > 0  # clearly ahead, and the paired interval says so
+    low = doc["diff"]["low"]
+    assert low is not None and low > 0  # clearly ahead, and the paired interval says so
     # the model side is the flawed AUROC paired_step_figures draws for the same scores, units and seed
     rows = [np.full(len(steps), value) for steps, value in zip(solutions, good, strict=True)]
     steps = paired_step_figures(rows, ratings, solutions, {}, groups=groups, draws=300, seed=4)
