@@ -175,7 +175,8 @@ def sample_for_labeling_round(campaign: Campaign, *, endpoint: Endpoint, strateg
         raise JobInputError("reward_model", f"campaign {campaign.slug} has no trained PRM yet; strategy "
                                             f"'{chosen.name}' needs scores (use 'random' for a first labeling_round)")
     return start_sampling_job(campaign, config=sampling, endpoint=endpoint, user=user, feeds={
-        "strategy": chosen.name, "strategy_config": chosen.config, "batch_size": batch_size})
+        "strategy": chosen.name, "strategy_config": chosen.config, "batch_size": batch_size,
+        "by_system": user is SYSTEM})
 
 
 def sampling_finished(sampling_job_id: int) -> LabelingRound | None:
@@ -191,7 +192,8 @@ def sampling_finished(sampling_job_id: int) -> LabelingRound | None:
     try:
         labeling_round = start_labeling_round(
             job.campaign, strategy=feeds["strategy"], batch_size=feeds["batch_size"],
-            config=feeds["strategy_config"], pool=job.pool, user=actor_for(job.started_by))
+            config=feeds["strategy_config"], pool=job.pool,
+            user=actor_for(job.started_by, system=bool(feeds.get("by_system"))))
     except (JobInputError, NotAllowed) as exc:
         note: dict[str, Any] = {"labeling_round_error": str(exc)}
     else:
