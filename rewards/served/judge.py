@@ -30,7 +30,8 @@ MAX_REASON_CHARS = 300
 _TAG = re.compile(r"<(/?)(step)", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _BOXED = re.compile(r"\\boxed\{\s*(-?\d+)\s*\}")
-_KEYED = re.compile(r"\"?(?:first_error|earliest_error)\"?\s*[:=]\s*(-?\d+)", re.IGNORECASE)
+_KEYED = re.compile(r"\"?(?:first_error|earliest_error)\"?\s*[:=]\s*(?:\{\s*\"(?:index|step)\"\s*:\s*)?(-?\d+)",
+                    re.IGNORECASE)
 _INDEX_KEYS = ("first_error", "earliest_error", "first_error_step", "index")
 
 
@@ -182,13 +183,18 @@ def _from_object(value: Any) -> tuple[int, dict[int, str]] | None:
     key = next((key for key in _INDEX_KEYS if key in value), None)
     if key is None:
         return None
-    raw = value[key]
+    raw, said = value[key], value
+    if isinstance(raw, Mapping):  # {"first_error": {"index": 2, "reason": "…"}}, as small models answer
+        if "index" not in raw and "step" not in raw:
+            return None
+        raw, said = raw.get("index", raw.get("step")), raw
     index = -1 if raw is None else _index(raw)
     if index is None:
         return None
     reasons = _reasons(value.get("reasons"))
-    if isinstance(value.get("reason"), str) and index >= 0 and value["reason"].strip():
-        reasons.setdefault(index, _one_line(value["reason"]))
+    reason = said.get("reason", said.get("reasoning"))
+    if isinstance(reason, str) and index >= 0 and reason.strip():
+        reasons.setdefault(index, _one_line(reason))
     return index, reasons
 
 

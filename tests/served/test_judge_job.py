@@ -17,12 +17,24 @@ from endpoints.services import register_endpoint
 from rewards.jobs.models import JobStatus, LlmJudgeJob
 from rewards.jobs.services.llm_judge import resume_llm_judge_job, run_llm_judge_job, start_llm_judge_job
 from rewards.jobs.services.training import JobInputError
+from rewards.served import judge
 from tests.factories import finished_labeling, numbered_solution
 from tests.served.conftest import FaultProxy, ServedServer
 
 pytestmark = pytest.mark.django_db
 #: short answers keep the suite fast; the judge's verdict fits in them
 MAX_TOKENS = 24
+
+
+#: a short prompt for the tests that count requests rather than read verdicts: a tenth of the default's tokens
+SHORT = judge.JudgeTemplate(version="test-short-v1", system="Grade the steps.",
+                            user="{problem}\n{steps}\nJSON first_error (-1: none)?")
+
+
+@pytest.fixture
+def short_template(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setitem(judge.TEMPLATES, SHORT.version, SHORT)
+    return SHORT.version
 
 
 @pytest.fixture
@@ -83,11 +95,13 @@ def test_a_judge_job_writes_labels_and_agreement_figures(campaign_factory, membe
 
 
 def test_a_server_stopped_mid_job_loses_nothing_and_judges_no_solution_twice(
-        campaign_factory, endpoint_at, fault_proxy: FaultProxy, served_server: ServedServer) -> None:
+        campaign_factory, endpoint_at, short_template: str, fault_proxy: FaultProxy,
+        served_server: ServedServer) -> None:
     campaign = campaign_factory()
     solutions = [numbered_solution(campaign, 2) for _ in range(100)]
     endpoint = endpoint_at(fault_proxy.base_url, served_server.model)
-    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=100, max_tokens=4)
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=100, max_tokens=2,
+                              template_version=short_template)
 
     def stop_at(count: int) -> None:
         while fault_proxy.completed < count:
@@ -114,13 +128,14 @@ def test_a_server_stopped_mid_job_loses_nothing_and_judges_no_solution_twice(
     assert set(counts.values()) == {1}, {pk: n for pk, n in counts.items() if n != 1}
 
 
-def test_an_unparsable_answer_is_recorded_not_guessed(campaign_factory, endpoint_at, fault_proxy: FaultProxy,
-                                                      served_server: ServedServer) -> None:
+def test_an_unparsable_answer_is_recorded_not_guessed(campaign_factory, endpoint_at, short_template: str,
+                                                      fault_proxy: FaultProxy, served_server: ServedServer) -> None:
     campaign = campaign_factory()
     solution = numbered_solution(campaign, 3)
     endpoint = endpoint_at(fault_proxy.base_url, served_server.model)
     # one token cannot hold a verdict: whatever the model starts with is unreadable
-    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=1, max_tokens=1)
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=1, max_tokens=1,
+                              template_version=short_template)
     assert run_llm_judge_job(job.pk) == JobStatus.SUCCEEDED
     job.refresh_from_db()
     assert [item["solution_id"] for item in job.unparsable] == [solution.pk]
@@ -134,16 +149,17 @@ def five(campaign_factory) -> Iterator[list[Solution]]:
     yield [numbered_solution(campaign, 2) for _ in range(5)]
 
 
-def test_a_spent_budget_stops_the_job_resumably(five, endpoint_at, fault_proxy: FaultProxy,
+def test_a_spent_budget_stops_the_job_resumably(five, endpoint_at, short_template: str, fault_proxy: FaultProxy,
                                                 served_server: ServedServer) -> None:
     campaign = five[0].campaign
-    # about two requests' worth of tokens: the job stops once its count passes the budget
-    endpoint = endpoint_at(fault_proxy.base_url, served_server.model, token_budget=600)
-    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=5, max_tokens=4)
+    # two or three requests' worth of tokens: the job stops once its count reaches the budget
+    endpoint = endpoint_at(fault_proxy.base_url, served_server.model, token_budget=100)
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=5, max_tokens=2,
+                              template_version=short_template)
     assert run_llm_judge_job(job.pk) == JobStatus.FAILED
     job.refresh_from_db()
     assert "token budget spent" in job.error and job.resumable
-    assert 0 < job.solutions_done < 5 and job.tokens_used >= 600
+    assert 0 < job.solutions_done < 5 and job.tokens_used >= 100
     endpoint.token_budget = 10_000  # the operator raises the budget; a resume gets the endpoint's anew
     endpoint.save()
     resume_llm_judge_job(job, user=SYSTEM)

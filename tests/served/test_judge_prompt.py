@@ -64,6 +64,8 @@ def test_each_domain_has_a_default_template() -> None:
     ("The earliest error is in step 2, so the answer is \\boxed{2}.", 2, {}, "tolerant"),
     ("first_error: 0 because the sum is wrong", 0, {}, "tolerant"),
     ('{"first_error": 1, "reasons": {"1": "wrong", "2": "follows the error", "0": "?"}}', 1, {1: "wrong"}, "json"),
+    ('{"first_error": {"index": 2, "reasoning": "drops a sign"}}', 2, {2: "drops a sign"}, "json"),
+    ('{\n  "first_error": {\n    "index": 0,\n    "reasoning": "The first st', 0, {}, "tolerant"),
 ])
 def test_parse_reads_objects_and_unambiguous_forms(answer: str, first: int, reasons: dict[int, str],
                                                    parsed_by: str) -> None:
@@ -79,6 +81,8 @@ def test_parse_reads_objects_and_unambiguous_forms(answer: str, first: int, reas
     ('{"first_error": 1} and then {"first_error": 0}', "different first errors"),
     ('{"first_error": "two"}', "no first_error"),
     ('{"verdict": "wrong"}', "no first_error"),
+    ('{"first_error": {"reasoning": "step two"}}', "no first_error"),
+    ('{\n  "first', "no first_error"),
 ])
 def test_an_answer_that_cannot_be_read_is_unparsable_not_guessed(answer: str, why: str) -> None:
     result = parse_verdict(answer, 3)
