@@ -263,3 +263,27 @@ class UploadForm(forms.Form):
 
     def clean_split_rule(self) -> str:
         return self.cleaned_data.get("split_rule") or ""
+
+
+class ReviewForm(forms.Form):
+    """The review page's resolved labels: ``step-<index>`` (a value of the campaign's scale, or empty to clear it)
+    with its ``note-<index>``, for whichever steps the page posts; the service checks each value against the scale."""
+
+    def clean(self) -> dict[str, Any]:
+        values: dict[int, int | None] = {}
+        notes: dict[int, str] = {}
+        errors = []
+        for key in self.data:
+            if not key.startswith("step-"):
+                continue
+            raw = self.data.get(key) or ""
+            number, value = key.removeprefix("step-"), raw.strip().removeprefix("-")
+            if not (number.isascii() and number.isdigit() and (raw == "" or (value.isascii() and value.isdigit()))):
+                errors.append(forms.ValidationError(
+                    f"{key}: rating must be a value of the campaign's scale or empty, got {raw!r}"))
+                continue
+            values[int(number)] = None if raw == "" else int(raw)
+            notes[int(number)] = self.data.get(f"note-{number}", "")
+        if errors:
+            raise forms.ValidationError(errors)
+        return {"values": values, "notes": notes}

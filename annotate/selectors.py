@@ -1,4 +1,4 @@
-"""Reads of labeling data (the API's querysets), kept apart from the services' writes."""
+"""Reads of labeling data (the API's querysets, the management pages' reads), kept apart from the services' writes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,12 +6,16 @@ from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
+from . import permissions
 from .models import (
     RESPLIT_INTO,
     Assignment,
     AssignmentStatus,
     Campaign,
+    CampaignMetrics,
     Completion,
+    ImportJob,
+    Membership,
     Rating,
     Solution,
     SplitReport,
@@ -91,3 +95,103 @@ def domain_results(campaign: Campaign) -> dict[str, Any]:
     return {"domains": domains,
             "error_categories": [{"name": name, "count": categories.get(name, 0)}
                                  for name in campaign.error_categories]}
+
+
+def managed_campaign_rows(user: Any) -> QuerySet[Campaign]:
+    """The campaigns ``user`` manages, each with its solution and active member counts, active ones first."""
+    return permissions.managed_campaigns(user).annotate(
+        n_solutions=Count("solutions", distinct=True),
+        n_members=Count("memberships", filter=Q(memberships__is_active=True), distinct=True)).order_by(
+        "-is_active", "name")
+
+
+@dataclass(frozen=True)
+class CampaignOverview:
+    """The admin dashboard's reads: the precomputed metrics, flagged labelers, the latest imports, the gold table."""
+
+    metrics: CampaignMetrics | None
+    flagged: int
+    imports: list[ImportJob]
+    gold_rows: list[dict[str, Any]]
+    gold_hidden: int
+
+    @property
+    def data(self) -> dict[str, Any] | None:
+        """The metrics snapshot's figures (the template's ``m``)."""
+        return self.metrics.data if self.metrics is not None else None
+
+
+def campaign_metrics(campaign: Campaign) -> CampaignMetrics | None:
+    return CampaignMetrics.objects.filter(campaign=campaign).first()
+
+
+def campaign_overview(campaign: Campaign) -> CampaignOverview:
+    """Four queries whatever the campaign's size."""
+    metrics = campaign_metrics(campaign)
+    flagged = Membership.objects.filter(campaign=campaign, quality_flagged_at__isnull=False).count()
+    rows, hidden = _gold_rows(campaign, metrics.data.get("gold_by_labeler", []) if metrics else [])
+    return CampaignOverview(metrics, flagged, list(ImportJob.objects.filter(campaign=campaign)[:5]), rows, hidden)
+
+
+def _gold_rows(campaign: Campaign, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The gold table's labelers: members first, then labelers known only from imported labels (marked
+    ``imported``); an imported labeler with no gold item is left out (its row would be all n=0), counted instead."""
+    members = set(Membership.objects.filter(campaign=campaign).values_list("user_id", flat=True))
+    shown, hidden = [], 0
+    for row in rows:
+        imported = row["labeler_id"] not in members
+        if imported and not any(isinstance(v, dict) and v.get("items") for v in row.values()):
+            hidden += 1
+            continue
+        shown.append({**row, "imported": imported})
+    shown.sort(key=lambda row: row["imported"])
+    return shown, hidden
+
+
+@dataclass(frozen=True)
+class LabelerRecord:
+    """One labeler of a campaign as the admins' labeler page shows them."""
+
+    membership: Membership
+    recent: list[Assignment]
+    metrics: CampaignMetrics | None
+    gold: dict[str, Any] | None
+    over_time: list[Any] | None
+    counts: dict[str, int]
+
+    @property
+    def submitted(self) -> int:
+        return self.counts.get(AssignmentStatus.SUBMITTED, 0)
+
+
+def labeler_record(campaign: Campaign, user_id: int) -> LabelerRecord | None:
+    """The labeler's membership, latest 50 assignments, gold figures and counts by status; None for a non-member."""
+    membership = campaign_member(campaign, user_id)
+    if membership is None:
+        return None
+    theirs = Assignment.objects.filter(solution__campaign=campaign, labeler_id=user_id)
+    metrics = campaign_metrics(campaign)
+    gold = over_time = None
+    if metrics:
+        gold = next((row for row in metrics.data.get("gold_by_labeler", []) if row["labeler_id"] == user_id), None)
+        over_time = metrics.data.get("quality_over_time", {}).get(str(user_id), [])
+    return LabelerRecord(
+        membership, list(theirs.select_related("solution").order_by("-finished_at", "-id")[:50]), metrics, gold,
+        over_time, dict(theirs.values_list("status").annotate(n=Count("id")).order_by()))
+
+
+def campaign_member(campaign: Campaign, user_id: int) -> Membership | None:
+    return Membership.objects.select_related("user").filter(campaign=campaign, user_id=user_id).first()
+
+
+def import_jobs(campaign: Campaign, limit: int = 50) -> list[ImportJob]:
+    return list(ImportJob.objects.filter(campaign=campaign).select_related("created_by")[:limit])
+
+
+def import_job(campaign: Campaign, pk: int) -> ImportJob | None:
+    return ImportJob.objects.filter(campaign=campaign, pk=pk).first()
+
+
+def campaign_solution(campaign: Campaign, pk: int) -> Solution | None:
+    """One of the campaign's solutions with its problem (and campaign)."""
+    return Solution.objects.select_related("problem", "campaign").filter(campaign=campaign, pk=pk).first()

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -25,25 +24,19 @@ from steplab.http import AppRequest
 from steplab.redirects import safe_next
 
 from . import forms_manage as forms
-from . import permissions
+from . import permissions, selectors
 from .models import (
     RESPLIT_FROM,
     RESPLIT_INTO,
-    Assignment,
-    AssignmentStatus,
     Campaign,
-    CampaignMetrics,
-    ImportJob,
-    Membership,
-    Solution,
 )
 from .rendering import math_source, render_markdown
 from .scales import Scale, campaign_scale
-from .selectors import solutions_with_split_reports
 from .services import accounts, adjudication, agreement, campaigns, resplit
 from .services.campaigns import CampaignAdminError
 
 View = Callable[..., HttpResponse]
+Found = TypeVar("Found")
 
 
 def manager_required(view: View) -> View:
@@ -79,6 +72,13 @@ def _review_choices(scale: Scale) -> list[tuple[int, str]]:
     return [(v.value, v.label) for v in scale.values]
 
 
+def _found(row: Found | None, what: str) -> Found:
+    """A row a selector read for the campaign, or a 404 (another campaign's row is as missing as a made-up id)."""
+    if row is None:
+        raise Http404(what)
+    return row
+
+
 def _form_errors(form: Any) -> str:
     return "; ".join(f"{error}" for errors in form.errors.values() for error in errors)
 
@@ -87,10 +87,7 @@ def _form_errors(form: Any) -> str:
 
 @manager_required
 def index(request: HttpRequest) -> HttpResponse:
-    rows = permissions.managed_campaigns(request.user).annotate(
-        n_solutions=Count("solutions", distinct=True),
-        n_members=Count("memberships", filter=Q(memberships__is_active=True), distinct=True)).order_by(
-        "-is_active", "name")
+    rows = selectors.managed_campaign_rows(request.user)
     return render(request, "annotate/manage/index.html", {"campaigns": rows})
 
 
@@ -140,11 +137,8 @@ def campaign_archive(request: HttpRequest, campaign: Campaign) -> HttpResponse:
 @campaign_admin_required
 def dashboard(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     """Fixed number of queries whatever the size: progress aggregates plus the precomputed metrics."""
-    metrics = CampaignMetrics.objects.filter(campaign=campaign).first()
-    flagged = Membership.objects.filter(campaign=campaign, quality_flagged_at__isnull=False).count()
-    imports = list(ImportJob.objects.filter(campaign=campaign)[:5])
+    overview = selectors.campaign_overview(campaign)
     progress, progress_at = campaigns.cached_campaign_progress(campaign, fresh=request.GET.get("fresh") == "1")
-    gold_rows, hidden = _gold_rows(campaign, metrics.data.get("gold_by_labeler", []) if metrics else [])
     if (refused := steprules.refusal(campaign.step_rule)) is not None:  # saved before the engine refused it
         messages.warning(request, f"This campaign's {refused}. Choose another step rule in its settings; until "
                                   "then each solutions import must name a rule of its own.")
@@ -154,26 +148,12 @@ def dashboard(request: HttpRequest, campaign: Campaign) -> HttpResponse:
         messages.warning(request, f"This campaign's grader setting {error}. Choose another in its settings; until "
                                   "then imports cannot grade.")
     return render(request, "annotate/manage/dashboard.html", {
-        "campaign": campaign, "progress": progress, "progress_at": progress_at, "metrics": metrics,
-        "m": metrics.data if metrics else None, "gold_rows": gold_rows, "gold_hidden": hidden,
-        "flagged": flagged, "imports": imports, "instructions_html": render_markdown(campaign.instructions),
-        "recompute_since": agreement.recompute_pending_since(campaign, metrics),
+        "campaign": campaign, "progress": progress, "progress_at": progress_at, "metrics": overview.metrics,
+        "m": overview.data, "gold_rows": overview.gold_rows, "gold_hidden": overview.gold_hidden,
+        "flagged": overview.flagged, "imports": overview.imports,
+        "instructions_html": render_markdown(campaign.instructions),
+        "recompute_since": agreement.recompute_pending_since(campaign, overview.metrics),
     })
-
-
-def _gold_rows(campaign: Campaign, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The gold table's labelers: members first, then labelers known only from imported labels (marked
-    ``imported``); an imported labeler with no gold item is left out (its row would be all n=0), counted instead."""
-    members = set(Membership.objects.filter(campaign=campaign).values_list("user_id", flat=True))
-    shown, hidden = [], 0
-    for row in rows:
-        imported = row["labeler_id"] not in members
-        if imported and not any(isinstance(v, dict) and v.get("items") for v in row.values()):
-            hidden += 1
-            continue
-        shown.append({**row, "imported": imported})
-    shown.sort(key=lambda row: row["imported"])
-    return shown, hidden
 
 
 @campaign_admin_required
@@ -233,7 +213,7 @@ def _new_account(request: HttpRequest, campaign: Campaign) -> HttpResponse:
 @campaign_admin_required
 @require_POST
 def member_state(request: HttpRequest, campaign: Campaign, user_id: int) -> HttpResponse:
-    membership = get_object_or_404(Membership, campaign=campaign, user_id=user_id)
+    membership = _found(selectors.campaign_member(campaign, user_id), "no such member")
     form = forms.MemberStateForm(request.POST)
     if not form.is_valid():
         return HttpResponse(_form_errors(form), status=400, content_type="text/plain")
@@ -247,19 +227,13 @@ def member_state(request: HttpRequest, campaign: Campaign, user_id: int) -> Http
 
 @campaign_admin_required
 def labeler(request: HttpRequest, campaign: Campaign, user_id: int) -> HttpResponse:
-    membership = get_object_or_404(Membership.objects.select_related("user"), campaign=campaign, user_id=user_id)
-    recent = (Assignment.objects.filter(solution__campaign=campaign, labeler_id=user_id)
-              .select_related("solution").order_by("-finished_at", "-id")[:50])
-    metrics = CampaignMetrics.objects.filter(campaign=campaign).first()
-    gold = over_time = None
-    if metrics:
-        gold = next((row for row in metrics.data.get("gold_by_labeler", []) if row["labeler_id"] == user_id), None)
-        over_time = metrics.data.get("quality_over_time", {}).get(str(user_id), [])
-    counts = dict(Assignment.objects.filter(solution__campaign=campaign, labeler_id=user_id)
-                  .values_list("status").annotate(n=Count("id")).order_by())
+    record = selectors.labeler_record(campaign, user_id)
+    if record is None:
+        raise Http404("no such member")
     return render(request, "annotate/manage/labeler.html", {
-        "campaign": campaign, "membership": membership, "recent": recent, "gold": gold, "over_time": over_time,
-        "metrics": metrics, "counts": counts, "submitted": counts.get(AssignmentStatus.SUBMITTED, 0),
+        "campaign": campaign, "membership": record.membership, "recent": record.recent, "gold": record.gold,
+        "over_time": record.over_time, "metrics": record.metrics, "counts": record.counts,
+        "submitted": record.submitted,
     })
 
 
@@ -283,21 +257,21 @@ def imports(request: AppRequest, campaign: Campaign) -> HttpResponse:
             else:
                 return redirect("manage:import", slug=campaign.slug, job_id=job.pk)
         status = 400
-    jobs = ImportJob.objects.filter(campaign=campaign).select_related("created_by")[:50]
-    return render(request, "annotate/manage/imports.html", {"campaign": campaign, "form": form, "jobs": jobs},
+    return render(request, "annotate/manage/imports.html", {"campaign": campaign, "form": form,
+                                                           "jobs": selectors.import_jobs(campaign)},
                   status=status)
 
 
 @campaign_admin_required
 def import_job(request: HttpRequest, campaign: Campaign, job_id: int) -> HttpResponse:
-    job = get_object_or_404(ImportJob, campaign=campaign, pk=job_id)
+    job = _found(selectors.import_job(campaign, job_id), "no such import")
     return render(request, "annotate/manage/import_job.html", {"campaign": campaign, "job": job})
 
 
 @campaign_admin_required
 def import_progress(request: AppRequest, campaign: Campaign, job_id: int) -> HttpResponse:
     """The htmx-polled progress bar; once the job is finished it tells htmx to show the whole result."""
-    job = get_object_or_404(ImportJob, campaign=campaign, pk=job_id)
+    job = _found(selectors.import_job(campaign, job_id), "no such import")
     response = render(request, "annotate/manage/_import_progress.html", {"campaign": campaign, "job": job})
     if job.is_finished and request.htmx:
         response["HX-Refresh"] = "true"
@@ -315,31 +289,20 @@ def adjudication_list(request: HttpRequest, campaign: Campaign) -> HttpResponse:
 @campaign_admin_required
 @require_http_methods(["GET", "POST"])
 def adjudication_review(request: AppRequest, campaign: Campaign, solution_id: int) -> HttpResponse:
-    solution = get_object_or_404(Solution.objects.select_related("problem", "campaign"), campaign=campaign,
-                                 pk=solution_id)
+    solution = _found(selectors.campaign_solution(campaign, solution_id), "no such solution")
     status, errors = 200, []
     if request.method == "POST":
-        values: dict[int, int | None] = {}
-        notes: dict[int, str] = {}
-        for key in request.POST:
-            if not key.startswith("step-"):
-                continue
-            raw = request.POST.get(key) or ""
+        form = forms.ReviewForm(request.POST)
+        if form.is_valid():
             try:
-                index = int(key.removeprefix("step-"))
-                values[index] = None if raw == "" else int(raw)
-            except ValueError:
-                errors.append(f"{key}: rating must be a value of the campaign's scale or empty, got {raw!r}")
-                continue
-            notes[index] = request.POST.get(f"note-{index}", "")
-        if not errors:
-            try:
-                count = adjudication.set_resolved_labels(solution, values, request.user, notes)
+                count = adjudication.set_resolved_labels(solution, form.cleaned_data["values"], request.user,
+                                                         form.cleaned_data["notes"])
             except CampaignAdminError as error:
                 errors.append(str(error))
             else:
                 messages.success(request, f"Saved: {count} step(s) carry a resolved label.")
                 return redirect("manage:review", slug=campaign.slug, solution_id=solution.pk)
+        errors += [str(error) for error in form.non_field_errors()]
         status = 400
     result = adjudication.review(solution)
     for row in result.rows:
@@ -358,14 +321,14 @@ def adjudication_review(request: AppRequest, campaign: Campaign, solution_id: in
 def split_reports(request: HttpRequest, campaign: Campaign) -> HttpResponse:
     """Solutions labelers reported as badly split, each with a link to re-split it."""
     return render(request, "annotate/manage/split_reports.html", {
-        "campaign": campaign, "groups": solutions_with_split_reports(campaign.pk)})
+        "campaign": campaign, "groups": selectors.solutions_with_split_reports(campaign.pk)})
 
 
 @campaign_admin_required
 @require_http_methods(["GET", "POST"])
 def resplit_view(request: AppRequest, campaign: Campaign, solution_id: int) -> HttpResponse:
     """Edit a solution's steps: in place before any rating, else as a new solution (the service decides)."""
-    solution = get_object_or_404(Solution.objects.select_related("problem"), campaign=campaign, pk=solution_id)
+    solution = _found(selectors.campaign_solution(campaign, solution_id), "no such solution")
     steps = resplit.current_steps(solution)
     form = forms.ResplitForm(request.POST or None, initial={"steps": "\n\n".join(steps)})
     status = 200
