@@ -41,7 +41,7 @@ import orjson
 from django.db.models import QuerySet
 
 from annotate import models
-from annotate.prm800k_export import ChunkData, LabelerNames, iter_prm800k_chunks, prm800k_rows
+from annotate.prm800k.export import ChunkData, LabelerNames, iter_prm800k_chunks, prm800k_rows
 from annotate.scales import PM1, Scale, campaign_scale
 from annotate.services.adjudication import resolved_step_ratings
 from rewards.formats import registry as formats

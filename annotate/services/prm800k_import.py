@@ -2,7 +2,6 @@
 in batches through the COPY machinery of ``importing``, problems and imported labelers looked up per batch."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain, repeat
@@ -44,16 +43,15 @@ from ..models import (
     problem_key,
 )
 from ..prm800k import (
-    LABEL_KEYS,
-    ROW_KEYS,
     ParsedRow,
+    assignment_extra,
     content_digest,
     float_or_none,
-    imported_username,
     labeler_account,
     parse_row,
     parse_timestamp,
     question_from_fields,
+    solution_extra,
 )
 from .campaign_problems import new_problem, resolve_problems
 from .importing import ImportFailed, ImportReport, valid_rows
@@ -113,48 +111,12 @@ class _Lookups:
         created["users"] = created.get("users", 0) + len(missing)
 
 
-def _solution_extra(row: ParsedRow, question: dict[str, Any], derived: dict[str, Any]) -> dict[str, Any]:
-    """What export needs beyond the relational fields to give the row back as it came (see ``_row``)."""
-    extra: dict[str, Any] = {"question_keys": list(question.keys())}
-    overrides = {k: v for k, v in question.items() if k not in derived or derived[k] != v
-                 or type(derived[k]) is not type(v)}
-    if overrides:  # as JSON text: jsonb would reorder the keys of nested objects
-        extra["question_json"] = json.dumps(overrides, ensure_ascii=False)
-    row_extra = {k: v for k, v in row.raw.items() if k not in ROW_KEYS}
-    if row_extra:
-        # As JSON text: PostgreSQL's jsonb would reorder the keys of nested objects.
-        extra["row_json"] = json.dumps(row_extra, ensure_ascii=False)
-    default_order = [k for k in ROW_KEYS if k in row.raw] + list(row_extra)
-    if list(row.raw) != default_order:
-        extra["row_keys"] = list(row.raw)
-    missing_row_keys = [k for k in ROW_KEYS if k not in row.raw]
-    if missing_row_keys:
-        extra["missing_row_keys"] = missing_row_keys
-    label = row.raw["label"]
-    label_extra = {k: v for k, v in label.items() if k not in LABEL_KEYS}
-    if label_extra:
-        extra["label_json"] = json.dumps(label_extra, ensure_ascii=False)
-    extra["label_keys"] = list(label.keys())
-    null_completions = [i for i, step in enumerate(row.steps) if step.completions is None]
-    if null_completions:
-        extra["null_completions"] = null_completions
-    floats = [[i, j] for i, raw_step in enumerate(label["steps"])
-              for j, item in enumerate(raw_step["completions"] or ()) if isinstance(item["rating"], float)]
-    if floats:
-        rated = sum(item["rating"] is not None for raw_step in label["steps"] for item in raw_step["completions"] or ())
-        extra["float_ratings"] = True if len(floats) == rated else floats
-    return extra
-
-
 _SOLUTION_COLUMNS = ["campaign_id", "problem_id", "generation", "is_quality_control", "is_screening", "final_answer",
                      "is_correct", "verifier_score", "pre_generated_steps", "generator", "label_count", "provenance",
                      "content_sha256", "source_extra"]
 _ASSIGNMENT_COLUMNS = ["solution_id", "labeler_id", "status", "finished_at", "finish_reason", "total_time_ms",
                        "source_timestamp", "source_extra"]
 _PROVENANCE = {"source": "prm800k"}
-
-
-_NO_EXTRA: dict[str, Any] = {}  # shared by the assignments that need no extra (never mutated): dumped once
 
 
 @dataclass
@@ -256,11 +218,11 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
         as_given = Problem(text=fields[0], answer=fields[1], solution=fields[2])  # unsaved: its fields only
         prepared.problem_fields.append(fields)
         prepared.digests.append(_solution_digest(as_given, row))
-        prepared.solution_extras.append(json_text(_solution_extra(row, row.question, question_from_fields(
+        prepared.solution_extras.append(json_text(solution_extra(row, row.question, question_from_fields(
             as_given, pre_generated_steps=row.question.get("pre_generated_steps"), final_answer=answer,
             verifier_score=verifier_score))))
         prepared.pre_generated_steps.append(json_text(row.question.get("pre_generated_steps")))
-        prepared.assignment_extras.append(_assignment_extra(row))
+        prepared.assignment_extras.append(assignment_extra(row))
         first_step = len(prepared.step_indexes)  # this row's first step among the batch's
         prepared.steps_per_row.append(len(row.steps))
         prepared.step_indexes.extend(range(len(row.steps)))
@@ -287,21 +249,6 @@ def _prepare(batch: list[tuple[int, ParsedRow]], *, write_ahead: bool) -> _Batch
         prepared.ids = _BatchIds.allocate(prepared)
         prepared.label_rows = _label_rows(prepared, prepared.ids)
     return prepared
-
-
-def _assignment_extra(row: ParsedRow) -> dict[str, Any]:
-    """What export needs beyond the assignment's fields to give back the row's timestamp, finish reason and
-    labeler as they came."""
-    extra: dict[str, Any] = {}
-    if row.timestamp is None:
-        extra["timestamp_null"] = True
-    elif not row.timestamp:
-        extra["timestamp"] = ""  # an empty source_timestamp means "none recorded"
-    if row.finish_reason is None:
-        extra["finish_reason_null"] = True  # kept as give_up: the pass did not finish labeling
-    if row.labeler is not None and imported_username(row.labeler) is None:
-        extra["labeler"] = row.labeler
-    return extra or _NO_EXTRA
 
 
 def _solution_digest(problem: Problem, row: ParsedRow) -> str:
@@ -335,7 +282,7 @@ def _import_batch(campaign: Campaign, batch: _Batch, lookups: _Lookups, created:
             digest, extra = batch.digests[position], batch.solution_extras[position]
         else:  # the campaign's problem differs from this row's question (spacing, another ground truth)
             digest = _solution_digest(problem, row)
-            extra = _solution_extra(row, question, question_from_fields(
+            extra = solution_extra(row, question, question_from_fields(
                 problem, pre_generated_steps=question.get("pre_generated_steps"), final_answer=answer,
                 verifier_score=verifier_score))
         solution_rows.append((campaign.pk, problem.pk, row.generation, row.is_quality_control, row.is_screening,

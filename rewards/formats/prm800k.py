@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from annotate.models import Campaign
-from annotate.prm800k_export import iter_prm800k_rows
+from annotate.prm800k.export import iter_prm800k_rows
 from rewards.exports import ExportOptions, labeled_assignments
 
 from .registry import Format, VersionFile, register

@@ -38,7 +38,7 @@ def canonical_dump() -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
     from annotate import models
-    from annotate.prm800k_export import iter_prm800k_rows
+    from annotate.prm800k.export import iter_prm800k_rows
 
     campaign = models.Campaign.objects.get(slug=CAMPAIGN)
     scopes = {

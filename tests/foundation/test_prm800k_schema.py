@@ -28,7 +28,7 @@ from annotate.prm800k import (
     STEP_SCHEMA,
     Field,
 )
-from annotate.prm800k_export import iter_prm800k_rows
+from annotate.prm800k.export import iter_prm800k_rows
 from annotate.services.prm800k_import import import_prm800k
 from rewards.exports import ExportOptions, iter_format_rows, labeled_assignments
 from tests.factories import CampaignFactory

@@ -20,7 +20,7 @@ from annotate.models import (
     SplitReport,
     StepRationale,
 )
-from annotate.prm800k_export import iter_prm800k_rows
+from annotate.prm800k.export import iter_prm800k_rows
 from annotate.selectors import solutions_with_split_reports
 from annotate.services import labeling, leases
 from annotate.services.errors import LabelingError, LeaseExpired, NotAllowed

@@ -1,20 +1,5 @@
-"""The PRM800K JSONL format, exactly as OpenAI released it: its schema, parsing and validation of a row, and the
-names both directions share. The import is ``annotate.services.prm800k_import``; the export rows are
-``annotate.prm800k_export``.
-
-One row is one labeler's pass over one solution::
-
-    {labeler, timestamp, generation, is_quality_control_question, is_initial_screening_question,
-     question: {problem, ground_truth_answer, ground_truth_solution?, pre_generated_steps?,
-                pre_generated_answer?, pre_generated_verifier_score?},
-     label: {steps: [{completions: [{text, rating, flagged}], human_completion, chosen_completion}],
-             total_time, finish_reason}}
-
-Import keeps every row as its own Solution + Assignment (a labeled trajectory); rows that label the
-same pre-generated steps share ``content_sha256`` so agreement can group them. Keys Steplab does not
-model, and values that differ from the relational ones, go to ``source_extra`` so that export gives
-back JSON equal to the input, row for row.
-"""
+"""The PRM800K row, as OpenAI released it: its schema written once, parsing and validation (``RowError`` names
+the field), and the names and digests both directions share."""
 from __future__ import annotations
 
 import hashlib
@@ -30,14 +15,14 @@ from django.utils import timezone
 
 from stepcore.steps import ANSWER_HEADER, answer_from_steps
 
-from .models import (
+from ..models import (
     RATIONALE_MAX_CHARS,
     FinishReason,
     Problem,
     text_digest,
 )
-from .services.importing import RowError
-from .services.labeling import check_stop_at_first_error
+from ..services.importing import RowError
+from ..services.labeling import check_stop_at_first_error
 
 # --- the accepted shapes, written once ------------------------------------------------------------
 # Every value shape the released PRM800K files hold (phase 1 and 2, give_up / found_error / solution rows,
