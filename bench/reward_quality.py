@@ -250,11 +250,12 @@ def _aggregate(steps: Sequence[float], how: str) -> float:
 
 def choose_aggregation(prm: Any, dataset: Path) -> dict[str, Any]:
     """The PRM's solution score (``min`` or ``product`` of its step scores), chosen on training data: the
-    flawed-solution AUROC of the labelers' own paths on the held-out tenth of PRM800K's problems (a tie: min)."""
+    flawed-solution AUROC of the held-out tenth of PRM800K's problems, every row (a labeler's own path, or a rated
+    alternative after its prefix: the chosen paths alone hold almost no −1) against "has a −1 step" (a tie: min)."""
     from rewards.evaluation.step_metrics import auroc
 
     rows = [json.loads(line) for line in dataset.open(encoding="utf-8")]
-    held = [row for row in rows if row["split"] == "test" and row["path"] == "chosen" and row["completions"]]
+    held = [row for row in rows if row["split"] == "test" and row["completions"]]
     scores = prm.score_steps_batch([(row["prompt"], row["completions"]) for row in held])
     sound = np.array([-1 not in row["ratings"] for row in held])
     figures = {how: auroc([_aggregate(s, how) for s in scores], sound) for how in AGGREGATIONS}
