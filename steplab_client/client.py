@@ -7,22 +7,49 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
 import requests
+from requests.adapters import HTTPAdapter
 from requests.auth import AuthBase
+from urllib3.connectionpool import ConnectionPool
+from urllib3.response import BaseHTTPResponse
+from urllib3.util.retry import Retry
 
 if TYPE_CHECKING:
     import datasets
 
 FINAL_JOB_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
 CHUNK = 1 << 20
+#: the labeling submissions: each carries client keys the server applies once, so a lost answer is safe to resend
+RESENDABLE = re.compile(r"/api/(assignments/\d+/labeling|labelings)/$")
+
+
+class _Retry(Retry):
+    """urllib3's ``Retry``: a connection that failed before the request went out is tried again for any request; a
+    lost answer only for reads and the labeling submissions; a 502/503/504 (after its ``Retry-After``) for reads.
+    Never a POST that would act twice, such as starting a job."""
+
+    def increment(self, method: str | None = None, url: str | None = None, response: BaseHTTPResponse | None = None,
+                  error: Exception | None = None, _pool: ConnectionPool | None = None,
+                  _stacktrace: TracebackType | None = None) -> Self:
+        allowed = self.allowed_methods  # None: every method is retried already
+        if method == "POST" and url and RESENDABLE.search(urlsplit(url).path) and allowed and "POST" not in allowed:
+            resend = self.new(allowed_methods=frozenset(allowed) | {"POST"})
+            return resend.increment(method, url, response, error, _pool, _stacktrace)
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+#: two more tries, the second a second later
+RETRY = _Retry(total=2, backoff_factor=0.5, status_forcelist=(502, 503, 504), raise_on_status=False)
 
 
 class SteplabError(Exception):
@@ -133,6 +160,7 @@ class Steplab:
         self.timeout = timeout
         self.session = session or requests.Session()
         self.session.auth = _BearerForOrigin(token, self.base_url)
+        self.session.mount(f"{self.base_url}/", HTTPAdapter(max_retries=RETRY))
 
     def __repr__(self) -> str:
         return f"Steplab({self.base_url!r})"
@@ -249,7 +277,7 @@ class Steplab:
         ``rationale``, ``flagged``, ``error_category``). The client key (a new UUID unless given) makes a retry
         of this call safe: the server answers the first result."""
         body = self._labeling_body(ratings, finish_reason, finish_text, total_time_ms, client_key)
-        answer: dict[str, Any] = self._retrying("POST", f"/api/assignments/{assignment}/labeling/", body)
+        answer: dict[str, Any] = self.request("POST", f"/api/assignments/{assignment}/labeling/", json=body)
         return answer
 
     def submit_many(self, labelings: Sequence[tuple[int, Sequence[int | None | dict[str, Any]]]], *,
@@ -257,7 +285,7 @@ class Steplab:
         """Several ``(assignment, ratings)`` at once (``/api/labelings/``); each result says its own status."""
         items = [{"assignment": assignment, **self._labeling_body(ratings, finish_reason, "", None, None)}
                  for assignment, ratings in labelings]
-        answer: dict[str, Any] = self._retrying("POST", "/api/labelings/", {"labelings": items})
+        answer: dict[str, Any] = self.request("POST", "/api/labelings/", json={"labelings": items})
         results: list[dict[str, Any]] = answer["results"]
         return results
 
@@ -268,17 +296,6 @@ class Steplab:
                 for index, value in enumerate(ratings)]
         return {"ratings": rows, "finish_reason": finish_reason, "finish_text": finish_text,
                 "total_time_ms": total_time_ms, "client_key": client_key or uuid.uuid4().hex}
-
-    def _retrying(self, method: str, path: str, body: dict[str, Any], attempts: int = 3) -> Any:
-        """Send again (same body, same client keys) when the connection drops: the server applies it once."""
-        for attempt in range(attempts):
-            try:
-                return self.request(method, path, json=body)
-            except (requests.ConnectionError, requests.Timeout):
-                if attempt == attempts - 1:
-                    raise
-                time.sleep(0.5 * 2 ** attempt)
-        raise AssertionError("unreachable")
 
     # --- jobs ----------------------------------------------------------------------------------
     def start_training(self, *, kind: str, dataset_version: int, hyper: dict[str, Any] | None = None,
