@@ -9,12 +9,14 @@ import time
 import traceback
 from collections.abc import Callable
 
+from .checks import sanity_figures
 from .config import TrainConfig
 from .events import EventLog, rank
 from .heads.run import train_head
 from .heads.spec import resolved_method
 from .metrics import TrainingMetrics
 from .rows import TrainingRows, read_training_rows
+from .scoring import load_reward_model
 from .train import train_finetune
 
 Method = Callable[[TrainConfig, TrainingRows, EventLog], TrainingMetrics]
@@ -43,7 +45,12 @@ def _run(config: TrainConfig, events: EventLog) -> TrainingMetrics:
     events.write("start", kind=config.kind, method=method, dataset=str(config.dataset),
                  base_model=str(config.base_model_path), world_size=int(os.environ.get("WORLD_SIZE", "1")),
                  config=config.resolved())
-    metrics = METHODS[method](config, read_training_rows(config), events)
+    rows = read_training_rows(config)
+    metrics = METHODS[method](config, rows, events)
+    if events.main and config.kind == "prm" and rows.validation:
+        metrics.sanity = sanity_figures(load_reward_model(config.output_dir), rows.validation_as_written,
+                                        seed=config.seed)
+        events.write("sanity", checks=metrics.sanity)
     metrics.runtime_s = time.time() - started
     if events.main:
         (config.output_dir / "metrics.json").write_text(metrics.to_json(), encoding="utf-8")

@@ -11,10 +11,13 @@ from .data import IGNORE_INDEX, PrmRow, prefix_digests, read_dataset, split_rows
 
 @dataclasses.dataclass(frozen=True)
 class TrainingRows:
-    """The job's training and validation rows (PRM or ORM), and how many rows its excluded problems held."""
+    """The job's training and validation rows (PRM or ORM) as the model reads them, the validation rows as
+    written (what a scorer is given: a saved model rewrites answer lines itself), and how many rows the
+    excluded problems held."""
 
     train: list[Any]
     validation: list[Any]
+    validation_as_written: list[Any]
     excluded: int
 
 
@@ -23,20 +26,20 @@ def read_training_rows(config: TrainConfig) -> TrainingRows:
     applied to the training side); a clear error where nothing is left to train on."""
     rows, excluded = without_problems(read_dataset(config.dataset, config.kind, config.neutral, config.label_map),
                                       config.exclude_problems)
-    if config.answers == "neutral":
-        rows = with_neutral_answers(rows)
     if not rows:
         outside = f" outside the {len(config.exclude_problems)} excluded problems" if excluded else ""
         raise ValueError(f"{config.dataset}: the {config.kind.upper()} dataset has no rows{outside}: "
                          f"nothing to train on")
-    train, validation = split_rows(rows, config.eval_fraction, config.seed)
+    train, validation = split_rows(rows, config.eval_fraction, config.seed)  # by problem: answers play no part
     if config.limit is not None:
         train = train[:config.limit]
     if not train:
         where = ("eval_fraction sends every problem to validation" if config.eval_fraction is not None
                  else f"all {len(rows)} rows are in the 'test' split")
         raise ValueError(f"{config.dataset}: no training rows ({where})")
-    return TrainingRows(train, validation, excluded)
+    if config.answers == "neutral":
+        return TrainingRows(with_neutral_answers(train), with_neutral_answers(validation), validation, excluded)
+    return TrainingRows(train, validation, validation, excluded)
 
 
 def dedupe_step_labels(rows: Sequence[PrmRow]) -> tuple[list[PrmRow], int]:

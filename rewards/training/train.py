@@ -19,7 +19,7 @@ from ..evaluation.step_metrics import DEFAULT_THRESHOLD, processbench_metrics
 from .config import TrainConfig, TrainingConfigError
 from .data import IGNORE_INDEX, OrmRow, PrmRow, RewardCollator, SequenceLayout, encode_orm, encode_prm, tokenize_texts
 from .events import EventLog
-from .figures import aggregate, binary_figures, crossfit_calibration, first_errors, problem_folds
+from .figures import aggregate, binary_figures, crossfit_calibration, first_errors, in_context_figures, problem_folds
 from .metrics import TrainingMetrics
 from .modeling import (
     POSITIVE_CLASS,
@@ -61,7 +61,9 @@ def _event_callback(events: EventLog, global_batch: int) -> Any:
 
 def encode_prm_rows(rows: Sequence[PrmRow], tokenizer: Any, layout: SequenceLayout,
                     max_length: int, *, dedupe: bool = False) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Encoded examples (rows without any labeled step left out) and the counts."""
+    """Encoded examples (rows without any labeled step left out) and the counts. Each example also names its
+    row (``row``, an index into ``rows``) and how many of its steps fit (``end_step``); the collator reads
+    neither."""
     repeated = 0
     if dedupe:
         rows, repeated = dedupe_step_labels(rows)
@@ -71,7 +73,7 @@ def encode_prm_rows(rows: Sequence[PrmRow], tokenizer: Any, layout: SequenceLayo
     counts = {"rows": len(rows), "rows_used": 0, "steps": 0, "positive_steps": 0, "negative_steps": 0,
               "excluded_steps": 0, "repeated_steps": repeated, "overlong": 0, "dropped_steps": 0}
     cursor = 0
-    for row, prompt_ids in zip(rows, prompts, strict=True):
+    for number, (row, prompt_ids) in enumerate(zip(rows, prompts, strict=True)):
         steps = flat[cursor:cursor + len(row.steps)]
         cursor += len(row.steps)
         encoded = encode_prm(layout, prompt_ids, steps, row.labels, max_length)
@@ -83,7 +85,8 @@ def encode_prm_rows(rows: Sequence[PrmRow], tokenizer: Any, layout: SequenceLayo
             continue
         counts["positive_steps"] += sum(label == 1 for label in used)
         counts["negative_steps"] += sum(label == 0 for label in used)
-        features.append({"input_ids": encoded.input_ids, "labels": encoded.labels})
+        features.append({"input_ids": encoded.input_ids, "labels": encoded.labels, "row": number,
+                         "end_step": encoded.end_step})
     counts["rows_used"] = len(features)
     counts["steps"] = counts["positive_steps"] + counts["negative_steps"]
     return features, counts
@@ -300,6 +303,7 @@ class _Encoded:
     added: bool
     train: list[dict[str, Any]]
     validation: list[dict[str, Any]]
+    validation_rows: list[Any]
     train_counts: dict[str, int]
     validation_counts: dict[str, int]
 
@@ -328,7 +332,7 @@ def _encode(config: TrainConfig, rows: TrainingRows, events: EventLog) -> _Encod
                  overlong=train_counts["overlong"] + held_counts["overlong"])
     if not held:
         events.write("warning", message="no validation rows: validation figures will be null")
-    return _Encoded(tokenizer, layout, separator, added, train, held, train_counts, held_counts)
+    return _Encoded(tokenizer, layout, separator, added, train, held, validation, train_counts, held_counts)
 
 
 def _validation(config: TrainConfig, trainer: Any, encoded: _Encoded,
@@ -344,10 +348,28 @@ def _validation(config: TrainConfig, trainer: Any, encoded: _Encoded,
                                   "runtime_s": float(prediction.metrics["eval_runtime"])}
     if config.kind == "prm":
         validation.update(prm_figures(probs, labels, config.score_aggregation, calibration))
+        validation.update(_in_context(encoded, probs, labels))
     else:
         validation["solution_level"] = binary_figures(probs.reshape(-1), labels.reshape(-1))
     events.write("eval", step=trainer.state.global_step, **validation)
     return validation
+
+
+def _in_context(encoded: _Encoded, probs: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+    """``in_context_figures`` of the validation rows as far as each was read (an overlong one's later steps
+    dropped), their labeled steps' scores taken from the prediction in order."""
+    prompts: list[str] = []
+    solutions: list[Sequence[str]] = []
+    step_scores: list[list[float]] = []
+    step_labels: list[Sequence[int]] = []
+    for feature, row_probs, row_labels in zip(encoded.validation, probs, labels, strict=True):
+        row, end = encoded.validation_rows[feature["row"]], feature["end_step"]
+        scored = iter(row_probs[row_labels != IGNORE_INDEX])
+        prompts.append(row.prompt)
+        solutions.append(row.steps[:end])
+        step_labels.append(row.labels[:end])
+        step_scores.append([float(next(scored)) if label != IGNORE_INDEX else 0.0 for label in row.labels[:end]])
+    return in_context_figures(prompts, solutions, step_scores, step_labels)
 
 
 def _train_figures(result: Any, trainer: Any, global_batch: int, negative_weight: float) -> dict[str, Any]:

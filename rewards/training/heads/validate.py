@@ -11,7 +11,7 @@ from ...evaluation.intervals import step_level_intervals
 from ...evaluation.step_metrics import calibrate_threshold
 from ..data import OrmRow, PrmRow
 from ..features import FeatureCache
-from ..figures import aggregate, binary_figures, first_errors
+from ..figures import aggregate, binary_figures, first_errors, in_context_figures
 from .features import orm_examples, problem_of, step_features
 from .fit import head_scores, labeled, step_scores_of
 from .persistence import Head
@@ -24,6 +24,9 @@ class ScoredRows:
     def __init__(self, head: Head, cache: FeatureCache | None, rows: Sequence[PrmRow], recipe: Recipe) -> None:
         scores = step_scores_of(head, [(row.prompt, row.steps) for row in rows],
                                 lambda n: step_features(cache, rows[n].prompt, rows[n].steps, recipe))
+        self.in_context = in_context_figures([row.prompt for row in rows], [row.steps for row in rows],
+                                             [list(row_scores) for row_scores in scores],
+                                             [row.labels for row in rows])
         self.rows: list[PrmRow] = []
         self.per_row: list[list[float]] = []
         self.truths: list[list[int]] = []
@@ -62,12 +65,12 @@ def prm_validation(head: Head, cache: FeatureCache | None, rows: Sequence[PrmRow
     if calibration is None:
         figures.update(calibrate_threshold(first_errors(scored.truths), scored.per_row))
         figures["calibration"] = {"source": "validation split"} if figures["threshold"] is not None else None
-        return figures
-    intervals = scored.intervals(calibration["threshold"])
-    figures.update(threshold=calibration["threshold"], calibration=calibration, intervals=intervals,
-                   f1_calibrated=((intervals or {}).get("first_error_f1_calibrated") or {}).get("value"),
-                   f1_at_default=((intervals or {}).get("first_error_f1") or {}).get("value"))
-    return figures
+    else:
+        intervals = scored.intervals(calibration["threshold"])
+        figures.update(threshold=calibration["threshold"], calibration=calibration, intervals=intervals,
+                       f1_calibrated=((intervals or {}).get("first_error_f1_calibrated") or {}).get("value"),
+                       f1_at_default=((intervals or {}).get("first_error_f1") or {}).get("value"))
+    return {**figures, **scored.in_context}
 
 
 def orm_validation(head: Head, cache: FeatureCache | None, rows: Sequence[OrmRow], recipe: Recipe) -> dict[str, Any]:
