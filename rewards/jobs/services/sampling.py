@@ -5,7 +5,7 @@ The job runs ``python -m rewards.sampling sample`` (transformers on the CPU with
 campaign's problems. A job on an endpoint gets the endpoint in its process's environment only (the key never
 reaches the job folder, a manifest or the broker), its watcher holds one of the endpoint's concurrency slots, and
 its token budget is the endpoint's. A job that stopped (a spent budget, a cancel, a server that went away) keeps
-what it finished, and ``resume_job`` starts a new job that continues from it. On success
+what it finished, and ``resume_sampling_job`` starts a new job that continues from it. On success
 the samples — split into PRM800K steps and graded on import — become the campaign's newest candidate pool
 (purpose labeling), which the next active-learning generation scores and chooses from. Each candidate keeps
 the sampler's provenance (model, prompt template, temperature, N, token budget, tokens used), and a selected
@@ -75,7 +75,7 @@ def served_keys(keys: Mapping[str, Any], endpoint: Endpoint | None, *, user: Act
     if endpoint.pk not in {usable.pk for usable in usable_endpoints(user, campaign)}:
         raise JobInputError(ENDPOINT, f"no endpoint {endpoint.pk} you may use in campaign {campaign.slug}")
     for key in ("backend", "model", "device"):
-        if key in keys and keys[key] != (SERVED if key == "backend" else None):
+        if key in keys and not (key == "backend" and keys[key] == SERVED):
             raise JobInputError(key, f"is set by the endpoint a job samples from; leave {key!r} out")
     chosen = {**{k: v for k, v in keys.items() if k not in ("backend", "device")}, "backend": SERVED,
               "model": endpoint.model}
@@ -96,6 +96,7 @@ def endpoint_launch(job: LaunchedJob, launch: Launch) -> Launch:
     endpoint = job_endpoint(job)
     if endpoint is None:
         return launch
+    # the model runs on the server: the job asks for no GPU
     return Launch(name=launch.name, work_dir=launch.work_dir, commands=launch.commands, gpus=0, env=launch.env,
                   time_limit_minutes=launch.time_limit_minutes, secrets=job_environment(endpoint))
 
