@@ -190,9 +190,34 @@ def test_a_dead_holders_slot_is_taken_back_and_a_full_endpoint_times_out(setting
           concurrency.slot(endpoint, wait_s=0.2)):
         pass
     EndpointSlot.objects.filter(endpoint=endpoint).update(
-        holder="dead-worker", claimed_at=timezone.now() - timedelta(seconds=concurrency.lease_s(endpoint) + 1))
+        holder="dead-worker", claimed_at=timezone.now() - timedelta(seconds=concurrency.default_lease_s(endpoint) + 1))
     with concurrency.slot(endpoint, wait_s=0.2):
         assert concurrency.holders(endpoint) == 1
+
+
+def _renewal_holds(endpoint: Endpoint) -> None:
+    # Waiting 1.5 s for a slot whose lease is 0.6 s: only the holder's renewals keep it from being taken back.
+    with (concurrency.slot(endpoint, lease_s=0.6), pytest.raises(concurrency.SlotUnavailable),
+          concurrency.slot(endpoint, wait_s=1.5, lease_s=0.6)):
+        pass
+    with concurrency.slot(endpoint, wait_s=0.5, lease_s=0.6):  # released: free again at once
+        assert concurrency.holders(endpoint, lease_s=0.6) == 1
+
+
+@pytest.mark.both_databases
+@pytest.mark.django_db(transaction=True)
+def test_a_held_database_slot_is_renewed_past_its_lease(settings) -> None:
+    settings.REDIS_URL = ""
+    _renewal_holds(register_endpoint(staff_user(), campaign=None, name="db", base_url=PUBLIC_URL, model="m",
+                                     max_concurrency=1))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_held_redis_slot_is_renewed_past_its_lease(settings) -> None:
+    if not settings.REDIS_URL:
+        pytest.fail("this test needs REDIS_URL (the suite's Redis)")
+    _renewal_holds(register_endpoint(staff_user(), campaign=None, name="redis", base_url=PUBLIC_URL, model="m",
+                                     max_concurrency=1))
 
 
 @pytest.mark.both_databases
