@@ -83,8 +83,7 @@ def index(request: HttpRequest) -> HttpResponse:
     staff = is_staff(request.user)
     return render(request, "jobs/index.html", {
         "jobs": selectors.training_jobs(campaigns, staff=staff)[:100],
-        "models": [(model, selectors.trained_on_words(model))
-                   for model in selectors.reward_models(campaigns, staff=staff)[:100]],
+        "models": selectors.reward_model_rows(campaigns, staff=staff),
         "campaigns": campaigns.order_by("slug"),
     })
 

@@ -1,8 +1,8 @@
 """The sentence the pages give for a fine-tuned PRM's threshold in force: the trainer's own reason, not a guess."""
 from __future__ import annotations
 
+from rewards.jobs.figures import threshold_in_force
 from rewards.jobs.models import RewardModel
-from rewards.jobs.selectors import threshold_in_force
 from rewards.training.train import threshold_choice
 
 
