@@ -114,8 +114,8 @@ class TrainConfig:
     method: Method = "finetune"
     # head: what a step is scored from ("context": the cached vectors of the step, the step before it and the
     # problem; "step": the step and the problem; "context+text": "context" plus the step text's arithmetic check
-    # and counts; "lexical", the default since it was measured ahead of them on the demo's held-out split and on
-    # ProcessBench (README "Methods"): the text features and number provenance of the step and the step before
+    # and counts; "lexical", the default (its cross-validation over training problems is in
+    # docs/training-methods.md): the text features and number provenance of the step and the step before
     # it, and the step's word n-grams, in one logistic regression, no backbone read; "lexical+cosines", the
     # former default: those plus the steps' cosines to the problem and to earlier steps, from the vectors)
     head_features: HeadFeatures = "lexical"
@@ -123,8 +123,8 @@ class TrainConfig:
     feature_cache: Path | None = None
     # head: the classifier over those features ("linear": logistic regression; "mlp": one hidden layer, early
     # stopping on a tenth of the training problems; "linear+trees": the lexical regression and boosted trees,
-    # their log-odds averaged; "auto": "linear+trees" for the lexical recipes, measured ahead of "linear" in the
-    # README's "Methods", and "linear" for the others)
+    # their log-odds averaged; "auto": "linear+trees" for the lexical recipes, ahead of "linear" in the
+    # cross-validation over training problems of docs/training-methods.md, and "linear" for the others)
     head_model: HeadModel = "auto"
     # Problems (their ``problem_id``) whose rows neither train nor validate: a comparison's ORM leaves out the
     # problems of the pool it is then evaluated on, which the outcome export holds too.

@@ -68,6 +68,9 @@ class TrainFigures(_Figures):
     sibling_pairs: int | None = None
     trees: int | None = None
     calibration_s: float | None = None
+    regularisation: float | None = None  # the head's inverse L2 strength, chosen on the training problems
+    tuning: dict[str, Any] | None = None  # how: ``rewards.training.heads.tuning``'s candidates and their AUROCs
+    tuning_s: float | None = None
 
 
 class Validation(_Figures):

@@ -344,7 +344,8 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_h
     examples = prm_examples(dedupe_step_labels(train)[0],
                             [step_features(None, row.prompt, row.steps, Recipe.LEXICAL) for row in train])
     fitted, _ = LexicalHead.fit(examples.x, examples.texts, examples.y, contexts=examples.contexts,
-                                negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0, trees=True)
+                                negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0, trees=True,
+                                regularisation=heads.prm_metrics["train"]["regularisation"])
     assert list(fitted.vocabulary) == list(loaded.vocabulary)
     assert fitted.trees is not None and list(fitted.trees.vocabulary) == list(loaded.trees.vocabulary)
     np.testing.assert_allclose(head_scores(loaded, examples.x, examples.texts),

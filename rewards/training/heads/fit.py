@@ -8,8 +8,8 @@ import numpy as np
 
 from ..data import IGNORE_INDEX, PrmRow, prefix_digests
 from .features import Examples
-from .lexical import LexicalHead
-from .models import DEFAULT_ITERATIONS, MLP_MAX_EPOCHS, LinearHead, MlpHead
+from .lexical import LEXICAL_REGULARISATION, LexicalHead
+from .models import DEFAULT_ITERATIONS, MLP_MAX_EPOCHS, REGULARISATION, LinearHead, MlpHead
 from .persistence import Head
 from .spec import HeadModel, HeadSpec
 
@@ -22,12 +22,13 @@ def fit_head(spec: HeadSpec, examples: Examples, *, negative_weight: float | str
     if spec.recipe.lexical:
         return LexicalHead.fit(x, examples.texts, y, contexts=examples.contexts, negative_weight=negative_weight,
                                iterations=iterations or DEFAULT_ITERATIONS, seed=seed, recipe=spec.recipe,
-                               trees=spec.model is HeadModel.LINEAR_TREES)
+                               trees=spec.model is HeadModel.LINEAR_TREES,
+                               regularisation=spec.regularisation or LEXICAL_REGULARISATION)
     if spec.model is HeadModel.MLP:
         return MlpHead.fit(x, y, examples.groups, negative_weight=negative_weight,
                            iterations=iterations or MLP_MAX_EPOCHS, seed=seed)
     return LinearHead.fit(x, y, negative_weight=negative_weight, iterations=iterations or DEFAULT_ITERATIONS,
-                          seed=seed)
+                          seed=seed, regularisation=spec.regularisation or REGULARISATION)
 
 
 def head_scores(head: Head, x: np.ndarray, texts: Sequence[str]) -> np.ndarray:

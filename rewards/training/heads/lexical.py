@@ -10,7 +10,8 @@ import numpy as np
 from .models import class_weights, log_loss, sigmoid, standardisation
 from .spec import Recipe
 
-LEXICAL_REGULARISATION = 0.3  # inverse L2 strength (docs/training-methods.md)
+#: inverse L2 strength where the job does not choose one (``tuning`` chooses it on the training problems)
+LEXICAL_REGULARISATION = 0.3
 LEXICAL_MIN_DF = 3  # a word n-gram is a column once this many training texts hold it ...
 LEXICAL_MIN_DF_TEXTS = 1000  # ... in a dataset of at least this many texts (a smaller one keeps every n-gram)
 LEXICAL_MAX_NGRAMS = 300_000
@@ -168,7 +169,7 @@ class LexicalHead:
     @classmethod
     def fit(cls, x: np.ndarray, texts: Sequence[str], y: np.ndarray, *, contexts: Sequence[str] | None = None,
             negative_weight: float | str, iterations: int, seed: int, recipe: Recipe = Recipe.LEXICAL,
-            trees: bool = False) -> tuple[LexicalHead, dict[str, Any]]:
+            trees: bool = False, regularisation: float = LEXICAL_REGULARISATION) -> tuple[LexicalHead, dict[str, Any]]:
         """``contexts``: each example's context key; examples sharing one with opposite labels are also fitted
         as pairs (``sibling_pairs``). ``recipe``: the lexical recipe that built ``x``, saved with the head;
         ``trees``: boosted trees too, on the same examples and class weights (``BoostedTrees``)."""
@@ -186,7 +187,7 @@ class LexicalHead:
         examples = sparse.hstack([sparse.csr_matrix((x - mean) / scale), words]).tocsr()
         design, labels, pairs = _design(examples, y, contexts, seed)
         weights = compute_sample_weight(class_weights(negative_weight), y)
-        model = LogisticRegression(C=LEXICAL_REGULARISATION, fit_intercept=False, max_iter=iterations,
+        model = LogisticRegression(C=regularisation, fit_intercept=False, max_iter=iterations,
                                    random_state=seed)
         model.fit(design, labels, sample_weight=np.concatenate([weights, np.ones(2 * pairs)]))
         coef = model.coef_[0].astype(np.float32)

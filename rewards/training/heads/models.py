@@ -9,7 +9,8 @@ import numpy as np
 
 #: iterations of the head's optimizer when the job gives no ``max_steps`` (L-BFGS converges well before)
 DEFAULT_ITERATIONS = 300
-REGULARISATION = 0.5  # inverse L2 strength of the logistic regression (docs/training-methods.md)
+#: inverse L2 strength where the job does not choose one (``tuning`` chooses it on the training problems)
+REGULARISATION = 0.5
 # the MLP head (docs/training-methods.md)
 MLP_HIDDEN = 256
 MLP_DROPOUT = 0.3
@@ -51,11 +52,11 @@ class LinearHead:
 
     @classmethod
     def fit(cls, x: np.ndarray, y: np.ndarray, *, negative_weight: float | str, iterations: int,
-            seed: int) -> tuple[LinearHead, dict[str, Any]]:
+            seed: int, regularisation: float = REGULARISATION) -> tuple[LinearHead, dict[str, Any]]:
         from sklearn.linear_model import LogisticRegression
 
         mean, scale = standardisation(x)
-        model = LogisticRegression(C=REGULARISATION, class_weight=class_weights(negative_weight),
+        model = LogisticRegression(C=regularisation, class_weight=class_weights(negative_weight),
                                    max_iter=iterations, random_state=seed)
         model.fit((x - mean) / scale, y)
         head = cls(mean.astype(np.float32), scale.astype(np.float32), model.coef_[0].astype(np.float32),

@@ -21,6 +21,7 @@ from .features import Examples, orm_examples, prm_examples, step_features, texts
 from .fit import fit_head
 from .persistence import Head, save_head
 from .spec import HeadSpec, head_spec
+from .tuning import choose_regularisation
 from .validate import orm_validation, prm_validation
 
 ENCODE_EVENT_TEXTS = 2048  # a "features" event every this many texts encoded, and after the last
@@ -113,6 +114,12 @@ def train_head(config: TrainConfig, rows: TrainingRows, events: EventLog) -> Tra
     cache, encode_s = _encode(config, spec, texts, events)
     training = _training(config, spec, cache, rows)
     events.write("data", train=training.counts, eval={"rows": len(rows.validation)}, overlong=0)
+    tuning_started = time.time()
+    spec, tuning = choose_regularisation(spec, training.examples, negative_weight=config.negative_weight,
+                                         iterations=config.max_steps, seed=config.seed)
+    tuning_s = time.time() - tuning_started
+    if tuning is not None:
+        events.write("tuning", **tuning)
     fit_started = time.time()
     head, fit = fit_head(spec, training.examples, negative_weight=config.negative_weight,
                          iterations=config.max_steps, seed=config.seed)
@@ -135,7 +142,8 @@ def train_head(config: TrainConfig, rows: TrainingRows, events: EventLog) -> Tra
                   "examples_per_s": size / max(fit_s, 1e-9), "tokens": 0, "tokens_per_s": None,
                   "global_batch_size": size, "negative_weight": config.negative_weight, "features_s": encode_s,
                   "sibling_pairs": fit.get("sibling_pairs", 0), "trees": fit.get("trees", 0),
-                  "calibration_s": calibration_s},
+                  "calibration_s": calibration_s, "regularisation": spec.regularisation, "tuning": tuning,
+                  "tuning_s": tuning_s},
         "validation": validation,
         "data": {"train": training.counts, "validation": {"rows": len(rows.validation),
                                                           "rows_used": len(rows.validation)},

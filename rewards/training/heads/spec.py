@@ -42,6 +42,7 @@ class HeadModel(enum.Enum):
 class HeadSpec:
     recipe: Recipe
     model: HeadModel
+    regularisation: float | None = None  # the regression's inverse L2 strength; None: the model's default
 
 
 def head_spec(features: str, model: str = "auto") -> HeadSpec:
