@@ -61,7 +61,7 @@ J = TypeVar("J", TrainingJob, ScoringJob)
 #: (by default over the steps' own columns, no backbone) learns from every label of the version, and this is its
 #: optimizer's iterations (L-BFGS settles well before); on a GPU node it is fine-tuning's optimizer steps
 DEFAULT_MAX_STEPS = 300
-#: how both models train: the head on a CPU, fine-tuning where CUDA is present (``rewards.training.head``)
+#: how both models train: the head on a CPU, fine-tuning where CUDA is present (``rewards.training.heads``)
 METHOD = "auto"
 MAX_MAX_STEPS = 100_000
 #: candidates scored per problem by default: scoring is most of a CPU run's time (a PRM reads every token of
