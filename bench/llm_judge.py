@@ -50,14 +50,18 @@ LEVEL = 0.95
 UNREADABLE = -2
 
 
-def processbench(seed: int, size: int) -> list[dict[str, Any]]:
-    """A seeded subset of ProcessBench MATH + GSM8K: ``problem``, ``steps``, ``label`` (-1: no error)."""
+def processbench(seed: int, size: int, *, shortest: bool = False) -> list[dict[str, Any]]:
+    """A seeded subset of ProcessBench MATH + GSM8K: ``problem``, ``steps``, ``label`` (-1: no error);
+    ``shortest``: the shortest ``size`` of a seeded draw of 50 (the smoke run's: few prompt tokens)."""
     rows: list[dict[str, Any]] = []
     for name in ("math", "gsm8k"):
         for item in json.loads((SHARED / "processbench" / f"{name}.json").read_text(encoding="utf-8")):
             rows.append({"id": f"{name}:{item['id']}", "problem": item["problem"], "steps": list(item["steps"]),
                          "label": int(item["label"])})
     rows.sort(key=lambda row: row["id"])
+    if shortest:
+        drawn = random.Random(seed).sample(rows, 50)
+        return sorted(drawn, key=lambda row: len(row["problem"]) + sum(map(len, row["steps"])))[:size]
     return random.Random(seed).sample(rows, min(size, len(rows)))
 
 
@@ -206,10 +210,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--base-url", default="")
     parser.add_argument("--model", default="")
     parser.add_argument("--reward-quality", type=Path)
-    parser.add_argument("--smoke", action="store_true", help="4 solutions judged, 6 in the restart check")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the 2 shortest of a seeded draw judged, 4 short ones in the restart check")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.solutions, args.restart, args.max_tokens, args.restart_max_tokens = 4, 6, 8, 2
+        args.solutions, args.restart, args.max_tokens, args.restart_max_tokens = 2, 4, 8, 1
     from tests.served.conftest import MODEL_ID, FaultProxy, ServedServer
 
     server = None
@@ -222,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                               "model": model, "max_tokens": args.max_tokens, "seed": args.seed,
                               "threads": args.threads}
     try:
-        rows = processbench(args.seed, args.solutions)
+        rows = processbench(args.seed, args.solutions, shortest=args.smoke)
         figures = judge_subset(base_url, model, rows, max_tokens=args.max_tokens, seed=args.seed)
         result["judge"] = figures
         low, high = figures["f1_low"], figures["f1_high"]
@@ -241,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if args.restart and server is not None:
             proxy = FaultProxy(server.base_url)
             try:
-                restart_rows = processbench(args.seed + 1, args.restart)
+                restart_rows = processbench(args.seed + 1, args.restart, shortest=args.smoke)
                 check = restart_check(proxy.base_url, model, restart_rows, max_tokens=args.restart_max_tokens,
                                       stop=server.stop, start=server.start, completed=lambda: proxy.completed,
                                       matching=proxy.completed_matching)

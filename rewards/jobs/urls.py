@@ -5,7 +5,7 @@ from typing import Any
 from django.http import HttpResponse
 from django.urls import URLPattern, path
 
-from . import api, views
+from . import api, views, views_llm_judge
 from .kinds.registry import pages
 
 app_name = "jobs"
@@ -33,6 +33,9 @@ urlpatterns = [
     path("dashboard/<slug:slug>/generations/start/", views.labeling_round_start, name="generation_start"),
     path("dashboard/<slug:slug>/sampling/start/", views.sampling_start, name="sampling_start"),
     path("dashboard/<slug:slug>/machine-labels/start/", views.machine_labels_start, name="machine_labels_start"),
+    path("dashboard/<slug:slug>/llm-judge/", views_llm_judge.llm_judge_start, name="llm_judge_start"),
+    path("dashboard/<slug:slug>/llm-judge/<id:pk>/resume/", views_llm_judge.llm_judge_resume,
+         name="llm_judge_resume"),
     path("dashboard/<slug:slug>/compare/", views.compare_start, name="compare_start"),
     path("dashboard/<slug:slug>/snapshot/", views.snapshot, name="snapshot"),
     path("dashboard/<slug:slug>/pools/upload/", views.pool_upload, name="pool_upload"),

@@ -1,5 +1,5 @@
-"""``bench/llm_judge.py`` at its smoke size: a real llama.cpp server judges 4 ProcessBench solutions, and a judge job
-of 6 survives the server's restart halfway with none lost and none judged twice."""
+"""``bench/llm_judge.py`` at its smoke size: a real llama.cpp server judges 2 short ProcessBench solutions, and a judge
+job of 4 survives the server's restart halfway with none lost and none judged twice."""
 from __future__ import annotations
 
 import importlib.util
@@ -23,9 +23,9 @@ def test_llm_judge_bench_smoke(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     judge = result["judge"]
-    assert judge["solutions"] == 4 and judge["per_minute"] > 0 and judge["tokens"] > 0
+    assert judge["solutions"] == 2 and judge["per_minute"] > 0 and judge["tokens"] > 0
     assert 0 <= judge["f1"] <= 1 or judge["f1"] != judge["f1"]  # NaN when the subset lacks one group
     restart = result["restart"]
-    assert restart["solutions"] == 6 and restart["lost"] == 0 and restart["judged_twice"] == 0
+    assert restart["solutions"] == 4 and restart["lost"] == 0 and restart["judged_twice"] == 0
     assert restart["final_status"] == "succeeded"
     assert "first-error F1" in done.stdout
