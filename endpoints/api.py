@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Q, QuerySet
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
@@ -17,7 +17,7 @@ from annotate import permissions
 
 from . import services
 from .models import Endpoint
-from .services import MAX_CONCURRENCY, MAX_TIMEOUT_S
+from .services import MAX_CONCURRENCY, MAX_TIMEOUT_S, MAX_TOKEN_BUDGET
 
 
 class EndpointOutSerializer(serializers.ModelSerializer):
@@ -41,7 +41,7 @@ class EndpointInSerializer(serializers.Serializer):
                                     write_only=True, trim_whitespace=True)
     max_concurrency = serializers.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, default=4)
     timeout_s = serializers.FloatField(min_value=0.1, max_value=MAX_TIMEOUT_S, default=60.0)
-    token_budget = serializers.IntegerField(min_value=1, default=200_000)
+    token_budget = serializers.IntegerField(min_value=1, max_value=MAX_TOKEN_BUDGET, default=200_000)
 
 
 class ConnectionOutSerializer(serializers.Serializer):
@@ -88,8 +88,7 @@ class EndpointViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.D
         except permissions.NotAllowed as refused:
             raise PermissionDenied(str(refused)) from None
 
-    @extend_schema(request=None, responses={200: ConnectionOutSerializer},
-                   parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH)])
+    @extend_schema(request=None, responses={200: ConnectionOutSerializer})
     @action(detail=True, methods=["post"], url_path="test-connection")
     def test_connection(self, request: Request, pk: str | None = None) -> Response:
         ok, message = services.check_connection(request.user, endpoint=self.get_object())

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .services import MAX_CONCURRENCY, MAX_TIMEOUT_S
+from .services import MAX_CONCURRENCY, MAX_TIMEOUT_S, MAX_TOKEN_BUDGET
 
 
 class RegisterForm(forms.Form):
@@ -14,7 +14,8 @@ class RegisterForm(forms.Form):
                               widget=forms.PasswordInput(render_value=False), help_text="stored encrypted")
     max_concurrency = forms.IntegerField(min_value=1, max_value=MAX_CONCURRENCY, initial=4)
     timeout_s = forms.FloatField(min_value=0.1, max_value=MAX_TIMEOUT_S, initial=60.0, label="Timeout (s)")
-    token_budget = forms.IntegerField(min_value=1, initial=200_000, label="Token budget per job")
+    token_budget = forms.IntegerField(min_value=1, max_value=MAX_TOKEN_BUDGET, initial=200_000,
+                                      label="Token budget per job")
 
 
 class ActionForm(forms.Form):

@@ -19,6 +19,7 @@ from .selectors import allow_for, served_model_for
 
 MAX_CONCURRENCY = 256
 MAX_TIMEOUT_S = 3600.0
+MAX_TOKEN_BUDGET = 2_000_000_000  # the column is a 32-bit integer
 
 
 class EndpointRefused(ValueError):
@@ -59,8 +60,8 @@ def register_endpoint(actor: permissions.Actor, *, campaign: Campaign | None, na
         raise EndpointRefused("max_concurrency", f"Max concurrency must be between 1 and {MAX_CONCURRENCY}.")
     if not 0 < timeout_s <= MAX_TIMEOUT_S:
         raise EndpointRefused("timeout_s", f"The timeout must be above 0 and at most {MAX_TIMEOUT_S:g} s.")
-    if token_budget < 1:
-        raise EndpointRefused("token_budget", "The token budget must be at least 1.")
+    if not 1 <= token_budget <= MAX_TOKEN_BUDGET:
+        raise EndpointRefused("token_budget", f"The token budget must be between 1 and {MAX_TOKEN_BUDGET:,}.")
     staff = actor is permissions.SYSTEM or permissions.is_staff(actor)
     _check_address(base_url, staff=staff)
     try:
