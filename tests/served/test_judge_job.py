@@ -170,3 +170,28 @@ def test_a_spent_budget_stops_the_job_resumably(five, endpoint_at, short_templat
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED and sorted(judged(job)) == sorted(s.pk for s in five)
     assert {fault_proxy.completed_matching(marker(s)) for s in five} == {1}
+
+
+def test_the_key_reaches_the_server_and_nothing_the_job_keeps(campaign_factory, settings, short_template: str,
+                                                              keyed_server: ServedServer,
+                                                              served_api_key: str) -> None:
+    """The worker decrypts the endpoint's key for the request; the job's row (what pages, the API and the broker
+    see of it) never holds it, and a wrong key stops the job resumably with a short, keyless error."""
+    settings.STEPLAB_ENDPOINT_ALLOW = ["127.0.0.1"]
+    campaign = campaign_factory()
+    numbered_solution(campaign, 2)
+    good = register_endpoint(SYSTEM, campaign=None, name="keyed", base_url=keyed_server.base_url,
+                             model=keyed_server.model, api_key=served_api_key)
+    job = start_llm_judge_job(campaign=campaign, endpoint=good, user=SYSTEM, limit=1, max_tokens=1,
+                              template_version=short_template)
+    assert run_llm_judge_job(job.pk) == JobStatus.SUCCEEDED
+    wrong = register_endpoint(SYSTEM, campaign=None, name="wrong", base_url=keyed_server.base_url,
+                              model=keyed_server.model, api_key="sk-wrong-" + served_api_key[::-1])
+    refused = start_llm_judge_job(campaign=campaign, endpoint=wrong, user=SYSTEM, limit=1, max_tokens=1,
+                                  template_version=short_template)
+    assert run_llm_judge_job(refused.pk) == JobStatus.FAILED
+    refused.refresh_from_db()
+    assert "refused" in refused.error and refused.resumable
+    for row in LlmJudgeJob.objects.values():
+        text = repr(row)
+        assert served_api_key not in text and served_api_key[::-1] not in text
