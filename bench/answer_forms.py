@@ -62,11 +62,12 @@ def lowest_on_last(step_scores: list[list[float]]) -> np.ndarray:
     return np.array([len(s) > 1 and s[-1] < min(s[:-1]) for s in step_scores])
 
 
-def evaluate(prm: Any, orm: Any, subset: str) -> dict[str, Any]:
+def evaluate(prm: Any, orm: Any, subset: str, limit: int | None = None) -> dict[str, Any]:
     from rewards.evaluation.step_metrics import first_error_index
 
     items = json.loads((SHARED / "processbench" / f"{subset}.json").read_text(encoding="utf-8"))
     items = [item for item in items if not dev_half(item["id"])]
+    items = items[::max(1, len(items) // limit)][:limit] if limit else items  # spread: the files run in blocks
     pairs = [(item["problem"], item["steps"]) for item in items]
     steps = prm.score_steps_batch(pairs)
     labels = np.array([item["label"] for item in items])
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the head's classifier (auto: the default, linear+trees; linear is several times faster)")
     parser.add_argument("--limit", type=int, default=None, help="train on the first N training rows only")
     parser.add_argument("--no-orm", action="store_true", help="the PRM alone (its ORM AUROC is left out)")
+    parser.add_argument("--processbench-limit", type=int, default=None,
+                        help="N of the reported items of each subset, spread over it (the smoke run's size)")
     args = parser.parse_args(argv)
     import torch
 
@@ -159,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                     "threshold": validation.get("threshold"), "heldout_f1": validation.get("f1_calibrated")}
                 models[kind] = load_reward_model(out)
             for subset in runs:
-                runs[subset][form] = evaluate(models["prm"], models.get("orm"), subset)
+                runs[subset][form] = evaluate(models["prm"], models.get("orm"), subset, args.processbench_limit)
             print(f"{form}: trained and scored ({time.time() - started:.0f} s); held-out tenth of the training "
                   f"problems: {result['training'][form]}", flush=True)
     for subset, by_form in runs.items():

@@ -72,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=512)
     parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--datasets", type=Path, default=None,
+                        help="pack these training files (prm.jsonl, orm.jsonl, counts.json) instead of the demo's")
     args = parser.parse_args(argv)
     out: Path = args.out
     if out.exists():
@@ -80,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "bench"))
     import reward_quality
 
-    if reward_quality.main(["--write-datasets", str(datasets)]) != 0:
+    if args.datasets is not None:
+        shutil.copytree(args.datasets, datasets)
+    elif reward_quality.main(["--write-datasets", str(datasets)]) != 0:
         return 1
     for name in ("prm.jsonl", "orm.jsonl"):
         with (datasets / name).open("rb") as plain, lzma.open(datasets / f"{name}.xz", "wb",

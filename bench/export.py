@@ -116,7 +116,8 @@ def main() -> None:
             conn.execute("UPDATE annotate_solution SET is_correct = (id % 3 = 0)")
         print(f"built: {args.solutions} solutions / {ratings} step ratings in {time.perf_counter() - started:.1f} s",
               flush=True)
-        export_s, export_rss = bench.timed([python, "manage.py", "snapshot_dataset", "--campaign", "bench"], env)  # type: ignore[attr-defined]
+        export_s, export_rss, export_cpu = bench.timed(  # type: ignore[attr-defined]
+            [python, "manage.py", "snapshot_dataset", "--campaign", "bench"], env)
         files = sorted(Path(tmp, "media").rglob("*.*"))
         total_mb = sum(f.stat().st_size for f in files) / 1e6
         print(f"export: {ratings} step ratings, all formats ({len(files)} files, {total_mb:.0f} MB) "
@@ -128,7 +129,8 @@ def main() -> None:
         print(f"download: {download['bytes'] / 1024**3:.2f} GB streamed in {download['seconds']:.1f} s, "
               f"server RSS {download['rss_before_mb']:.0f} -> {download['rss_after_mb']:.0f} MB "
               f"(growth {growth:.0f} MB)", flush=True)
-    result = {"step_ratings": ratings, "export_s": round(export_s, 1), "export_peak_rss_mb": round(export_rss),
+    result = {"step_ratings": ratings, "export_s": round(export_s, 1), "export_cpu_s": round(export_cpu, 1),
+              "export_peak_rss_mb": round(export_rss),
               "files": len(files), "files_mb": round(total_mb), "download_gb": round(download["bytes"] / 1024**3, 2),
               "download_ok": download["ok"], "download_rss_growth_mb": round(growth),
               "targets_met": export_s <= 60 and export_rss <= 400 and growth < 50 and download["ok"]}
