@@ -125,7 +125,7 @@ tmp = Path(tempfile.mkdtemp())
 (tmp / "p.jsonl").write_text("".join(json.dumps({{"problem": f"Soak problem {{i}}: what is ${{i}}+1$?",
                                                    "answer": str(i + 1), "unique_id": f"soak/{{i}}"}}) + "\\n"
                                      for i in range({solutions} // 4)))
-import_problems(tmp / "p.jsonl")
+import_problems(tmp / "p.jsonl", campaign)
 (tmp / "s.jsonl").write_text("".join(json.dumps({{"problem_id": f"soak/{{i % ({solutions} // 4)}}",
     "steps": [f"Step {{k}}: we have $x_{{k}} = {{k}}$." for k in range({steps} - 1)]
              + [f"# Answer\\n\\n{{i % ({solutions} // 4) + 1}}"]}}) + "\\n"

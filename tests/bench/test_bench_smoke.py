@@ -70,7 +70,8 @@ BENCHES = [
                  {"bench", "pool", "test", "generations", "results"}, id="active_learning", marks=pytest.mark.training),
     pytest.param("soak", ["--users", "2", "--duration", "5", "--solutions", "40", "--steps", "3", "--gunicorn-workers",
                           "1", "--database-url", _database("soak"), "--redis-url", "redis://127.0.0.1:6379/12"],
-                 {"users", "seconds", "requests"}, id="soak", marks=pytest.mark.worker),
+                 {"users", "seconds", "requests", "errors", "missing", "duplicates"}, id="soak",
+                 marks=pytest.mark.worker),
 ]
 
 
