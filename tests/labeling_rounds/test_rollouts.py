@@ -196,7 +196,7 @@ def test_run_writes_a_line_per_solution_and_the_summary(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in config.output.read_text().splitlines()]
     assert [(line["solution_id"], line["first_error"]) for line in lines] == [(10, 5), (11, None)]
     assert set(lines[0]) == {"solution_id", "strategy", "rollouts", "steps", "first_error", "rollouts_used",
-                             "completion_tokens"}
+                             "completion_tokens", "tokens_spent"}
     assert not config.output.with_name("mc.jsonl.partial").exists()
     assert summary["solutions"] == 2 and summary["steps_estimated"] == 4 + 1
     assert summary["rollouts_used"] == 9 and summary["completion_tokens"] == 45
