@@ -21,6 +21,7 @@ from annotate.models import ImportJob, Membership, Role
 from annotate.permissions import SYSTEM
 from annotate.services import leases
 from annotate.services.whole_labeling import LabelingInput, StepLabel, apply_labeling
+from steplab import events
 from steplab.jobs import JobStatus, finish
 from tests.factories import numbered_solution
 from tests.waiting import wait_for
@@ -90,6 +91,26 @@ def test_events_go_out_after_the_commit_only(campaign_factory, settings, django_
     delivery = Delivery.objects.get()
     assert delivery.event == Event.JOB_FAILED and delivery.payload["data"]["job"] == job.pk
     assert delivery.payload["data"]["error"] == "broken line 3" and delivery.status == Delivery.Status.PENDING
+
+
+@pytest.mark.django_db
+def test_each_domain_event_a_receiver_subscribes_to_becomes_its_delivery(campaign_factory, settings,
+                                                                         django_capture_on_commit_callbacks) -> None:
+    """The apps announce through ``steplab.events`` and never import the webhooks; the webhooks' subscriber turns
+    every campaign event a receiver can choose into a delivery (progress milestones it makes itself)."""
+    settings.STEPLAB_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    campaign = campaign_factory()
+    mirrored = [name for name in events.Name if name.value in Event.values]
+    assert set(Event.values) - set(mirrored) == {Event.CAMPAIGN_PROGRESS.value}
+    register_webhook(campaign=campaign, url="http://127.0.0.1:9/hook", events=list(Event.values), user=SYSTEM)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        events.emit_on_commit(events.Name.DATASET_VERSION_READY, campaign_id=campaign.pk, data={"version": 1})
+        raise RuntimeError("rolled back")
+    with django_capture_on_commit_callbacks(execute=True):
+        for name in mirrored:
+            events.emit_on_commit(name, campaign_id=campaign.pk, data={"said": name.value})
+    deliveries = Delivery.objects.order_by("pk")
+    assert [(d.event, d.payload["data"]) for d in deliveries] == [(n.value, {"said": n.value}) for n in mirrored]
 
 
 class Receiver:
