@@ -80,7 +80,9 @@ def test_prm_and_orm_share_one_cache_built_once(heads: Heads) -> None:
     assert orm["computed"] == 0 and orm["texts"] == len(texts)  # the ORM read them all from the cache
     assert prm["cache"] == orm["cache"] and Path(prm["cache"]).parent == heads.cache
     assert heads.prm_metrics["model"]["backbone"] == heads.orm_metrics["model"]["backbone"] is not None
-    assert len(list(Path(prm["cache"]).glob("part-*.npz"))) == 1
+    # one part from the PRM's training; one more at most from its sanity checks, which score new texts (the steps
+    # with a harmless prefix) through the same cache
+    assert 1 <= len(list(Path(prm["cache"]).glob("part-*.npz"))) <= 2
 
 
 def test_head_learns_from_every_label_and_reports(heads: Heads) -> None:
