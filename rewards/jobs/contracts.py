@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from annotate.models import Campaign
 from rewards.evaluation.intervals import threshold_verdict
@@ -112,9 +112,22 @@ class EvaluationResults(BaseModel):
     intervals: dict[str, Any] = Field(default_factory=dict)
     domains: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
+    @field_validator("methods", "baselines", "exact", mode="before")
+    @classmethod
+    def _without_absent(cls, value: Any) -> Any:
+        """A method the evaluation had no scoring for is stored as None: it has no figures."""
+        return {key: figures for key, figures in value.items() if figures is not None} if isinstance(
+            value, Mapping) else value
+
     @classmethod
     def of(cls, run: EvaluationRun) -> EvaluationResults:
-        return cls.model_validate(run.results or {})
+        """The run's results; a key stored in a shape this version does not read is left out, the rest still reads."""
+        data = dict(run.results or {})
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            broken = {str(problem["loc"][0]) for problem in error.errors() if problem["loc"]}
+        return cls.model_validate({key: value for key, value in data.items() if key not in broken})
 
     @property
     def largest_n(self) -> str | None:
