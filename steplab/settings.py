@@ -272,7 +272,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 STEPLAB_TOKEN_TOUCH_SECONDS = 60  # last_used_at is written at most this often per token
-# Login limits (steplab/auth_views.py): failed attempts per (username, address) pair, per address over all names,
+# Login limits (steplab/login_limits.py): failed attempts per (username, address) pair, per address over all names,
 # and how many different addresses may fail at one username before only known addresses may try it.
 STEPLAB_LOGIN_RATE = env.str("STEPLAB_LOGIN_RATE", "10/m")
 STEPLAB_LOGIN_ADDRESS_RATE = env.str("STEPLAB_LOGIN_ADDRESS_RATE", "30/m")
