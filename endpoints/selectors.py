@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet
 from annotate import permissions
 from annotate.models import Campaign
 from rewards.served.client import ServedModel
-from steplab import outbound
+from stepcore import outbound
 
 from . import crypto
 from .models import Endpoint

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from annotate import permissions
 from annotate.models import Campaign
 from rewards.served.client import ALLOW_SETTING, ChatClient, ServedError
-from steplab import outbound
+from stepcore import outbound
 
 from . import crypto
 from .models import Endpoint

@@ -336,7 +336,7 @@ STEPLAB_KUBERNETES: dict[str, object] = {
 STEPLAB_ENDPOINT_ALLOW = env.list("STEPLAB_ENDPOINT_ALLOW", [], subcast=str)
 
 # --- Webhooks -----------------------------------------------------------------------------------
-# Receivers admitted although not public (steplab/outbound.py): host names or CIDRs, comma-separated.
+# Receivers admitted although not public (stepcore/outbound.py): host names or CIDRs, comma-separated.
 STEPLAB_WEBHOOK_ALLOWED_HOSTS = env.list("STEPLAB_WEBHOOK_ALLOWED_HOSTS", [], subcast=str)
 STEPLAB_WEBHOOK_TIMEOUT_S = env.float("STEPLAB_WEBHOOK_TIMEOUT_S", 10.0)  # one delivery in all: connect to answer
 STEPLAB_WEBHOOK_MAX_ATTEMPTS = env.int("STEPLAB_WEBHOOK_MAX_ATTEMPTS", 8)

@@ -1,7 +1,7 @@
 """Webhooks: registering a receiver (its address checked), emitting events after the commit that caused them,
 and delivering them signed, with retries.
 
-Every request goes through ``steplab.outbound`` (the address checked and connected to once, a total deadline, a
+Every request goes through ``stepcore.outbound`` (the address checked and connected to once, a total deadline, a
 capped answer, no redirects). A delivery claims its row with one conditional UPDATE and sends with no database
 transaction open; what the receiver answered is recorded afterwards. A delivery whose worker died is sent again
 by ``sweep_deliveries`` (a periodic task): a receiver may get a delivery twice and tells by ``X-Steplab-Delivery``.
@@ -27,7 +27,8 @@ from django.utils import timezone
 
 from annotate import permissions
 from annotate.models import AssignmentStatus, Campaign, Solution
-from steplab import events, outbound
+from stepcore import outbound
+from steplab import events
 from steplab.celery import send_task
 
 from .models import Delivery, Event, ProgressMilestone, Webhook
@@ -58,7 +59,7 @@ def receiver_rules() -> outbound.Rules:
 
 
 def check_receiver_url(url: str) -> outbound.Target:
-    """The receiver's checked target, or ``WebhookRefused`` saying why (steplab.outbound's rules: a public address
+    """The receiver's checked target, or ``WebhookRefused`` saying why (stepcore.outbound's rules: a public address
     or one ``STEPLAB_WEBHOOK_ALLOWED_HOSTS`` admits). Otherwise a campaign admin could make the server POST into
     its own network."""
     try:

@@ -1,6 +1,6 @@
 """A chat-completions client for any OpenAI-compatible server, Django-free (node jobs import it too).
 
-Every request goes through ``steplab.outbound`` with the endpoint's own allow-list: an address the policy refuses
+Every request goes through ``stepcore.outbound`` with the endpoint's own allow-list: an address the policy refuses
 is never connected to. Errors are short sentences safe to show and to store in ``job.error``: they never carry
 the API key, the URL (a hosted API may take its key in the query) nor the server's answer.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from steplab import outbound
+from stepcore import outbound
 
 #: The setting (and node environment variable) that holds the endpoints' allow-list, named in refusals.
 ALLOW_SETTING = "STEPLAB_ENDPOINT_ALLOW"

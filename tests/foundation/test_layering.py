@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-NODE_PACKAGES = ("rewards.training", "rewards.evaluation", "rewards.sampling", "stepcore")
+NODE_PACKAGES = ("rewards.training", "rewards.evaluation", "rewards.sampling", "rewards.served", "stepcore")
 WEB_SIDE = ("django", "rest_framework", "celery", "annotate", "steplab", "rewards.jobs", "rewards.api")
 
 PROBE = """

@@ -1,4 +1,4 @@
-"""Outbound requests (steplab/outbound.py) as webhooks make them: a URL cannot be aimed inward (a backslash, a name
+"""Outbound requests (stepcore/outbound.py) as webhooks make them: a URL cannot be aimed inward (a backslash, a name
 resolving to loopback), the form never says what a name resolves to, a receiver cannot hold a worker (a byte a
 second is cut off at the deadline, a huge answer is read only up to the cap), redirects are not followed, no
 database transaction stays open while the receiver is waited on (PostgreSQL and SQLite), a delivery whose worker
@@ -29,7 +29,7 @@ from django.test import Client
 from django.utils import timezone
 
 from annotate.models import Role
-from steplab import outbound
+from stepcore import outbound
 from tests.factories import PASSWORD
 from tests.waiting import wait_for
 from tests.webhooks.receivers import RawReceiver, Visit, fixed, huge, send_all, trickle

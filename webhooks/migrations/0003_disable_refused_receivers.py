@@ -1,4 +1,4 @@
-"""Turn off the stored webhooks whose URL the outbound rules now refuse (steplab/outbound.py: userinfo, a
+"""Turn off the stored webhooks whose URL the outbound rules now refuse (stepcore/outbound.py: userinfo, a
 backslash, parsers that disagree on the host, an address written in the URL that is not public nor allowed),
 with the reason kept on the hook and shown on its page. Names are not resolved here: a send checks them."""
 from typing import Any
@@ -6,7 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.db import migrations
 
-from steplab.outbound import Rules, allowed_from, refusal
+from stepcore.outbound import Rules, allowed_from, refusal
 
 
 def disable_refused(apps: Any, schema_editor: Any) -> None:
