@@ -213,6 +213,8 @@ class DashboardPage:
     can_label: bool
     can_manage: bool
     can_start_labeling_round: bool
+    can_start_machine_labeling: bool
+    can_manage_endpoints: bool
     strategies: list[str]
     aggregations: tuple[str, ...]
     purposes: list[tuple[str, str]]

@@ -7,7 +7,13 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 
 from annotate.models import Assignment, AssignmentStatus, Campaign, FinishReason, MachineLabel, Solution
-from annotate.permissions import can_label, can_manage, can_start_labeling_round
+from annotate.permissions import (
+    can_label,
+    can_manage,
+    can_manage_endpoints,
+    can_start_labeling_round,
+    can_start_machine_labeling,
+)
 from rewards.active import STRATEGIES
 from rewards.evaluation.baselines import best_of_n_baseline_verdict
 from rewards.evaluation.intervals import curve_falls, verdict
@@ -139,6 +145,8 @@ def dashboard_page(campaigns: QuerySet[Campaign], campaign: Campaign | None, *, 
         campaign=campaign, campaigns=campaigns.order_by("slug"), data=dashboard(campaigns, campaign), loop=loop,
         can_label=may_label, can_manage=may_manage,
         can_start_labeling_round=campaign is not None and can_start_labeling_round(user, campaign),
+        can_start_machine_labeling=campaign is not None and can_start_machine_labeling(user, campaign),
+        can_manage_endpoints=campaign is not None and can_manage_endpoints(user, campaign),
         strategies=sorted(STRATEGIES), aggregations=AGGREGATIONS, purposes=list(PoolPurpose.choices),
         sampling_jobs=sampling_jobs(campaign) if campaign is not None else [],
         machine_labeling_jobs=machine_labeling_jobs(campaign) if campaign is not None else [],

@@ -86,3 +86,30 @@ def test_only_a_stopped_job_with_work_left_resumes(setting) -> None:
     job.refresh_from_db()
     assert (job.status, job.resumable, job.token_budget) == (JobStatus.QUEUED, False, 1900)
     assert client_of(owner).post(resume).status_code == 409
+
+
+def test_the_dashboard_leads_those_who_may_start_a_judge_job_to_its_page(setting) -> None:
+    campaign, _, owner, researcher = setting
+    dashboard = reverse("jobs:campaign_dashboard", args=[campaign.slug])
+    judge = reverse("jobs:llm_judge_start", args=[campaign.slug]).encode()
+    page = client_of(owner).get(dashboard)
+    assert page.status_code == 200 and b"data-llm-judge-entry" in page.content and judge in page.content
+    assert b"data-no-endpoint" not in page.content
+    seen = client_of(researcher).get(dashboard)
+    assert seen.status_code == 200 and b"data-llm-judge-entry" not in seen.content and judge not in seen.content
+
+
+def test_a_labeler_is_shown_no_way_to_the_judge(setting, member) -> None:
+    campaign = setting[0]
+    labeler = member(campaign, "lab", Role.LABELER)
+    page = client_of(labeler).get(reverse("jobs:campaign_dashboard", args=[campaign.slug]))
+    assert b"data-llm-judge-entry" not in page.content
+    assert reverse("jobs:llm_judge_start", args=[campaign.slug]).encode() not in page.content
+
+
+def test_without_a_usable_endpoint_the_dashboard_sends_an_admin_to_register_one(setting) -> None:
+    campaign, endpoint, owner, _ = setting
+    endpoint.delete()
+    page = client_of(owner).get(reverse("jobs:campaign_dashboard", args=[campaign.slug]))
+    assert b"data-no-endpoint" in page.content
+    assert reverse("endpoints:campaign", args=[campaign.slug]).encode() in page.content
