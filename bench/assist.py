@@ -72,7 +72,7 @@ def choose_mc(items: list[dict[str, Any]], answers: dict[str, str], count: int,
                     and (max_chars is None or _chars(item) <= max_chars)), key=lambda i: _hash(i["id"]))
     wrong = [item for item in known if item["label"] != -1]
     right = [item for item in known if item["label"] == -1]
-    chosen = []
+    chosen: list[dict[str, Any]] = []
     while len(chosen) < count and (wrong or right):
         for group in (wrong, right):
             if group and len(chosen) < count:
