@@ -7,3 +7,9 @@ class EndpointsConfig(AppConfig):
     name = "endpoints"
     verbose_name = "Model endpoints"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from annotate.permissions import can_manage_endpoints
+        from steplab import nav
+
+        nav.register("staff_endpoints", lambda user: can_manage_endpoints(user, None))  # staff only

@@ -23,11 +23,13 @@ from annotate.models import Assignment, Campaign, Completion, ImportJob, Problem
 from annotate.permissions import SYSTEM
 from annotate.services import accounts, campaigns
 from api.services import create_token
+from endpoints.services import check_connection, delete_endpoint, register_endpoint
 from rewards.jobs.models import TrainingJob
 from rewards.jobs.services import (
     comparisons,
     evaluation,
     labeling_rounds,
+    llm_judge,
     machine_labeling,
     pools,
     sampling,
@@ -58,6 +60,9 @@ class World:
     sampling_job: Any = None
     machine_labeling_job: Any = None
     comparison: Any = None
+    endpoint: Any = None  # campaign A's
+    staff_endpoint: Any = None  # staff-wide
+    llm_judge_job: Any = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ READERS = "-+-+++"      # campaign-scoped lists answer members (labelers get the
 RESEARCH = "---+++"     # researchers, campaign admins, staff
 MANAGERS = "----++"     # campaign admins and staff
 LEASERS = "-+--+-"      # members who label: labelers and campaign admins (researchers only read)
+STAFF = "-----+"
 
 RULES: dict[str, Rule] = {
     # auth
@@ -135,6 +141,8 @@ RULES: dict[str, Rule] = {
     "manage:review": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "solution_id": w.solution.pk}),
     "manage:split_reports": Rule(MANAGERS, kwargs=slug),
     "webhooks:campaign": Rule(MANAGERS, kwargs=slug),
+    "endpoints:campaign": Rule(MANAGERS, kwargs=slug),
+    "endpoints:staff": Rule(STAFF),  # the staff-wide endpoints
     "manage:resplit": Rule(MANAGERS, kwargs=lambda w: {"slug": w.a.slug, "solution_id": w.solution.pk}),
     # REST API (session auth here; tokens are covered in tests/api)
     "api:schema": Rule(PUBLIC),  # the API's contract is public; every endpoint it describes checks access
@@ -186,6 +194,11 @@ RULES: dict[str, Rule] = {
     "api:scoring-job-cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.scoring_job.pk)),
     "api:comparison": Rule(RESEARCH, kwargs=pk(lambda w: w.comparison.pk)),
     "api:comparison-cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.comparison.pk)),
+    # endpoints: the list answers each user with those they manage; one of A's is its managers' only
+    "api:endpoint-list": Rule(LOGGED_IN),
+    "api:endpoint-detail": Rule(MANAGERS, kwargs=pk(lambda w: w.endpoint.pk)),
+    # the world's endpoint is on an address the policy refuses by then: the test answers without the network
+    "api:endpoint-test-connection": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.endpoint.pk)),
     # researcher pages (HTML, session login)
     "pages:tokens": Rule(LOGGED_IN),
     "pages:token-revoke": Rule("---+--", method="post", kwargs=lambda w: {"token_id": w.token_id}),
@@ -229,6 +242,13 @@ RULES: dict[str, Rule] = {
     "jobs:machine-labels_job_progress": Rule(RESEARCH, kwargs=pk(lambda w: w.machine_labeling_job.pk)),
     "jobs:machine-labels_job_cancel": Rule(RESEARCH, method="post",
                                            kwargs=pk(lambda w: w.machine_labeling_job.pk)),
+    # the LLM judge: researchers read its page and its jobs; starting and resuming are machine labeling's managers'
+    "jobs:llm_judge_start": Rule(MANAGERS, method="post", kwargs=slug, data={"solutions": 0}),
+    "jobs:llm_judge_resume": Rule(MANAGERS, method="post",
+                                  kwargs=lambda w: {"slug": w.a.slug, "pk": w.llm_judge_job.pk}),
+    "jobs:llm-judge_job": Rule(RESEARCH, kwargs=pk(lambda w: w.llm_judge_job.pk)),
+    "jobs:llm-judge_job_progress": Rule(RESEARCH, kwargs=pk(lambda w: w.llm_judge_job.pk)),
+    "jobs:llm-judge_job_cancel": Rule(RESEARCH, method="post", kwargs=pk(lambda w: w.llm_judge_job.pk)),
     "jobs:api_snapshot": Rule(RESEARCH, method="post", kwargs=slug),
     "jobs:api_pools": Rule(RESEARCH, kwargs=slug),
     "jobs:api_scoring": Rule(RESEARCH, kwargs=slug),
@@ -306,12 +326,21 @@ def world(db, tmp_path, settings, campaign_factory, personas) -> World:
     pool = CandidatePool.objects.create(name="a-pool", campaign=a)
     reward_model = RewardModel.objects.create(job=training_job, kind="prm", campaign=a, name="prm", location="/none",
                                               base_model="default")
+    # Registered while the operator allows the loopback address, which the policy then refuses: testing the
+    # connection answers the refusal and never opens a socket.
+    settings.STEPLAB_ENDPOINT_ALLOW = ["127.0.0.1"]
+    endpoint = register_endpoint(SYSTEM, campaign=a, name="a-endpoint", base_url="http://127.0.0.1:9/v1", model="m")
+    staff_endpoint = register_endpoint(SYSTEM, campaign=None, name="wide", base_url="http://127.0.0.1:9/v1",
+                                       model="m")
+    settings.STEPLAB_ENDPOINT_ALLOW = []
+    judge_job = llm_judge.start_llm_judge_job(campaign=a, endpoint=endpoint, user=SYSTEM, limit=1)
     return World(a=a, assignment=leased, finished=finished, solution=solution, problem=problem, version=version,
                  import_job=import_job, training_job=training_job, token_id=token.pk, users=users,
                  scoring_job=ScoringJob.objects.create(reward_model=reward_model, pool=pool),
                  sampling_job=SamplingJob.objects.create(campaign=a),
                  machine_labeling_job=MachineLabelingJob.objects.create(campaign=a, method="mc"),
-                 comparison=ComparisonRun.objects.create(campaign=a, max_steps=1))
+                 comparison=ComparisonRun.objects.create(campaign=a, max_steps=1),
+                 endpoint=endpoint, staff_endpoint=staff_endpoint, llm_judge_job=judge_job)
 
 
 def _refused(response: Any, role: str) -> bool:
@@ -466,6 +495,19 @@ def _upload(name: str = "x.jsonl") -> Any:
     return SimpleUploadedFile(name, b"not json\n")
 
 
+def _connected(answer: tuple[bool, str]) -> None:
+    """Past the check, the world's endpoint is refused by the address policy: that refusal, as an error."""
+    ok, message = answer
+    assert not ok and "STEPLAB_ENDPOINT_ALLOW" in message, message
+    raise ConnectionRefusedError(message)
+
+
+def _unsaved(campaign: Campaign | None) -> Any:
+    from endpoints.models import Endpoint
+
+    return Endpoint(campaign=campaign, name="unsaved", base_url="http://127.0.0.1:9/v1", model="m")
+
+
 SERVICES: dict[str, tuple[str, Callable[[World, Any], object]]] = {  # name: (who may, as in ROLES[1:], call)
     "start_labeling_round": ("---++", lambda w, user: labeling_rounds.start_labeling_round(
         w.a, strategy="random", batch_size=0, user=user)),
@@ -488,6 +530,25 @@ SERVICES: dict[str, tuple[str, Callable[[World, Any], object]]] = {  # name: (wh
     "register_webhook": ("---++", lambda w, user: register_webhook(campaign=w.a, url="ftp://x", events=[], user=user)),
     "create_member_account": ("---++", lambda w, user: accounts.create_member_account(
         w.a, username="not a valid name", role="labeler", created_by=user)),
+    "register_endpoint": ("---++", lambda w, user: register_endpoint(
+        user, campaign=w.a, name="", base_url="http://127.0.0.1:9/v1", model="m")),
+    "register_endpoint (staff-wide)": ("----+", lambda w, user: register_endpoint(
+        user, campaign=None, name="", base_url="http://127.0.0.1:9/v1", model="m")),
+    # an unsaved endpoint: Django refuses to delete it, so an allowed caller removes nothing
+    "delete_endpoint": ("---++", lambda w, user: delete_endpoint(user, endpoint=_unsaved(w.a))),
+    "delete_endpoint (staff-wide)": ("----+", lambda w, user: delete_endpoint(user, endpoint=_unsaved(None))),
+    "check_connection": ("---++", lambda w, user: _connected(check_connection(user, endpoint=w.endpoint))),
+    "check_connection (staff-wide)": ("----+", lambda w, user: _connected(check_connection(
+        user, endpoint=w.staff_endpoint))),
+    # the judge job is queued: an allowed caller's resume is refused as having nothing to resume
+    "start_llm_judge_job": ("---++", lambda w, user: llm_judge.start_llm_judge_job(
+        campaign=w.a, endpoint=w.endpoint, user=user, limit=0)),
+    "resume_llm_judge_job": ("---++", lambda w, user: llm_judge.resume_llm_judge_job(w.llm_judge_job, user=user)),
+    "resume_sampling_job": ("---++", lambda w, user: sampling.resume_sampling_job(w.sampling_job, user=user)),
+    "resume_machine_labeling_job": ("---++", lambda w, user: machine_labeling.resume_machine_labeling_job(
+        w.machine_labeling_job, user=user)),
+    "sample_for_labeling_round": ("---++", lambda w, user: labeling_rounds.sample_for_labeling_round(
+        w.a, endpoint=w.endpoint, strategy="random", batch_size=0, user=user)),
 }
 
 

@@ -38,6 +38,7 @@ NOT_PAGES = {
     "jobs:scoring_job_progress": "htmx fragment polled by the scoring job page",
     "jobs:sampling_job_progress": "htmx fragment polled by the sampling job page",
     "jobs:machine-labels_job_progress": "htmx fragment polled by the machine labeling job page",
+    "jobs:llm-judge_job_progress": "htmx fragment polled by the LLM judge job page",
     "jobs:comparison_progress": "htmx fragment polled by the campaign dashboard's comparison section",
     "jobs:figure": "CSV/JSON download",
     "jobs:campaign_figure": "CSV/JSON download",
