@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -230,44 +230,6 @@ class DashboardPage:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-class _Check(BaseModel):
-    """A check's count; its figures are None (or NaN, as the trainer writes them) when there was nothing to check."""
-
-    model_config = ConfigDict(extra="allow")
-    n: int = 0
-
-    def measured(self, *figures: float | None) -> bool:
-        return self.n > 0 and all(f is not None and math.isfinite(f) for f in figures)
-
-
-class AnswerRewrite(_Check):
-    mean_abs_change: float | None = None
-
-
-class HarmlessPrefix(_Check):
-    mean_logit_change: float | None = None
-
-
-class Shuffle(_Check):
-    spearman: float | None = None
-
-
-class LastStepLowest(_Check):
-    model_rate: float | None = None
-    data_rate: float | None = None
-
-
-class Sanity(BaseModel):
-    """A trained PRM's artefact checks (``metrics["sanity"]``); a check the trainer did not run is None."""
-
-    model_config = ConfigDict(extra="allow")
-
-    answer_rewrite: AnswerRewrite | None = None
-    harmless_prefix: HarmlessPrefix | None = None
-    shuffle: Shuffle | None = None
-    last_step_lowest: LastStepLowest | None = None
-
-
 #: below these the page reads a check as passed. A score is a probability, a prefix's effect a log-odds; a reader
 #: cares about a shift a threshold near 0.5 would feel (0.05), a prefix worth a tenth of a log-odds, a shuffled
 #: order the model ranks almost as the original (Spearman 0.8), and a last-step rate 10 points off the data's.
@@ -289,8 +251,104 @@ class SanityReading:
     n: int
 
 
-def _unmeasured(key: str, check: str, n: int, what: str) -> SanityReading:
-    return SanityReading(key, check, "–", f"not measured: {what}", False, n)
+class _Check(BaseModel):
+    """A check's count; its figures are None (or NaN, as the trainer writes them) when there was nothing to check."""
+
+    model_config = ConfigDict(extra="allow")
+    n: int = 0
+    #: the fields holding its figures, what it did (``{n}`` its count), and why it may have measured nothing
+    FIGURES: ClassVar[tuple[str, ...]]
+    CHECK: ClassVar[str]
+    MISSING: ClassVar[str]
+
+    def read(self, figures: tuple[float, ...]) -> tuple[str, str, bool]:
+        """The figure as shown, what it says about the model, and whether that is a warning."""
+        raise NotImplementedError
+
+    def reading(self, key: str) -> SanityReading:
+        figures = [getattr(self, name) for name in self.FIGURES]
+        measured = tuple(f for f in figures if f is not None and math.isfinite(f))
+        check = self.CHECK.format(n=self.n)
+        if self.n <= 0 or len(measured) < len(figures):
+            return SanityReading(key, check, "–", f"not measured: {self.MISSING}", False, self.n)
+        return SanityReading(key, check, *self.read(measured), self.n)
+
+
+class AnswerRewrite(_Check):
+    mean_abs_change: float | None = None
+
+    FIGURES = ("mean_abs_change",)
+    CHECK = "answer line rewritten into another format ({n:,} answer steps)"
+    MISSING = "no step held an answer line"
+
+    def read(self, figures: tuple[float, ...]) -> tuple[str, str, bool]:
+        (change,) = figures
+        return (f"{change:.2f}", f"the score moves {change:.2f} when only the answer's format changes: "
+                + ("it reads format" if change >= FORMAT_SHIFT else "the answer's format barely matters to it"),
+                change >= FORMAT_SHIFT)
+
+
+class HarmlessPrefix(_Check):
+    mean_logit_change: float | None = None
+
+    FIGURES = ("mean_logit_change",)
+    CHECK = "“Let's note: ” put before every step ({n:,} steps)"
+    MISSING = "no step to prefix"
+
+    def read(self, figures: tuple[float, ...]) -> tuple[str, str, bool]:
+        (shift,) = figures
+        flagged = abs(shift) >= PREFIX_SHIFT
+        return (f"{shift:+.2f}", f"a prefix that says nothing moves a step's log-odds by {shift:+.2f}: "
+                + ("it reads wording, not maths" if flagged else "empty wording barely moves it"), flagged)
+
+
+class Shuffle(_Check):
+    spearman: float | None = None
+
+    FIGURES = ("spearman",)
+    CHECK = "steps of each solution shuffled ({n:,} steps)"
+    MISSING = "no solution had two steps to reorder"
+
+    def read(self, figures: tuple[float, ...]) -> tuple[str, str, bool]:
+        (rho,) = figures
+        return (f"{rho:.2f}", f"with the steps shuffled each step keeps its score's rank (Spearman {rho:.2f}): "
+                + ("it barely reads what came before a step" if rho >= ORDER_BLIND
+                   else "what came before a step matters to it"), rho >= ORDER_BLIND)
+
+
+class LastStepLowest(_Check):
+    model_rate: float | None = None
+    data_rate: float | None = None
+
+    FIGURES = ("model_rate", "data_rate")
+    CHECK = "flawed solutions whose lowest score is on the last step ({n:,} flawed solutions)"
+    MISSING = "no flawed solution"
+
+    def read(self, figures: tuple[float, ...]) -> tuple[str, str, bool]:
+        model_rate, data_rate = figures
+        model, data = 100 * model_rate, 100 * data_rate
+        flagged = model_rate - data_rate > LAST_STEP_GAP
+        return (f"{model:.1f} % (data {data:.1f} %)",
+                f"its lowest score falls on the last step in {model:.1f} % of flawed solutions, where the first "
+                f"error is in {data:.1f} %: "
+                + ("it marks the answer line, not the error" if flagged else "close to where the errors are"),
+                flagged)
+
+
+class Sanity(BaseModel):
+    """A trained PRM's artefact checks (``metrics["sanity"]``); a check the trainer did not run is None."""
+
+    model_config = ConfigDict(extra="allow")
+
+    answer_rewrite: AnswerRewrite | None = None
+    harmless_prefix: HarmlessPrefix | None = None
+    shuffle: Shuffle | None = None
+    last_step_lowest: LastStepLowest | None = None
+
+    def checks(self) -> list[tuple[str, _Check]]:
+        """The checks the trainer ran, by key, in the page's order."""
+        return [(key, check) for key in ("answer_rewrite", "harmless_prefix", "shuffle", "last_step_lowest")
+                if (check := getattr(self, key)) is not None]
 
 
 def sanity_readings(raw: Mapping[str, Any]) -> list[SanityReading] | None:
@@ -301,51 +359,4 @@ def sanity_readings(raw: Mapping[str, Any]) -> list[SanityReading] | None:
         sanity = Sanity.model_validate(raw)
     except ValidationError:
         return None
-    readings = []
-    if (rewrite := sanity.answer_rewrite) is not None:
-        check = f"answer line rewritten into another format ({rewrite.n:,} answer steps)"
-        if rewrite.mean_abs_change is None or not rewrite.measured(rewrite.mean_abs_change):
-            readings.append(_unmeasured("answer_rewrite", check, rewrite.n, "no step held an answer line"))
-        else:
-            change = rewrite.mean_abs_change
-            readings.append(SanityReading(
-                "answer_rewrite", check, f"{change:.2f}",
-                f"the score moves {change:.2f} when only the answer's format changes: "
-                + ("it reads format" if change >= FORMAT_SHIFT else "the answer's format barely matters to it"),
-                change >= FORMAT_SHIFT, rewrite.n))
-    if (prefix := sanity.harmless_prefix) is not None:
-        check = f"“Let's note: ” put before every step ({prefix.n:,} steps)"
-        if prefix.mean_logit_change is None or not prefix.measured(prefix.mean_logit_change):
-            readings.append(_unmeasured("harmless_prefix", check, prefix.n, "no step to prefix"))
-        else:
-            shift = prefix.mean_logit_change
-            flagged = abs(shift) >= PREFIX_SHIFT
-            readings.append(SanityReading(
-                "harmless_prefix", check, f"{shift:+.2f}",
-                f"a prefix that says nothing moves a step's log-odds by {shift:+.2f}: "
-                + ("it reads wording, not maths" if flagged else "empty wording barely moves it"), flagged, prefix.n))
-    if (shuffle := sanity.shuffle) is not None:
-        check = f"steps of each solution shuffled ({shuffle.n:,} steps)"
-        if shuffle.spearman is None or not shuffle.measured(shuffle.spearman):
-            readings.append(_unmeasured("shuffle", check, shuffle.n, "no solution had two steps to reorder"))
-        else:
-            rho = shuffle.spearman
-            readings.append(SanityReading(
-                "shuffle", check, f"{rho:.2f}",
-                f"with the steps shuffled each step keeps its score's rank (Spearman {rho:.2f}): "
-                + ("it barely reads what came before a step" if rho >= ORDER_BLIND
-                   else "what came before a step matters to it"), rho >= ORDER_BLIND, shuffle.n))
-    if (last := sanity.last_step_lowest) is not None:
-        check = f"flawed solutions whose lowest score is on the last step ({last.n:,} flawed solutions)"
-        if last.model_rate is None or last.data_rate is None or not last.measured(last.model_rate, last.data_rate):
-            readings.append(_unmeasured("last_step_lowest", check, last.n, "no flawed solution"))
-        else:
-            model, data = 100 * last.model_rate, 100 * last.data_rate
-            flagged = last.model_rate - last.data_rate > LAST_STEP_GAP
-            readings.append(SanityReading(
-                "last_step_lowest", check, f"{model:.1f} % (data {data:.1f} %)",
-                f"its lowest score falls on the last step in {model:.1f} % of flawed solutions, where the first "
-                f"error is in {data:.1f} %: "
-                + ("it marks the answer line, not the error" if flagged else "close to where the errors are"),
-                flagged, last.n))
-    return readings
+    return [check.reading(key) for key, check in sanity.checks()]

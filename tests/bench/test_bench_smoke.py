@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.training_files import tiny_training_files
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 SHARED = Path(os.environ.get("STEPLAB_SHARED", "/work/shared")) / "data"
@@ -75,25 +77,6 @@ BENCHES = [
 ]
 
 
-def _tiny_training_files(folder: Path) -> None:
-    """PRM and ORM training files of sixty labeled sums (half with a wrong middle step), as the trainers read them."""
-    folder.mkdir()
-    prm, orm = [], []
-    for i in range(30):
-        for wrong in (False, True):
-            total = 2 * i + 1 + (7 if wrong else 0)
-            ratings = [1, -1, 0] if wrong else [1, 1, 1]
-            steps = [f"We add {i} and {i + 1}.", f"So {i} + {i + 1} = {total}.", f"The answer is {total}."]
-            split = "test" if i % 5 == 0 else "train"
-            prm.append({"prompt": f"What is {i} + {i + 1}?", "problem_id": f"p{i}", "completions": steps,
-                        "labels": [r >= 0 for r in ratings], "ratings": ratings, "split": split, "path": "chosen"})
-            orm.append({"prompt": f"What is {i} + {i + 1}?", "problem_id": f"p{i}", "completion": "\n".join(steps),
-                        "label": not wrong, "split": split})
-    for name, rows in (("prm.jsonl", prm), ("orm.jsonl", orm)):
-        (folder / name).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    (folder / "counts.json").write_text(json.dumps({"labelings": 60, "prm_rows": 60, "orm_rows": 60}), encoding="utf-8")
-
-
 def _run(script: str, args: list[str], tmp: Path) -> dict[str, object]:
     command = [sys.executable, str(BENCH / f"{script}.py"), *(arg.format(tmp=tmp) for arg in args)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -111,7 +94,7 @@ def test_a_tiny_run_ends_in_its_json_line(script: str, args: list[str], keys: se
         with (SHARED / "mmlu-pro" / "responses.jsonl").open(encoding="utf-8") as responses:
             (tmp_path / "responses.jsonl").write_text("".join(next(responses) for _ in range(300)), encoding="utf-8")
     if script in ("device_pack", "answer_forms"):
-        _tiny_training_files(tmp_path / "ds")
+        tiny_training_files(tmp_path / "ds")
     figures = _run(script, args, tmp_path)
     assert keys <= figures.keys(), f"{script}: missing {sorted(keys - figures.keys())} in {sorted(figures)}"
 

@@ -12,30 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.training_files import tiny_training_files
+
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSBENCH = Path("/work/shared/data/processbench/math.json")
-
-
-def _tiny_datasets(folder: Path) -> Path:
-    prm, orm = [], []
-    for i in range(30):
-        for wrong in (False, True):
-            total = 2 * i + 1 + (7 if wrong else 0)
-            ratings = [1, -1, 0] if wrong else [1, 1, 1]
-            steps = [f"We add {i} and {i + 1}.", f"So {i} + {i + 1} = {total}.", f"The answer is {total}."]
-            split = "test" if i % 5 == 0 else "train"
-            prm.append({"prompt": f"What is {i} + {i + 1}?", "problem_id": f"p{i}", "completions": steps,
-                        "labels": [r >= 0 for r in ratings], "ratings": ratings, "split": split,
-                        "path": "chosen"})
-            orm.append({"prompt": f"What is {i} + {i + 1}?", "problem_id": f"p{i}", "completion": "\n".join(steps),
-                        "label": not wrong, "split": split})
-    for name, rows in (("prm.jsonl", prm), ("orm.jsonl", orm)):
-        (folder / name).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    counts = {"labelings": 60, "prm_rows": 60, "chosen_steps": 180, "chosen_negatives": 30, "alternative_rows": 0,
-              "alternative_negatives": 0, "orm_rows": 60, "outcome_correct": 30, "outcome_wrong": 30,
-              "outcome_ungradable": 0}
-    (folder / "counts.json").write_text(json.dumps(counts), encoding="utf-8")
-    return folder
 
 
 def _run(script: str, *args: str) -> dict:
@@ -48,7 +28,7 @@ def _run(script: str, *args: str) -> dict:
 
 @pytest.mark.skipif(not PROCESSBENCH.exists(), reason="ProcessBench is not in ../shared")
 def test_reward_quality_reports_on_the_report_half_with_intervals(tmp_path: Path) -> None:
-    doc = _run("reward_quality.py", "--datasets", str(_tiny_datasets(tmp_path)), "--pool-size", "0",
+    doc = _run("reward_quality.py", "--datasets", str(tiny_training_files(tmp_path)), "--pool-size", "0",
                "--processbench-limit", "24", "--draws", "50")
     assert doc["bench"] == "reward_quality" and doc["aggregation"]["aggregation"] in ("min", "product")
     for subset in ("math", "gsm8k"):
@@ -67,7 +47,7 @@ def test_reward_quality_reports_on_the_report_half_with_intervals(tmp_path: Path
 
 
 def test_domain_quality_runs_on_a_few_questions(tmp_path: Path) -> None:
-    doc = _run("domain_quality.py", "--datasets", str(_tiny_datasets(tmp_path)), "--questions", "3",
+    doc = _run("domain_quality.py", "--datasets", str(tiny_training_files(tmp_path)), "--questions", "3",
                "--trials", "20")
     assert doc["bench"] == "domain_quality" and doc["aggregation"]["aggregation"] in ("min", "product")
     math = doc["domains"]["math (headroom pool)"]
@@ -78,7 +58,7 @@ def test_domain_quality_runs_on_a_few_questions(tmp_path: Path) -> None:
 def test_assist_runs_with_a_tiny_prm_and_one_rollout(tmp_path: Path) -> None:
     from rewards.training import parse_config, run_training
 
-    datasets = _tiny_datasets(tmp_path)
+    datasets = tiny_training_files(tmp_path)
     run_training(parse_config({"kind": "prm", "dataset": str(datasets / "prm.jsonl"),
                                "output_dir": str(tmp_path / "prm"), "method": "head", "max_steps": 50,
                                "base_model": "default"}))

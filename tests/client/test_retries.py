@@ -3,15 +3,14 @@ server applies a request, then drops the connection without answering, as a prox
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 import requests
 
 from steplab_client import Steplab
+from tests.local_http import QuietHandler, serve
 
 
 class LossyServer:
@@ -21,7 +20,7 @@ class LossyServer:
         self.seen: list[tuple[str, str, Any]] = []
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
             def _answer(self) -> None:
@@ -42,12 +41,7 @@ class LossyServer:
 
             do_GET = do_POST = _answer  # noqa: N815  (http.server's names)
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(Handler)
 
 
 @pytest.fixture

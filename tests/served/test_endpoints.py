@@ -43,6 +43,14 @@ def logged_in(user) -> Client:
     return client
 
 
+@pytest.fixture
+def campaign_admin(db, caplog: pytest.LogCaptureFixture):
+    """A campaign and its admin's logged-in client, with every log record captured for the checks on the key."""
+    caplog.set_level(logging.DEBUG)
+    campaign = CampaignFactory()
+    return campaign, logged_in(member(campaign, Role.ADMIN, "admin"))
+
+
 @pytest.mark.both_databases
 @pytest.mark.django_db
 def test_who_registers_endpoints() -> None:
@@ -222,10 +230,8 @@ def test_a_held_redis_slot_is_renewed_past_its_lease(settings) -> None:
 
 @pytest.mark.both_databases
 @pytest.mark.django_db
-def test_pages_register_and_never_show_the_key(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG)
-    campaign = CampaignFactory()
-    admin = logged_in(member(campaign, Role.ADMIN, "admin"))
+def test_pages_register_and_never_show_the_key(campaign_admin, caplog: pytest.LogCaptureFixture) -> None:
+    campaign, admin = campaign_admin
     url = reverse("endpoints:campaign", args=[campaign.slug])
     posted = admin.post(url, {"name": "judge", "base_url": PUBLIC_URL, "model": "m", "api_key": KEY,
                               "max_concurrency": 2, "timeout_s": 30, "token_budget": 5000})
@@ -245,10 +251,9 @@ def test_pages_register_and_never_show_the_key(caplog: pytest.LogCaptureFixture)
 
 @pytest.mark.both_databases
 @pytest.mark.django_db
-def test_the_api_takes_a_key_and_answers_only_whether_there_is_one(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG)
-    campaign = CampaignFactory()
-    admin = logged_in(member(campaign, Role.ADMIN, "admin"))
+def test_the_api_takes_a_key_and_answers_only_whether_there_is_one(campaign_admin,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    campaign, admin = campaign_admin
     created = admin.post("/api/endpoints/", {"campaign": campaign.slug, "name": "judge", "base_url": PUBLIC_URL,
                                              "model": "m", "api_key": KEY}, content_type="application/json")
     assert created.status_code == 201, created.content

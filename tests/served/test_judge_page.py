@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def setting(settings, campaign_factory, member):  # type: ignore[no-untyped-def]
+def setting(settings, campaign_factory, member):
     settings.STEPLAB_ENDPOINT_ALLOW = ["127.0.0.1"]
     campaign = campaign_factory()
     for _ in range(3):
@@ -26,7 +26,7 @@ def setting(settings, campaign_factory, member):  # type: ignore[no-untyped-def]
     return campaign, endpoint, member(campaign, "owner", Role.ADMIN), member(campaign, "ann", Role.RESEARCHER)
 
 
-def client_of(user) -> Client:  # type: ignore[no-untyped-def]
+def client_of(user) -> Client:
     client = Client()
     client.force_login(user)
     return client

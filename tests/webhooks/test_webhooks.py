@@ -8,10 +8,8 @@ import hashlib
 import hmac
 import json
 import os
-import threading
 from collections.abc import Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -24,6 +22,7 @@ from annotate.services.whole_labeling import LabelingInput, StepLabel, apply_lab
 from steplab import events
 from steplab.jobs import JobStatus, finish
 from tests.factories import numbered_solution
+from tests.local_http import QuietHandler, serve
 from tests.waiting import wait_for
 from webhooks.models import Delivery, Event, ProgressMilestone, Webhook
 from webhooks.services import SIGNATURE_HEADER, WebhookRefused, register_webhook
@@ -121,7 +120,7 @@ class Receiver:
         seen: set[str] = set()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:  # noqa: N802  (http.server's name)
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
@@ -131,12 +130,7 @@ class Receiver:
                 self.end_headers()
                 self.wfile.write(b"boom" if failing else b"ok")
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve(Handler)
 
 
 @pytest.fixture
