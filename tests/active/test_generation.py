@@ -61,7 +61,7 @@ def test_config_defaults_and_provenance(math_problems: tuple[Path, list], tmp_pa
     assert config.provenance() == {
         "model": "smollm2", "gguf_file": gguf, "backend": "transformers", "device": None, "n": 3,
         "temperature": 0.5, "top_p": 0.95, "max_new_tokens": 64, "prompt_template": DEFAULT_PROMPT_TEMPLATE,
-        "use_chat_template": True, "seed": 0, "limit": None, "generator": "SmolLM2-135M-Instruct"}
+        "use_chat_template": True, "seed": 0, "limit": None, "token_budget": None, "generator": "SmolLM2-135M-Instruct"}
 
 
 @pytest.mark.parametrize(("extra", "message"), [
@@ -136,7 +136,7 @@ class FixedTexts:
     def __init__(self, answers: dict[str, str]) -> None:
         self.answers = answers
 
-    def sample(self, prompt: str, n: int, seed: int) -> list[RawSample]:
+    def sample(self, prompt: str, n: int, seed: int, *, prefix: str = "") -> list[RawSample]:
         answer = next(a for text, a in self.answers.items() if text in prompt)
         texts = [f"We work it out.\nThe result follows.\n# Answer\n\n{answer}",
                  "We guess.\n# Answer\n\n123456789", "   "]
