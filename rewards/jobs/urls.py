@@ -5,7 +5,7 @@ from typing import Any
 from django.http import HttpResponse
 from django.urls import URLPattern, path
 
-from . import api, views, views_llm_judge
+from . import api, views, views_llm_judge, views_resume
 from .kinds.registry import pages
 
 app_name = "jobs"
@@ -43,6 +43,8 @@ urlpatterns = [
     path("dashboard/<slug:slug>/evaluate/", views.evaluate_start, name="evaluate_start"),
     path("comparisons/<id:pk>/progress/", views.comparison_progress, name="comparison_progress"),
     path("comparisons/<id:pk>/cancel/", views.comparison_cancel, name="comparison_cancel"),
+    *[path(f"{kind}/<id:pk>/resume/", views_resume.work_resume, {"kind": kind}, name=f"{kind}_job_resume")
+      for kind in views_resume.RESUMERS],
     *[route for kind in pages() for route in job_pages(
         f"{kind}/<id:pk>/", f"{kind}_job", views.work_detail, views.work_progress, views.work_cancel, {"kind": kind})],
     *api.urls(legacy=True),  # the jobs API's first home, kept for scripts; /api/ is the documented one

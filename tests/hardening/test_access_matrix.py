@@ -242,6 +242,14 @@ RULES: dict[str, Rule] = {
     "jobs:machine-labels_job_progress": Rule(RESEARCH, kwargs=pk(lambda w: w.machine_labeling_job.pk)),
     "jobs:machine-labels_job_cancel": Rule(RESEARCH, method="post",
                                            kwargs=pk(lambda w: w.machine_labeling_job.pk)),
+    # resuming a stopped job is for those who start such jobs (the world's jobs are queued: 409 past the check)
+    "jobs:sampling_job_resume": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.sampling_job.pk)),
+    "jobs:machine-labels_job_resume": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.machine_labeling_job.pk)),
+    "api:sampling-resume": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.sampling_job.pk)),
+    "api:machine-labeling-resume": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.machine_labeling_job.pk)),
+    "jobs:api_sampling_resume": Rule(MANAGERS, method="post", kwargs=pk(lambda w: w.sampling_job.pk)),
+    "jobs:api_machine_labeling_resume": Rule(MANAGERS, method="post",
+                                             kwargs=pk(lambda w: w.machine_labeling_job.pk)),
     # the LLM judge: researchers read its page and its jobs; starting and resuming are machine labeling's managers'
     "jobs:llm_judge_start": Rule(MANAGERS, method="post", kwargs=slug, data={"solutions": 0}),
     "jobs:llm_judge_resume": Rule(MANAGERS, method="post",

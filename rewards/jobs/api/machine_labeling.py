@@ -1,4 +1,5 @@
-"""Machine labeling jobs (Monte-Carlo rollouts, PRM step scores): a campaign's, start one."""
+"""Machine labeling jobs (Monte-Carlo rollouts, PRM step scores): a campaign's, start one (Monte-Carlo on a served
+endpoint too), resume a Monte-Carlo one that stopped."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,6 +16,7 @@ from ..services.machine_labeling import (
     MAX_SOLUTIONS,
     MC_KEYS,
     missing_reward_model,
+    resume_machine_labeling_job,
     start_machine_labeling_job,
 )
 from ..services.training import JobInputError
@@ -23,6 +25,7 @@ from .base import (
     CampaignRowOut,
     settings_field,
 )
+from .sampling_resume import resume_view, usable_endpoint
 
 
 class StartMachineLabelingInput(serializers.Serializer):
@@ -36,6 +39,8 @@ class StartMachineLabelingInput(serializers.Serializer):
                                             help_text="method prm: the registered PRM's id.")
     backend = serializers.ChoiceField(choices=models.BackendKind.choices, default=models.BackendKind.LOCAL)
     config = settings_field("method mc: rollout settings", MC_KEYS)
+    endpoint = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1, max_value=MAX_ID,
+                                       help_text="method mc: roll out on this served endpoint's model (its id).")
 
 
 class MachineLabelingJobOut(CampaignRowOut):
@@ -64,4 +69,12 @@ class MachineLabelingJobsView(CampaignJobsView):
         return start_machine_labeling_job(
             campaign=campaign, method=values["method"], limit=values["solutions"],
             solution_ids=values["solution_ids"], reward_model=reward_model, config=values["config"],
-            backend=values["backend"], user=self.request.user)
+            backend=values["backend"], endpoint=usable_endpoint(self.request.user, campaign, values["endpoint"]),
+            user=self.request.user)
+
+
+MachineLabelingResumeView = resume_view(
+    rows=models.MachineLabelingJob.objects.select_related("campaign"), output=MachineLabelingJobOut,
+    missing="no such machine labeling job", may=can_start_machine_labeling, resume=resume_machine_labeling_job,
+    about="Resume a Monte-Carlo job that stopped (failed or cancelled): a new job keeps its labeled solutions and "
+          "labels the rest; 409 naming the reason when it cannot be resumed.")
