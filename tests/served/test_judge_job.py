@@ -90,7 +90,7 @@ def test_a_judge_job_writes_labels_and_agreement_figures(campaign_factory, membe
     key = f"llm:{job.source}"
     labeled_with_humans = [s for s in solutions[:5] if outcome[s.pk] == "labeled"]
     if labeled_with_humans:
-        assert figures[key]["first_error_agreement"]["n"] == len(labeled_with_humans)
+        assert figures[key]["first_error_agreement"]["items"] == len(labeled_with_humans)
     assert figures.get(key, {}).get("solutions", 0) == sum(v == "labeled" for v in outcome.values())
 
 
