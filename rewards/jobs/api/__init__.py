@@ -7,7 +7,10 @@
   ``POST /api/scoring/<id>/cancel/``, ``POST …/campaigns/<id>/evaluations/``, ``GET/POST …/campaigns/<id>/comparisons/``
   (one-click PRM vs ORM), ``GET /api/comparisons/<id>/``, ``POST /api/comparisons/<id>/cancel/``.
 * ``GET/POST /api/campaigns/<id>/generations/`` — a campaign's generations, start the next one;
-  ``GET/POST /api/campaigns/<id>/sampling/`` — sampling jobs.
+  ``GET/POST /api/campaigns/<id>/sampling/`` — sampling jobs; ``GET/POST …/campaigns/<id>/machine-labeling/`` —
+  Monte-Carlo or PRM step labels. Both take an optional ``endpoint`` (a served-model endpoint's id the user may use)
+  as their backend; ``POST /api/sampling/<id>/resume/`` and ``POST /api/machine-labeling/<id>/resume/`` continue a
+  stopped job, keeping what it finished.
 
 Who may: staff and the campaign's admins and researchers read and run the work; starting generations and sampling
 is for staff and its admins (``annotate.permissions``). Everyone else gets 404 for the campaign or job (its
