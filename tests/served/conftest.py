@@ -234,6 +234,9 @@ class FaultProxy:
             return
         finally:
             upstream.close()
+        with self.lock:  # counted before the client can read the answer, so a test that asserts next sees it
+            self.completed += 1
+            self.bodies.append(body)
         try:
             handler.send_response(answer.status)
             handler.send_header("Content-Type", answer.getheader("Content-Type", "application/json"))
@@ -242,10 +245,9 @@ class FaultProxy:
             handler.wfile.write(data)
             handler.wfile.flush()
         except OSError:
-            return
-        with self.lock:
-            self.completed += 1
-            self.bodies.append(body)
+            with self.lock:  # the client hung up: the answer was not relayed
+                self.completed -= 1
+                self.bodies.remove(body)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -188,6 +188,9 @@ def resumed_work_dir(job: LaunchedJob, *, output: str, inputs: tuple[str, ...]) 
     if job.status not in (JobStatus.FAILED, JobStatus.CANCELLED):
         raise JobInputError("job", f"{job} has not stopped before its end: nothing to resume")
     old = Path(job.work_dir)
+    missing = [name for name in (*inputs, CONFIG) if not job.work_dir or not (old / name).is_file()]
+    if missing:
+        raise JobInputError("job", f"{job} cannot be resumed: its folder no longer holds {', '.join(missing)}")
     partial = old / (output + ".partial")
     with new_work_dir(old.name.rsplit("-", 1)[0]) as work:
         for name in (*inputs, CONFIG):
