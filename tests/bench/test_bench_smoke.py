@@ -26,9 +26,13 @@ ELSEWHERE = {"reward_quality", "domain_quality", "assist", "llm_judge", "serving
 NOT_YET = {"comparison"}
 
 
+#: the suite's own database name, so two suites on one server (two checkouts) never share a bench's database
+SUITE = os.environ.get("DATABASE_URL", "").rsplit("/", 1)[-1].split("?")[0] or "steplab"
+
+
 def _database(name: str) -> str:
     """A bench database of the smoke run's own (the bench makes it afresh), on the suite's PostgreSQL server."""
-    return f"{PG}/steplab_bench_smoke_{name}"
+    return f"{PG}/{SUITE}_bench_smoke_{name}"
 
 
 #: (script, arguments, the keys its JSON line has); {tmp} is the test's temporary folder
