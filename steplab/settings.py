@@ -49,6 +49,10 @@ def _database() -> dict[str, Any]:
         # with "database is locked" when a read-then-write transaction cannot upgrade its lock.
         database["OPTIONS"] = {"init_command": "PRAGMA journal_mode=WAL;", "timeout": 20,
                                "transaction_mode": "IMMEDIATE"}
+        # Tests get a file beside it, not Django's shared-cache memory database: that one fails concurrent
+        # connections at once with "database table is locked" where the file the demo uses waits its timeout.
+        name = Path(database["NAME"])
+        database["TEST"] = {"NAME": str(name.with_name(f"test_{name.name}"))}
     elif env.bool("DB_SERVER_SIDE_BINDING", True):
         # Parameters bound by the server let psycopg prepare the statements a connection repeats (after 5 runs):
         # the labeling hot path's queries are then parsed and planned once per connection, not once per request.
