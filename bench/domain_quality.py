@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import resource
-import shutil
 import sys
 import tempfile
 import time
@@ -45,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.reward_quality import (  # noqa: E402 - importable once the root is on the path
     AGGREGATIONS,
-    build_datasets,
     choose_aggregation,
+    datasets_in,
     fit_baselines,
     train,
 )
@@ -200,12 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         keep = args.feature_cache.resolve() if args.feature_cache else work
         keep.mkdir(parents=True, exist_ok=True)
-        if args.datasets is None:
-            data = build_datasets(work)
-        else:
-            for name in ("prm.jsonl", "orm.jsonl"):
-                shutil.copyfile(args.datasets / name, work / name)
-            data = json.loads((args.datasets / "counts.json").read_text(encoding="utf-8"))
+        data = datasets_in(work, written=args.datasets)
         training = {}
         for kind in ("prm", "orm"):  # reward_quality's train keeps the vectors beside the model: keep/features
             training[kind] = train(kind, work / f"{kind}.jsonl", keep / kind, args, args.features)

@@ -102,6 +102,15 @@ def _positions(row: dict[str, Any]) -> list[Any]:
     return positions
 
 
+def datasets_in(work: Path, *, written: Path | None) -> dict[str, Any]:
+    """The PRM and ORM training files in ``work``: copied from a folder ``--write-datasets`` wrote, or built."""
+    if written is None:
+        return build_datasets(work)
+    for name in ("prm.jsonl", "orm.jsonl"):
+        shutil.copyfile(written / name, work / name)
+    return json.loads((written / "counts.json").read_text(encoding="utf-8"))
+
+
 def build_datasets(work: Path) -> dict[str, Any]:
     """The PRM (alternatives) and ORM (graded outcome) training files from the phase-1 labels."""
     import random
@@ -497,12 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="reward-quality-") as tmp:
         work = Path(tmp)
-        if args.datasets is None:
-            data = build_datasets(work)
-        else:
-            for name in ("prm.jsonl", "orm.jsonl"):
-                shutil.copyfile(args.datasets / name, work / name)
-            data = json.loads((args.datasets / "counts.json").read_text(encoding="utf-8"))
+        data = datasets_in(work, written=args.datasets)
         print(f"data: {data['labelings']} labelings; PRM rows {data['prm_rows']} (chosen-path steps "
               f"{data['chosen_steps']}, {data['chosen_negatives']} negative; alternatives {data['alternative_rows']}, "
               f"{data['alternative_negatives']} negative); ORM rows {data['orm_rows']} ({data['outcome_correct']} "

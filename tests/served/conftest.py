@@ -289,3 +289,24 @@ def keyed_server(tmp_path_factory: pytest.TempPathFactory, served_api_key: str) 
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def served_campaign(settings, tmp_path: Path, campaign_factory, personas) -> tuple:
+    """A campaign with two solutions, its personas, an endpoint of its own and one of another campaign."""
+    # imported here: bench/llm_judge.py imports this module's server and proxy before Django is set up
+    from annotate.permissions import SYSTEM
+    from endpoints.services import register_endpoint
+    from tests.factories import ProblemFactory, SolutionFactory, solution_with_steps
+
+    settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
+    settings.STEPLAB_ENDPOINT_ALLOW = ["127.0.0.1"]
+    campaign = campaign_factory()
+    SolutionFactory(campaign=campaign, problem=ProblemFactory(text="What is 1 + 2?", answer="3"))
+    solution_with_steps(campaign, ["We add.", "# Answer\n\n2"], problem_text="What is 1 + 1?", answer="2")
+    people = personas(campaign)
+    ours = register_endpoint(SYSTEM, campaign=campaign, name="our vllm", base_url="http://127.0.0.1:9/v1",
+                             model="policy-7b", token_budget=5000)
+    theirs = register_endpoint(SYSTEM, campaign=people.elsewhere, name="their vllm",
+                               base_url="http://127.0.0.1:9/v1", model="other-7b")
+    return campaign, people, ours, theirs

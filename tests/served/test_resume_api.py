@@ -3,38 +3,20 @@ naming ``endpoint``), and a stopped sampling or Monte-Carlo job can be resumed f
 No server is needed: the jobs are queued, never run."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from annotate.permissions import SYSTEM
-from endpoints.services import register_endpoint
 from rewards.jobs.models import JobStatus, MachineLabelingJob, SamplingJob
 from rewards.jobs.services.sampling import start_sampling_job
-from tests.factories import ProblemFactory, SolutionFactory, solution_with_steps
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def setup(settings, tmp_path: Path, campaign_factory, personas) -> Any:
-    settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
-    settings.STEPLAB_ENDPOINT_ALLOW = ["127.0.0.1"]
-    campaign = campaign_factory()
-    SolutionFactory(campaign=campaign, problem=ProblemFactory(text="What is 1 + 2?", answer="3"))
-    solution_with_steps(campaign, ["We add.", "# Answer\n\n2"], problem_text="What is 1 + 1?", answer="2")
-    people = personas(campaign)
-    ours = register_endpoint(SYSTEM, campaign=campaign, name="our vllm", base_url="http://127.0.0.1:9/v1",
-                             model="policy-7b")
-    theirs = register_endpoint(SYSTEM, campaign=people.elsewhere, name="their vllm",
-                               base_url="http://127.0.0.1:9/v1", model="other-7b")
-    return campaign, people, ours, theirs
-
-
-def test_the_api_starts_on_a_usable_endpoint_and_refuses_another(client, setup: Any,
+def test_the_api_starts_on_a_usable_endpoint_and_refuses_another(client, served_campaign: Any,
                                                                   django_capture_on_commit_callbacks) -> None:
-    campaign, people, ours, theirs = setup
+    campaign, people, ours, theirs = served_campaign
     client.force_login(people.owner)
     sampling, labeling = f"/api/campaigns/{campaign.pk}/sampling/", f"/api/campaigns/{campaign.pk}/machine-labeling/"
     with django_capture_on_commit_callbacks(execute=False):
@@ -50,8 +32,8 @@ def test_the_api_starts_on_a_usable_endpoint_and_refuses_another(client, setup: 
             assert started.json()["config"]["backend"] == "served"
 
 
-def test_a_job_that_has_not_stopped_is_not_resumed(client, setup: Any) -> None:
-    campaign, people, _, _ = setup
+def test_a_job_that_has_not_stopped_is_not_resumed(client, served_campaign: Any) -> None:
+    campaign, people, _, _ = served_campaign
     client.force_login(people.owner)
     queued = SamplingJob.objects.create(campaign=campaign)
     prm = MachineLabelingJob.objects.create(campaign=campaign, method="prm", status=JobStatus.FAILED)
@@ -65,8 +47,8 @@ def test_a_job_that_has_not_stopped_is_not_resumed(client, setup: Any) -> None:
 
 
 def test_the_work_page_offers_resume_to_those_who_start_jobs_and_resumes(
-        client, setup: Any, django_capture_on_commit_callbacks) -> None:
-    campaign, people, _, _ = setup
+        client, served_campaign: Any, django_capture_on_commit_callbacks) -> None:
+    campaign, people, _, _ = served_campaign
     with django_capture_on_commit_callbacks(execute=False):
         job = start_sampling_job(campaign, config={"n": 2}, user=SYSTEM)
     page = f"/models/sampling/{job.pk}/"

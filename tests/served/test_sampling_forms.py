@@ -9,27 +9,9 @@ from typing import Any
 
 import pytest
 
-from annotate.permissions import SYSTEM
-from endpoints.services import register_endpoint
 from rewards.jobs.models import MachineLabelingJob, SamplingJob
-from tests.factories import ProblemFactory, SolutionFactory, solution_with_steps
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def setup(settings, tmp_path: Path, campaign_factory, personas) -> Any:
-    settings.STEPLAB_JOBS_ROOT = tmp_path / "jobs"
-    settings.STEPLAB_ENDPOINT_ALLOW = ["127.0.0.1"]
-    campaign = campaign_factory()
-    SolutionFactory(campaign=campaign, problem=ProblemFactory(text="What is 1 + 2?", answer="3"))
-    solution_with_steps(campaign, ["We add.", "# Answer\n\n2"], problem_text="What is 1 + 1?", answer="2")
-    people = personas(campaign)
-    ours = register_endpoint(SYSTEM, campaign=campaign, name="our vllm", base_url="http://127.0.0.1:9/v1",
-                             model="policy-7b", token_budget=5000)
-    theirs = register_endpoint(SYSTEM, campaign=people.elsewhere, name="their vllm",
-                               base_url="http://127.0.0.1:9/v1", model="other-7b")
-    return campaign, people, ours, theirs
 
 
 def _options(page: str) -> list[str]:
@@ -37,9 +19,9 @@ def _options(page: str) -> list[str]:
             .split("</select>", 1)[0].split('<option value="')[1:]]
 
 
-def test_the_forms_offer_the_usable_endpoints_and_start_served_jobs(client, setup: Any,
+def test_the_forms_offer_the_usable_endpoints_and_start_served_jobs(client, served_campaign: Any,
                                                                     django_capture_on_commit_callbacks) -> None:
-    campaign, people, ours, theirs = setup
+    campaign, people, ours, theirs = served_campaign
     client.force_login(people.owner)
     page = client.get(f"/models/dashboard/{campaign.slug}/").content.decode()
     assert page.count("data-endpoint-choice") == 3  # sampling, Monte-Carlo, the labeling round
@@ -69,8 +51,8 @@ def test_the_forms_offer_the_usable_endpoints_and_start_served_jobs(client, setu
 
 
 def test_a_researcher_is_offered_no_endpoint_and_a_served_key_set_by_hand_is_refused(
-        client, setup: Any, django_capture_on_commit_callbacks) -> None:
-    campaign, people, ours, _ = setup
+        client, served_campaign: Any, django_capture_on_commit_callbacks) -> None:
+    campaign, people, ours, _ = served_campaign
     from rewards.jobs.services.sampling import start_sampling_job
     from rewards.jobs.services.training import JobInputError
 
