@@ -24,7 +24,7 @@ class Recorder:
         self.calls: list[list[str]] = []
         self.replies = replies
 
-    def __call__(self, argv):
+    def __call__(self, argv, **_secret):  # a launch with secrets adds env or input
         self.calls.append(list(argv))
         code, out, err = self.replies.get(argv[0] + (" " + argv[1] if argv[0] == "kubectl" else ""), (0, "", ""))
         return subprocess.CompletedProcess(argv, code, out, err)
@@ -165,6 +165,34 @@ def test_kubernetes_manifest_and_kubectl_command_lines(tmp_path: Path, settings)
     assert failed.state == "failed" and "DeadlineExceeded" in failed.reason
     backend.cancel(launch, "steplab-train-7")
     assert recorder.calls[-1][:4] == ["kubectl", "delete", "job", "steplab-train-7"]
+
+
+@pytest.mark.parametrize("status", [{"succeeded": 1}, {"failed": 1, "conditions": [{"type": "Failed",
+                                                                                 "reason": "BackoffLimitExceeded"}]}])
+def test_kubernetes_deletes_a_launchs_secret_once_its_job_has_ended(tmp_path: Path, settings, status) -> None:
+    settings.STEPLAB_KUBERNETES = {"namespace": "ml", "work_root": str(tmp_path)}
+    recorder = Recorder({"kubectl get": (0, json.dumps({"status": {"active": 1}}), "")})
+    backend = KubernetesBackend(runner=recorder)
+    base = _launch(tmp_path)
+    launch = Launch(name=base.name, work_dir=base.work_dir, commands=base.commands,
+                    secrets={"STEPLAB_ENDPOINT_KEY": "sk-test"})
+    backend.submit(launch)
+    delete_secret = ["kubectl", "delete", "secret", "steplab-train-7-secrets", "-n", "ml", "--ignore-not-found"]
+    assert backend.poll(launch, launch.name).state == "running"
+    assert delete_secret not in recorder.calls  # the running Job's pod still reads it
+    recorder.replies["kubectl get"] = (0, json.dumps({"status": status}), "")
+    assert backend.poll(launch, launch.name).state == ("succeeded" if "succeeded" in status else "failed")
+    assert recorder.calls[-1] == delete_secret
+    # a refused delete is logged, and the Job's end is still reported
+    recorder.replies["kubectl delete"] = (1, "", "secrets is forbidden")
+    assert backend.poll(launch, launch.name).finished
+
+
+def test_kubernetes_leaves_no_secret_to_delete_for_a_launch_without_one(tmp_path: Path, settings) -> None:
+    settings.STEPLAB_KUBERNETES = {"namespace": "ml", "work_root": str(tmp_path)}
+    recorder = Recorder({"kubectl get": (0, json.dumps({"status": {"succeeded": 1}}), "")})
+    assert KubernetesBackend(runner=recorder).poll(_launch(tmp_path), "steplab-train-7").state == "succeeded"
+    assert [call[:3] for call in recorder.calls] == [["kubectl", "get", "job"]]
 
 
 def test_kubernetes_schema_check_catches_a_wrong_manifest(tmp_path: Path, settings) -> None:
