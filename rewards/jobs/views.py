@@ -162,7 +162,7 @@ def dashboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     return _render_dashboard(request, campaigns, campaign)
 
 
-def _campaign_for_work(request: HttpRequest, slug: str) -> tuple[Any, Campaign]:
+def campaign_for_work(request: HttpRequest, slug: str) -> tuple[Any, Campaign]:
     campaigns, campaign = _dashboard_scope(request, slug)
     assert campaign is not None
     return campaigns, campaign
@@ -172,7 +172,7 @@ def _campaign_for_work(request: HttpRequest, slug: str) -> tuple[Any, Campaign]:
 @require_POST
 def compare_start(request: HttpRequest, slug: str) -> HttpResponse:
     """"Compare PRM and ORM": one run of snapshot → train both → score the pool → evaluate."""
-    campaigns, campaign = _campaign_for_work(request, slug)
+    campaigns, campaign = campaign_for_work(request, slug)
     form = CompareForm(request.POST, campaign=campaign)
     if form.is_valid():
         try:
@@ -218,7 +218,7 @@ def comparison_cancel(request: AppRequest, pk: int) -> HttpResponse:
 @require_POST
 def snapshot(request: HttpRequest, slug: str) -> HttpResponse:
     """A new dataset version of the campaign's labels now (or the latest one, when nothing changed)."""
-    _, campaign = _campaign_for_work(request, slug)
+    _, campaign = campaign_for_work(request, slug)
     version, new = snapshot_labels(campaign, user=request.user)
     if new:
         messages.success(request, f"Dataset version {version} made.")
@@ -231,7 +231,7 @@ def snapshot(request: HttpRequest, slug: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def pool_upload(request: AppRequest, slug: str) -> HttpResponse:
     """Upload a candidate pool file (JSONL): imported and graded, or every bad line listed and nothing saved."""
-    _, campaign = _campaign_for_work(request, slug)
+    _, campaign = campaign_for_work(request, slug)
     form = PoolUploadForm(request.POST or None, request.FILES or None, campaign=campaign)
     error, report = None, None
     if request.method == "POST":
@@ -264,7 +264,7 @@ def pool_upload(request: AppRequest, slug: str) -> HttpResponse:
 @require_POST
 def score_start(request: HttpRequest, slug: str) -> HttpResponse:
     """Score one of the campaign's pools with the chosen models (one scoring job per model)."""
-    campaigns, campaign = _campaign_for_work(request, slug)
+    campaigns, campaign = campaign_for_work(request, slug)
     form = ScoreForm(request.POST, campaign=campaign)
     if form.is_valid():
         pool, models = form.cleaned_data["pool"], form.cleaned_data["models"]
@@ -282,7 +282,7 @@ def score_start(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def evaluate_start(request: HttpRequest, slug: str) -> HttpResponse:
     """Best-of-N of a pool from a PRM and/or an ORM scoring of it (computed now: seconds)."""
-    campaigns, campaign = _campaign_for_work(request, slug)
+    campaigns, campaign = campaign_for_work(request, slug)
     form = EvaluateForm(request.POST, campaign=campaign)
     if form.is_valid():
         try:
@@ -330,7 +330,7 @@ def work_cancel(request: AppRequest, kind: str, pk: int) -> HttpResponse:
 
 def _startable_campaign(request: HttpRequest, slug: str, what: str, may: Predicate) -> tuple[Any, Campaign]:
     """The dashboard's campaign, for a user who ``may`` start ``what`` in it (the predicate its service asks)."""
-    campaigns, campaign = _campaign_for_work(request, slug)
+    campaigns, campaign = campaign_for_work(request, slug)
     if not may(request.user, campaign):
         raise PermissionDenied(f"only staff and the campaign's admins start {what}")
     return campaigns, campaign

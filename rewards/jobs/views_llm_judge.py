@@ -7,12 +7,12 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from annotate.models import Campaign
-from annotate.permissions import can_research, can_start_machine_labeling
+from annotate.permissions import can_start_machine_labeling
 from endpoints.models import Endpoint
 from endpoints.selectors import usable_endpoints
 from rewards.served.judge import TEMPLATES
@@ -27,6 +27,7 @@ from .services.llm_judge import (
     start_llm_judge_job,
 )
 from .services.training import JobInputError
+from .views import campaign_for_work
 
 RECENT_JOBS = 20
 
@@ -47,10 +48,9 @@ class LlmJudgeForm(forms.Form):
 
 
 def _campaign(request: HttpRequest, slug: str) -> Campaign:
-    campaign = get_object_or_404(Campaign, slug=slug)
-    if not can_research(request.user, campaign):
-        raise Http404("no such campaign")
-    return campaign
+    """The campaign as the dashboard finds it: the reward-model area refuses labelers as a whole (403), and a
+    campaign the user may not research answers like one that does not exist (404)."""
+    return campaign_for_work(request, slug)[1]
 
 
 @login_required
