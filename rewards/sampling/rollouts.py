@@ -12,8 +12,8 @@ prefixes it visits (about log2 of the step count instead of every step).
 
 Output: one JSON line per solution, appended to ``output + ".partial"`` as each solution finishes (progress is its
 line count) and renamed to ``output`` at the end. A run started again in the same folder skips the solutions that
-file holds; a spent ``token_budget`` (the tokens of one run) stops the run at its next request, every finished
-solution kept.
+file holds and counts on from the tokens its earlier runs spent (``output + ".tokens"``); a spent ``token_budget``
+stops the run at its next request, every finished solution kept.
 """
 from __future__ import annotations
 
@@ -198,7 +198,8 @@ def run_rollouts(config: RolloutConfig, sampler: Sampler | None = None) -> dict[
     partial = config.output.with_name(config.output.name + ".partial")
     earlier = finished_rows(partial)
     done = {int(row["solution_id"]) for row in earlier}
-    budgeted = BudgetedSampler(sampler or make_sampler(config), config.token_budget)
+    budgeted = BudgetedSampler(sampler or make_sampler(config), config.token_budget,
+                               ledger=config.output.with_name(config.output.name + ".tokens"))
     loaded = time.time()
     totals = {"solutions": 0, "steps_estimated": 0, "rollouts_used": 0, "completion_tokens": 0}
     for row in earlier:

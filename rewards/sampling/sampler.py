@@ -12,8 +12,9 @@ path and the served one (against llama.cpp's server) are exercised on this machi
 written against those libraries' public APIs and are untested here (no GPU).
 
 A run stops when its ``token_budget`` (prompt plus completion tokens it spends) is spent, and a run started again in
-the same folder (a requeued attempt, or a resumed job given the earlier output) skips the problems it already wrote
-and counts its budget afresh.
+the same folder (a requeued attempt) skips the problems it already wrote and counts on from the tokens the folder's
+earlier runs spent (``<output>.tokens``); a resumed job, in a folder of its own given the earlier output, has a
+budget of its own.
 """
 from __future__ import annotations
 
@@ -201,18 +202,24 @@ class VllmSampler:
 
 class BudgetedSampler:
     """Counts the tokens a sampler spends (the prompt once per request, every completion) and refuses the next
-    request once they reach ``budget``; the request under way finishes (a budget is a stop, not a cut)."""
+    request once they reach ``budget``; the request under way finishes (a budget is a stop, not a cut).
+    ``ledger``: the file that keeps the count after each request, so a run started again in its folder goes on
+    from it instead of from 0."""
 
-    def __init__(self, sampler: Sampler, budget: int | None) -> None:
+    def __init__(self, sampler: Sampler, budget: int | None, *, ledger: Path | None = None) -> None:
         self.sampler = sampler
         self.budget = budget
-        self.spent = 0
+        self.ledger = ledger
+        self.spent = int(ledger.read_text() or 0) if ledger is not None and ledger.is_file() else 0
 
     def sample(self, prompt: str, n: int, seed: int, *, prefix: str = "") -> list[RawSample]:
         if self.budget is not None and self.spent >= self.budget:
             raise SamplingStopped(f"token budget spent: {self.spent:,} of {self.budget:,} tokens")
         samples = self.sampler.sample(prompt, n, seed, prefix=prefix)
         self.spent += spent_tokens(samples)
+        if self.ledger is not None:
+            self.ledger.with_suffix(".part").write_text(str(self.spent))
+            os.replace(self.ledger.with_suffix(".part"), self.ledger)  # never a half-written count
         return samples
 
 
@@ -291,7 +298,8 @@ def run_sampling(config: SampleConfig, sampler: Sampler | None = None) -> dict[s
     partial = config.output.with_name(config.output.name + ".partial")
     earlier = finished_rows(partial)
     done = {(row.get("problem_id"), row["problem"]) for row in earlier}
-    budgeted = BudgetedSampler(sampler or make_sampler(config), config.token_budget)
+    budgeted = BudgetedSampler(sampler or make_sampler(config), config.token_budget,
+                               ledger=config.output.with_name(config.output.name + ".tokens"))
     loaded = time.time()
     counts = {"problems": len(problems), "resumed_problems": sum(_problem_key(p) in done for p in problems),
               "samples": 0, "written": 0, "empty": 0, "without_answer": 0}

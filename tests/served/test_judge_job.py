@@ -6,8 +6,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from annotate.models import MachineLabel, Solution
 from annotate.permissions import SYSTEM
@@ -15,7 +17,13 @@ from annotate.services.agreement import load_labelings, machine_agreement
 from endpoints.models import Endpoint
 from endpoints.services import register_endpoint
 from rewards.jobs.models import JobStatus, LlmJudgeJob
-from rewards.jobs.services.llm_judge import resume_llm_judge_job, run_llm_judge_job, start_llm_judge_job
+from rewards.jobs.services import runner
+from rewards.jobs.services.llm_judge import (
+    reconcile_llm_judge_jobs,
+    resume_llm_judge_job,
+    run_llm_judge_job,
+    start_llm_judge_job,
+)
 from rewards.jobs.services.training import JobInputError
 from rewards.served import judge
 from tests.factories import finished_labeling, numbered_solution
@@ -170,6 +178,24 @@ def test_a_spent_budget_stops_the_job_resumably(five, endpoint_at, short_templat
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED and sorted(judged(job)) == sorted(s.pk for s in five)
     assert {fault_proxy.completed_matching(marker(s)) for s in five} == {1}
+
+
+def test_the_reaper_stops_a_lost_judge_job_with_the_tokens_it_spent_still_counted(five, endpoint_at,
+                                                                                short_template: str) -> None:
+    endpoint = endpoint_at("http://127.0.0.1:9/v1", "judge-7b", token_budget=100)
+    job = start_llm_judge_job(campaign=five[0].campaign, endpoint=endpoint, user=SYSTEM, limit=5,
+                              template_version=short_template)
+    # its worker died mid-job, the budget spent: a running row with no heartbeat since
+    stale = timezone.now() - runner.heartbeat_timeout() - timedelta(seconds=1)
+    LlmJudgeJob.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, heartbeat_at=stale, tokens_used=100,
+                                                 attempts=1, solutions_done=2)
+    assert reconcile_llm_judge_jobs() == [job.pk]
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and job.resumable and "resume it" in job.error
+    assert (job.tokens_used, job.token_budget) == (100, 100)
+    assert run_llm_judge_job(job.pk) is None  # a redelivered task claims nothing: no run on a fresh budget
+    job.refresh_from_db()
+    assert (job.status, job.tokens_used, job.token_budget) == (JobStatus.FAILED, 100, 100)
 
 
 def test_the_key_reaches_the_server_and_nothing_the_job_keeps(campaign_factory, settings, short_template: str,

@@ -65,7 +65,7 @@ def _sample_config(tmp_path: Path, **extra: Any) -> Any:
                          "n": 2} | extra)
 
 
-def test_a_spent_budget_stops_sampling_and_a_second_run_continues_from_the_finished_problems(tmp_path: Path) -> None:
+def test_a_spent_budget_stops_sampling_a_requeued_run_stays_stopped_and_a_resumed_one_continues(tmp_path: Path) -> None:
     # one problem costs 10 + 2 * 5 = 20 tokens: a budget of 30 lets a second request start, never a third
     model = ScriptedModel()
     with pytest.raises(SamplingStopped, match=r"token budget spent: 40 of 30 tokens after 4 samples"):
@@ -77,11 +77,21 @@ def test_a_spent_budget_stops_sampling_and_a_second_run_continues_from_the_finis
 
     with partial.open("a") as handle:  # a crash cut the next problem's first line
         handle.write('{"problem": "Problem 2: what is')
+    # started again in its folder (a requeued attempt), the run counts on from the 40 tokens spent there: stopped
+    requeued = ScriptedModel()
+    with pytest.raises(SamplingStopped, match=r"token budget spent: 40 of 30 tokens after 4 samples"):
+        run_sampling(_sample_config(tmp_path, token_budget=30), requeued)
+    assert requeued.calls == []
+
+    # a resumed job gets the finished rows in a folder of its own, and a budget of its own
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    (resumed / partial.name).write_bytes(partial.read_bytes())
     again = ScriptedModel()
-    summary = run_sampling(_sample_config(tmp_path, token_budget=30), again)
+    summary = run_sampling(_sample_config(resumed, token_budget=30), again)
     assert [prompt.split("Problem: ")[1][:9] for prompt, _ in again.calls] == ["Problem 2", "Problem 3"]
     assert summary["resumed_problems"] == 2 and summary["written"] == 8 and summary["tokens_spent"] == 40
-    rows = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (resumed / "samples.jsonl").read_text().splitlines()]
     assert [row["problem_id"] for row in rows] == ["p0", "p0", "p1", "p1", "p2", "p2", "p3", "p3"]
 
 
@@ -99,6 +109,10 @@ def test_a_spent_budget_stops_rollouts_and_a_second_run_labels_only_the_rest(tmp
     lines = (tmp_path / "mc.jsonl.partial").read_text().splitlines()
     assert [json.loads(line)["solution_id"] for line in lines] == [1]
     assert json.loads(lines[0])["tokens_spent"] == 40
+    requeued = ScriptedModel()  # started again in its folder, the run counts on from the 60 tokens spent there
+    with pytest.raises(SamplingStopped, match=r"token budget spent: 60 of 50 tokens after 1 of 3 solutions"):
+        run_rollouts(parse_rollout_config(config | {"token_budget": 50}), requeued)
+    assert requeued.calls == []
 
     again = ScriptedModel()
     summary = run_rollouts(parse_rollout_config(config), again)

@@ -10,10 +10,14 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from datetime import timedelta
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from annotate.models import MachineLabel
 from annotate.permissions import SYSTEM
@@ -21,7 +25,7 @@ from endpoints.models import Endpoint
 from endpoints.services import register_endpoint
 from rewards.jobs.backends import KubernetesBackend, SlurmBackend, _group_runs
 from rewards.jobs.models import Candidate, JobStatus, MachineLabelingJob, SamplingJob
-from rewards.jobs.services import machine_labeling, sampling
+from rewards.jobs.services import machine_labeling, runner, sampling
 from rewards.jobs.services.training import JobInputError, request_cancel
 from tests.factories import ProblemFactory, SolutionFactory, solution_with_steps
 from tests.served.conftest import FaultProxy, ServedServer
@@ -202,6 +206,83 @@ def test_a_cancelled_job_stops_its_sampler_and_a_resumed_one_samples_only_the_re
     for row in kept:  # a problem sampled before the cancel is not asked for again
         assert fault_proxy.completed_matching(row["problem"]) == 1
     assert Candidate.objects.filter(pool_problem__pool=resumed.pool).count() == resumed.summary["written"]
+
+
+def test_sample_candidates_samples_from_an_endpoint_named_by_id_or_name(
+        campaign_factory, endpoint_at, jobs_root: Path, tmp_path: Path, fault_proxy: FaultProxy,
+        served_server: ServedServer) -> None:
+    campaign = _campaign_with_problems(campaign_factory, 2)
+    staff_wide = endpoint_at(fault_proxy.base_url, served_server.model)
+    ours = register_endpoint(SYSTEM, campaign=campaign, name="our llama", base_url=fault_proxy.base_url,
+                             model=served_server.model)
+    theirs = register_endpoint(SYSTEM, campaign=campaign_factory("c2"), name="their llama",
+                               base_url=fault_proxy.base_url, model=served_server.model)
+    config = tmp_path / "sampling.json"
+    config.write_text(json.dumps({"n": 1, "max_new_tokens": MAX_TOKENS}))
+
+    def sample(endpoint: str, *extra: str) -> str:
+        out = StringIO()
+        call_command("sample_candidates", "--campaign", campaign.slug, "--config", str(config), "--endpoint", endpoint,
+                     *extra, stdout=out)
+        return out.getvalue()
+
+    assert f"from endpoint {ours.pk} ({served_server.model})" in sample("our llama")
+    job = SamplingJob.objects.get(campaign=campaign)
+    assert job.config["endpoint"] == ours.pk and job.config["backend"] == "served"
+    assert sampling.run_sampling_job(job.pk) == JobStatus.SUCCEEDED, SamplingJob.objects.get(pk=job.pk).error
+    assert fault_proxy.completed_matching("what is") == 2 and SamplingJob.objects.get(pk=job.pk).pool is not None
+    sample(str(staff_wide.pk))
+    assert SamplingJob.objects.filter(campaign=campaign).latest("pk").config["endpoint"] == staff_wide.pk
+
+    with pytest.raises(CommandError, match="--endpoint: no endpoint with id 987654321"):
+        sample("987654321")
+    with pytest.raises(CommandError, match=f"endpoint {theirs.pk} \\('their llama'\\) belongs to campaign "
+                                           f"{theirs.campaign.slug}; a job of campaign {campaign.slug} may use"):
+        sample(str(theirs.pk))
+    with pytest.raises(CommandError, match="no endpoint named 'their llama' in campaign"):
+        sample("their llama")
+    with pytest.raises(CommandError, match="model: is set by the endpoint"):
+        config.write_text(json.dumps({"n": 1, "model": "SmolLM2"}))
+        sample("our llama")
+    assert SamplingJob.objects.filter(campaign=campaign).count() == 2
+
+
+class WatcherLost(RuntimeError):
+    """Raised in a watcher to stand for its death (a killed worker): it sends no heartbeat after it."""
+
+
+def test_a_job_the_reaper_retries_has_only_what_is_left_of_its_token_budget(
+        campaign_factory, endpoint_at, jobs_root: Path, fault_proxy: FaultProxy, served_server: ServedServer,
+        settings) -> None:
+    settings.STEPLAB_JOB_MAX_ATTEMPTS = 2
+    campaign = _campaign_with_problems(campaign_factory, 3)
+    # a budget of 1 token lets one request start, never a second
+    endpoint = endpoint_at(fault_proxy.base_url, served_server.model, token_budget=1)
+    job = sampling.start_sampling_job(campaign, config={"n": 1, "max_new_tokens": MAX_TOKENS}, endpoint=endpoint,
+                                      user=SYSTEM)
+    ledger = Path(job.work_dir) / "samples.jsonl.tokens"
+
+    def lose_the_watcher_once_tokens_are_spent(summary: dict[str, Any]) -> None:
+        if ledger.is_file():
+            raise WatcherLost
+
+    with pytest.raises(WatcherLost):
+        _watch_with(job, sampling.run_sampling_job, sampling.sampling_hooks, lose_the_watcher_once_tokens_are_spent)
+    spent = int(ledger.read_text())
+    assert spent > 1 and fault_proxy.completed_matching("what is") == 1
+
+    later = timezone.now() + runner.heartbeat_timeout() + timedelta(seconds=1)
+    assert runner.reap(SamplingJob, sampling.sampling_hooks, now=later) == [job.pk]
+    assert SamplingJob.objects.get(pk=job.pk).status == JobStatus.QUEUED
+    assert sampling.run_sampling_job(job.pk) == JobStatus.FAILED
+    job.refresh_from_db()
+    # the retry counted on from the tokens spent: a fresh budget would have let it send one more request
+    assert job.attempts == 2 and "token budget spent" in job.error
+    assert fault_proxy.completed_matching("what is") == 1 and int(ledger.read_text()) == spent
+
+    resumed = sampling.resume_sampling_job(job, user=SYSTEM)  # stopped, resumable: a resume has a budget of its own
+    assert sampling.run_sampling_job(resumed.pk) == JobStatus.FAILED
+    assert fault_proxy.completed_matching("what is") == 2
 
 
 def test_a_labeling_round_chooses_from_candidates_sampled_from_the_served_policy(

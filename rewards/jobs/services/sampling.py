@@ -184,7 +184,7 @@ def start_sampling_job(campaign: Campaign, *, config: Mapping[str, Any] | None =
 def resumed_work_dir(job: LaunchedJob, *, output: str, inputs: tuple[str, ...]) -> Iterator[Path]:
     """The folder of a new job that continues ``job`` (failed or cancelled, e.g. on a spent token budget): its
     inputs, its job file and the rows it finished (``output.partial``), which the sampler does not produce again;
-    its token budget counts afresh."""
+    its token budget counts afresh: the count of tokens spent (``output.tokens``) stays behind."""
     if job.status not in (JobStatus.FAILED, JobStatus.CANCELLED):
         raise JobInputError("job", f"{job} has not stopped before its end: nothing to resume")
     old = Path(job.work_dir)
