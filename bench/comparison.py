@@ -2,8 +2,8 @@
 
     # a worker must be running against the same database and broker, e.g.
     .venv/bin/celery -A steplab worker -Q default,gpu -c 2 &
-    .venv/bin/python bench/comparison.py --campaign demo              # the default budget
-    .venv/bin/python bench/comparison.py --campaign demo --max-steps 30
+    .venv/bin/python bench/comparison.py --campaign demo              # the default budget, as the demo's admin
+    .venv/bin/python bench/comparison.py --campaign demo --max-steps 30 --user researcher
 
 It starts a run through the same service as the dashboard's button, polls it, and prints one line per stage
 as the run reaches it (seconds since the click), then the best-of-N table, the PRM's step-level figures
@@ -26,6 +26,8 @@ def main() -> int:
     import django
 
     django.setup()
+    from django.contrib.auth import get_user_model
+
     from annotate.models import Campaign
     from rewards.jobs import selectors
     from rewards.jobs.services.comparisons import DEFAULT_MAX_STEPS, start_comparison
@@ -33,11 +35,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--campaign", required=True)
     parser.add_argument("--max-steps", type=int, default=DEFAULT_MAX_STEPS)
+    # the comparison's later stages (snapshot, training, scoring) act as the account that started it
+    parser.add_argument("--user", default="admin", help="a campaign admin or researcher (default: the demo's admin)")
     parser.add_argument("--timeout", type=float, default=3600)
     args = parser.parse_args()
     campaign = Campaign.objects.get(slug=args.campaign)
     started = time.time()
-    run = start_comparison(campaign, max_steps=args.max_steps)
+    user = get_user_model().objects.get(username=args.user)
+    run = start_comparison(campaign, max_steps=args.max_steps, user=user)
     seen: dict[str, float] = {}
     while time.time() - started < args.timeout:
         run = selectors.comparison_run(run.pk)
