@@ -75,20 +75,21 @@ def test_a_judge_job_writes_labels_and_agreement_figures(campaign_factory, membe
                                                          fault_proxy: FaultProxy,
                                                          served_server: ServedServer) -> None:
     campaign = campaign_factory()
-    solutions = [numbered_solution(campaign, 3) for _ in range(20)]
+    # small: each solution is one request on the full prompt; the restart test below judges a hundred
+    solutions = [numbered_solution(campaign, 3) for _ in range(6)]
     ann = member(campaign, "ann")
-    for solution in solutions[:5]:
+    for solution in solutions[:3]:
         finished_labeling(solution, ann, [1, 1, 1])
     endpoint = endpoint_at(fault_proxy.base_url, served_server.model)
-    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=20, max_tokens=MAX_TOKENS)
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=6, max_tokens=MAX_TOKENS)
     assert job.source == f"{served_server.model}@processbench-v1"
     assert run_llm_judge_job(job.pk) == JobStatus.SUCCEEDED
     job.refresh_from_db()
     outcome = judged(job)
     assert sorted(outcome) == sorted(s.pk for s in solutions)
-    assert job.solutions_done == 20 and job.progress == 1.0 and not job.resumable
-    assert job.tokens_used > 0 and job.progress_words().startswith("20 of 20 solutions")
-    assert fault_proxy.completed == 20
+    assert job.solutions_done == 6 and job.progress == 1.0 and not job.resumable
+    assert job.tokens_used > 0 and job.progress_words().startswith("6 of 6 solutions")
+    assert fault_proxy.completed == 6
     for label in MachineLabel.objects.filter(kind="llm", source=job.source).select_related("step"):
         first = label.provenance["first_error"]
         assert label.value == (0.0 if label.step.index == first else 1.0)
@@ -96,7 +97,7 @@ def test_a_judge_job_writes_labels_and_agreement_figures(campaign_factory, membe
         assert label.provenance["template"] == "processbench-v1" and label.provenance["job"] == job.pk
     figures = machine_agreement(load_labelings(campaign).labelings, campaign)
     key = f"llm:{job.source}"
-    labeled_with_humans = [s for s in solutions[:5] if outcome[s.pk] == "labeled"]
+    labeled_with_humans = [s for s in solutions[:3] if outcome[s.pk] == "labeled"]
     if labeled_with_humans:
         assert figures[key]["first_error_agreement"]["items"] == len(labeled_with_humans)
     assert figures.get(key, {}).get("solutions", 0) == sum(v == "labeled" for v in outcome.values())
@@ -106,9 +107,11 @@ def test_a_server_stopped_mid_job_loses_nothing_and_judges_no_solution_twice(
         campaign_factory, endpoint_at, short_template: str, fault_proxy: FaultProxy,
         served_server: ServedServer) -> None:
     campaign = campaign_factory()
-    solutions = [numbered_solution(campaign, 2) for _ in range(100)]
+    # one step each and one token per answer: the test counts requests, not verdicts (a one-token answer is listed
+    # unparsable), and the server's time is the prompt it reads
+    solutions = [numbered_solution(campaign, 1) for _ in range(100)]
     endpoint = endpoint_at(fault_proxy.base_url, served_server.model)
-    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=100, max_tokens=2,
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=100, max_tokens=1,
                               template_version=short_template)
 
     def stop_at(count: int) -> None:
