@@ -17,6 +17,7 @@ from rewards.training import TrainingConfigError, load_reward_model, parse_confi
 from rewards.training.heads.features import orm_steps
 from rewards.training.heads.fit import distinct_steps
 from rewards.training.heads.spec import Recipe, resolved_method
+from rewards.training.heads.tuning import TUNING_FOLDS
 from rewards.training.modeling import ModelSpec
 from rewards.training.scoring import HeadRewardModel, score_file
 from tests.trained_models import write_jsonl
@@ -108,7 +109,8 @@ def test_calibrated_threshold_is_stored_and_used_by_scoring(lexical_heads: Heads
     calibration = validation["calibration"]  # chosen on the training problems' out-of-fold scores
     train_problems = {r["problem_id"] for r in heads.rows if r["split"] == "train"}
     assert calibration["source"] == "training problems, cross-fitted" and calibration["threshold"] == threshold
-    assert calibration["problems"] == len(train_problems) and calibration["folds"] == min(5, len(train_problems))
+    assert calibration["problems"] == len(train_problems)
+    assert calibration["folds"] == min(TUNING_FOLDS, len(train_problems))  # the tuning's folds
     assert calibration["f1_calibrated"] >= calibration["f1_at_default"]  # where F1 peaks on those scores
     spec = ModelSpec.load(heads.prm)
     assert spec.method == "head" and spec.threshold == threshold
@@ -340,6 +342,7 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_h
     assert heads.prm_metrics["model"]["head"] == "linear+trees" and heads.prm_metrics["train"]["trees"] > 0
     loaded = load_head(heads.prm)
     assert isinstance(loaded, LexicalHead) and loaded.trees is not None
+    trees = heads.prm_metrics["train"]["tuning"]["trees"]["chosen"]  # the settings the job chose
     # the rows as the head read them: answer lines in the neutral form (the default)
     train, _ = split_rows(with_neutral_answers(read_dataset(heads.prm.parent / "prm.jsonl", "prm", "positive")),
                           None, 0)
@@ -347,7 +350,8 @@ def test_lexical_head_saves_its_vocabulary_and_scores_as_it_was_fitted(lexical_h
                             [step_features(None, row.prompt, row.steps, Recipe.LEXICAL) for row in train])
     fitted, _ = LexicalHead.fit(examples.x, examples.texts, examples.y, contexts=examples.contexts,
                                 negative_weight="balanced", iterations=DEFAULT_ITERATIONS, seed=0, trees=True,
-                                regularisation=heads.prm_metrics["train"]["regularisation"])
+                                regularisation=heads.prm_metrics["train"]["regularisation"],
+                                tree_weight=trees["weight"], tree_leaves=trees["leaves"])
     assert list(fitted.vocabulary) == list(loaded.vocabulary)
     assert fitted.trees is not None and list(fitted.trees.vocabulary) == list(loaded.trees.vocabulary)
     np.testing.assert_allclose(head_scores(loaded, examples.x, examples.texts),

@@ -1,4 +1,5 @@
-"""The head's first-error threshold, chosen on the training problems by cross-fitting."""
+"""The head's first-error threshold, chosen on the training problems by cross-fitting: on the out-of-fold scores
+that choosing the head's settings already computed (``tuning.Crossfit``), so it fits no head of its own."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -6,43 +7,30 @@ from typing import Any
 
 import numpy as np
 
-from ..data import PrmRow
-from ..figures import crossfit_calibration, problem_folds
-from .features import Examples, problem_of
-from .fit import fit_head, labeled, step_scores_of
-from .spec import HeadSpec
-
-CALIBRATION_FOLDS = 5
+from ..data import IGNORE_INDEX, PrmRow, prefix_digests
+from ..figures import crossfit_calibration
+from .features import Examples
+from .tuning import Crossfit
 
 
-def crossfit_threshold(spec: HeadSpec, examples: Examples, rows: Sequence[PrmRow],
-                       row_features: Sequence[np.ndarray], *, folds: int = CALIBRATION_FOLDS,
-                       negative_weight: float | str, iterations: int | None, seed: int) -> dict[str, Any] | None:
-    """The first-error threshold chosen on the training problems: they are dealt into ``folds`` folds
-    (``problem_folds``), each fold's rows are scored by a head fitted on the other folds' ``examples``, and the
-    threshold is where first-error F1 peaks over all those out-of-fold rows. Chosen on the validation split
-    instead, the F1 reported there at that threshold would be measured on the data that chose it. ``rows``:
-    every training row, each step as the compare scores it (not deduped), with its ``row_features``. None with
-    fewer than two problems, or when no fold's rows hold both an erroneous and a correct solution."""
-    fold_of = problem_folds(list(examples.groups), folds, seed)
-    if fold_of is None:
-        return None
-    example_folds = np.array([fold_of[g] for g in examples.groups])
-    row_folds = [fold_of.get(problem_of(row)) for row in rows]  # None: a row with no labeled step to learn from
+def crossfit_threshold(examples: Examples, rows: Sequence[PrmRow], crossfit: Crossfit) -> dict[str, Any] | None:
+    """The first-error threshold where first-error F1 peaks over the training rows, each labeled step scored by
+    the head fitted on the folds its problem is not in (``crossfit``: those scores of ``examples``). Chosen on
+    the validation split instead, the F1 reported there at that threshold would be measured on the data that
+    chose it. ``rows``: every training row (not deduped: each step as the compare scores it); a step's score
+    depends on its context and text alone, so a step an example was deduped from shares its score. None when no
+    fold's rows hold both an erroneous and a correct solution."""
+    score_of = {(context, text): float(score)
+                for context, text, score in zip(examples.contexts, examples.texts, crossfit.scores, strict=True)
+                if not np.isnan(score)}
     per_row: list[list[float]] = []
     truths: list[list[int]] = []
-    for fold in sorted(set(fold_of.values())):
-        outside = example_folds != fold
-        inside = [number for number, row_fold in enumerate(row_folds) if row_fold == fold]
-        if len(np.unique(examples.y[outside])) < 2 or not inside:  # the rest cannot fit, or nothing to score
-            continue
-        head, _ = fit_head(spec, examples.subset(outside), negative_weight=negative_weight, iterations=iterations,
-                           seed=seed)
-        fold_features = [row_features[n] for n in inside]
-        scores = step_scores_of(head, [(rows[n].prompt, rows[n].steps) for n in inside], fold_features.__getitem__)
-        for n, row_scores in zip(inside, scores, strict=True):
-            step_scores, labels = labeled(row_scores, rows[n])
-            if step_scores:
-                per_row.append(step_scores)
-                truths.append(labels)
-    return crossfit_calibration(per_row, truths, fold_of)
+    for row in rows:
+        before = prefix_digests(row.prompt, row.steps)  # entry i: the problem and the steps before step i
+        scored = [(score_of.get((before[i], step)), label)
+                  for i, (step, label) in enumerate(zip(row.steps, row.labels, strict=True)) if label != IGNORE_INDEX]
+        known = [(score, label) for score, label in scored if score is not None]  # None: its fold was not fitted
+        if known:
+            per_row.append([score for score, _ in known])
+            truths.append([label for _, label in known])
+    return crossfit_calibration(per_row, truths, crossfit.fold_of)

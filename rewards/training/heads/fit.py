@@ -8,25 +8,30 @@ import numpy as np
 
 from ..data import IGNORE_INDEX, PrmRow, prefix_digests
 from .features import Examples
-from .lexical import LEXICAL_REGULARISATION, LexicalHead
-from .models import DEFAULT_ITERATIONS, MLP_MAX_EPOCHS, REGULARISATION, LinearHead, MlpHead
+from .lexical import LEXICAL_MIN_DF, LEXICAL_REGULARISATION, TREE_LEAVES, TREE_WEIGHT, LexicalHead
+from .models import DEFAULT_ITERATIONS, MLP_DROPOUT, MLP_HIDDEN, MLP_MAX_EPOCHS, REGULARISATION, LinearHead, MlpHead
 from .persistence import Head
 from .spec import HeadModel, HeadSpec
 
 
 def fit_head(spec: HeadSpec, examples: Examples, *, negative_weight: float | str, iterations: int | None,
              seed: int) -> tuple[Head, dict[str, Any]]:
-    """The spec's classifier fitted (a lexical recipe's is always ``LexicalHead``, with boosted trees for
-    ``linear+trees``); ``iterations``: the optimizer's (linear, lexical) or the most epochs (MLP)."""
+    """The spec's classifier fitted with its settings (a setting it leaves None: the model's default; a lexical
+    recipe's is always ``LexicalHead``, with boosted trees for ``linear+trees`` unless their share is 0);
+    ``iterations``: the optimizer's (linear, lexical) or the most epochs (MLP)."""
     x, y = examples.x, examples.y
     if spec.recipe.lexical:
+        tree_weight = TREE_WEIGHT if spec.tree_weight is None else spec.tree_weight
         return LexicalHead.fit(x, examples.texts, y, contexts=examples.contexts, negative_weight=negative_weight,
                                iterations=iterations or DEFAULT_ITERATIONS, seed=seed, recipe=spec.recipe,
-                               trees=spec.model is HeadModel.LINEAR_TREES,
-                               regularisation=spec.regularisation or LEXICAL_REGULARISATION)
+                               trees=spec.model is HeadModel.LINEAR_TREES and tree_weight > 0,
+                               regularisation=spec.regularisation or LEXICAL_REGULARISATION,
+                               min_df=spec.min_df or LEXICAL_MIN_DF, tree_weight=tree_weight,
+                               tree_leaves=spec.tree_leaves or TREE_LEAVES)
     if spec.model is HeadModel.MLP:
         return MlpHead.fit(x, y, examples.groups, negative_weight=negative_weight,
-                           iterations=iterations or MLP_MAX_EPOCHS, seed=seed)
+                           iterations=iterations or MLP_MAX_EPOCHS, seed=seed, hidden=spec.mlp_hidden or MLP_HIDDEN,
+                           dropout=MLP_DROPOUT if spec.mlp_dropout is None else spec.mlp_dropout)
     return LinearHead.fit(x, y, negative_weight=negative_weight, iterations=iterations or DEFAULT_ITERATIONS,
                           seed=seed, regularisation=spec.regularisation or REGULARISATION)
 

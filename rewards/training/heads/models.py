@@ -11,7 +11,7 @@ import numpy as np
 DEFAULT_ITERATIONS = 300
 #: inverse L2 strength where the job does not choose one (``tuning`` chooses it on the training problems)
 REGULARISATION = 0.5
-# the MLP head (docs/training-methods.md)
+# the MLP head (docs/training-methods.md); its width and dropout where the job does not choose (``tuning``)
 MLP_HIDDEN = 256
 MLP_DROPOUT = 0.3
 MLP_INPUT_DROPOUT = 0.1
@@ -96,9 +96,10 @@ class MlpHead:
 
     @classmethod
     def fit(cls, x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, negative_weight: float | str,
-            iterations: int, seed: int) -> tuple[MlpHead, dict[str, Any]]:
+            iterations: int, seed: int, hidden: int = MLP_HIDDEN,
+            dropout: float = MLP_DROPOUT) -> tuple[MlpHead, dict[str, Any]]:
         """``groups``: each example's problem (the early-stopping split keeps a problem's steps on one side);
-        ``iterations``: the most epochs."""
+        ``iterations``: the most epochs; ``hidden``: the hidden layer's width, ``dropout`` after it."""
         import torch
 
         torch.manual_seed(seed)
@@ -109,8 +110,8 @@ class MlpHead:
         xs = torch.from_numpy(((x - mean) / scale).astype(np.float32))
         ys = torch.from_numpy(y.astype(np.float32))
         ws = torch.where(ys > 0.5, 1.0, weight0)
-        net = torch.nn.Sequential(torch.nn.Dropout(MLP_INPUT_DROPOUT), torch.nn.Linear(x.shape[1], MLP_HIDDEN),
-                                  torch.nn.ReLU(), torch.nn.Dropout(MLP_DROPOUT), torch.nn.Linear(MLP_HIDDEN, 1))
+        net = torch.nn.Sequential(torch.nn.Dropout(MLP_INPUT_DROPOUT), torch.nn.Linear(x.shape[1], hidden),
+                                  torch.nn.ReLU(), torch.nn.Dropout(dropout), torch.nn.Linear(hidden, 1))
         split = torch.from_numpy(np.flatnonzero(~held)), torch.from_numpy(np.flatnonzero(held))
         best_loss, best_epoch, best = _train_mlp(net, xs, ys, ws, *split, min(iterations, MLP_MAX_EPOCHS))
         hidden_weight, hidden_bias, coef, intercept = (t.numpy() for t in best)

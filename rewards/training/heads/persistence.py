@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from .lexical import LEGACY_LEXICAL_TOKENS, BoostedTrees, LexicalHead
+from .lexical import LEGACY_LEXICAL_TOKENS, TREE_WEIGHT, BoostedTrees, LexicalHead
 from .models import LinearHead, MlpHead
 from .spec import Recipe
 
 HEAD_FILE = "head.npz"
 TREES_FILE = "trees.txt"
-HEAD_FORMAT = 2
+HEAD_FORMAT = 3  # 3: a lexical head's trees' share of the blend is saved (it is chosen per job)
 
 Head = LinearHead | MlpHead | LexicalHead
 
@@ -28,6 +28,7 @@ def _arrays(head: Head) -> dict[str, Any]:
             "tokens": np.array(head.tokens), "marks": np.array(head.marks), "features": np.array(head.recipe.value)}
         if head.trees is not None:
             arrays["tree_vocabulary"] = head.trees.vocabulary
+            arrays["tree_weight"] = np.array(head.tree_weight)
         return arrays
     if isinstance(head, MlpHead):
         return {"mean": head.mean, "scale": head.scale, "hidden_weight": head.hidden_weight,
@@ -57,7 +58,8 @@ def _lexical(folder: Path, data: Any) -> LexicalHead:
                        tokens=str(data["tokens"]) if current else LEGACY_LEXICAL_TOKENS,
                        marks=bool(data["marks"]) if current else False,
                        recipe=Recipe(str(data["features"])) if "features" in data else Recipe.LEXICAL_COSINES,
-                       trees=_trees(folder, data))
+                       trees=_trees(folder, data),
+                       tree_weight=float(data["tree_weight"]) if "tree_weight" in data else TREE_WEIGHT)
 
 
 def load_head(folder: Path) -> Head:

@@ -21,7 +21,7 @@ from .features import Examples, orm_examples, prm_examples, step_features, texts
 from .fit import fit_head
 from .persistence import Head, save_head
 from .spec import HeadSpec, head_spec
-from .tuning import choose_regularisation
+from .tuning import choose_settings
 from .validate import orm_validation, prm_validation
 
 ENCODE_EVENT_TEXTS = 2048  # a "features" event every this many texts encoded, and after the last
@@ -55,11 +55,10 @@ def _cache_root(config: TrainConfig) -> Path:
 @dataclass
 class _Training:
     """The examples a head fits on and, for a PRM, every training row (not deduped, each step as the compare
-    scores it) with its columns, from which the threshold's cross-fitting scores out-of-fold rows."""
+    scores it), over which the threshold is chosen from the examples' out-of-fold scores."""
 
     examples: Examples
     rows: list[PrmRow]
-    row_features: list[np.ndarray]
     counts: dict[str, int]
 
 
@@ -83,7 +82,7 @@ def _training(config: TrainConfig, spec: HeadSpec, cache: FeatureCache | None, r
               "positive_steps" if prm else "positive": int(y.sum()),
               "negative_steps" if prm else "negative": int(y.size - y.sum()),
               "repeated_steps": repeated, "overlong": 0, "excluded_rows": rows.excluded}
-    return _Training(examples, scored, row_features, counts)
+    return _Training(examples, scored, counts)
 
 
 def _validation(config: TrainConfig, spec: HeadSpec, head: Head, cache: FeatureCache | None, rows: TrainingRows,
@@ -115,8 +114,9 @@ def train_head(config: TrainConfig, rows: TrainingRows, events: EventLog) -> Tra
     training = _training(config, spec, cache, rows)
     events.write("data", train=training.counts, eval={"rows": len(rows.validation)}, overlong=0)
     tuning_started = time.time()
-    spec, tuning = choose_regularisation(spec, training.examples, negative_weight=config.negative_weight,
-                                         iterations=config.max_steps, seed=config.seed)
+    tuned = choose_settings(spec, training.examples, negative_weight=config.negative_weight,
+                            iterations=config.max_steps, seed=config.seed)
+    spec, tuning = tuned.spec, tuned.record
     tuning_s = time.time() - tuning_started
     if tuning is not None:
         events.write("tuning", **tuning)
@@ -128,9 +128,8 @@ def train_head(config: TrainConfig, rows: TrainingRows, events: EventLog) -> Tra
     events.write("log", step=fit["iterations"], loss=fit["loss"], learning_rate=None, epoch=1.0,
                  examples_per_s=round(size / max(fit_s, 1e-9), 1))
     calibration_started = time.time()
-    calibration = (crossfit_threshold(spec, training.examples, training.rows, training.row_features,
-                                      negative_weight=config.negative_weight, iterations=config.max_steps,
-                                      seed=config.seed) if config.kind == "prm" else None)
+    calibration = (crossfit_threshold(training.examples, training.rows, tuned.crossfit)
+                   if config.kind == "prm" and tuned.crossfit is not None else None)
     calibration_s = time.time() - calibration_started if config.kind == "prm" else 0.0
     validation = _validation(config, spec, head, cache, rows, calibration)
     if validation is not None:

@@ -42,7 +42,13 @@ class HeadModel(enum.Enum):
 class HeadSpec:
     recipe: Recipe
     model: HeadModel
-    regularisation: float | None = None  # the regression's inverse L2 strength; None: the model's default
+    # the settings ``tuning`` chooses on the training problems; None: the model's default
+    regularisation: float | None = None  # the regression's inverse L2 strength
+    min_df: int | None = None  # texts that must hold a word n-gram for the lexical regression to read it
+    tree_weight: float | None = None  # the boosted trees' share of the blended log-odds (0: no trees)
+    tree_leaves: int | None = None  # leaves per boosted tree
+    mlp_hidden: int | None = None  # the MLP's hidden width
+    mlp_dropout: float | None = None  # the MLP's dropout after its hidden layer
 
 
 def head_spec(features: str, model: str = "auto") -> HeadSpec:
