@@ -9,11 +9,17 @@ import numpy as np
 
 from ..data import IGNORE_INDEX, OrmRow, PrmRow, prefix_digests
 from ..features import FeatureCache
+from ..symbolic import symbolic_features
 from ..textfeatures import NAMES as TEXT_NAMES
 from ..textfeatures import provenance_features, steps_text_features
 from .spec import Recipe
 
 REPEAT_COSINE = 0.97  # a step this close to an earlier one repeats it
+#: the lexical recipes' text-feature set, saved with a lexical head and read back when it scores (a head saved
+#: without one read set 1): 1, the text features and number provenance; 2, those and the symbolic columns
+#: (``symbolic.NAMES``: equalities over bound variables, numbers from nowhere)
+TEXT_FEATURES = 2
+LEGACY_TEXT_FEATURES = 1
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -44,26 +50,33 @@ def _cosine_columns(cache: FeatureCache, prompt: str, steps: Sequence[str]) -> n
                             (closest > REPEAT_COSINE).astype(np.float32)])
 
 
-def _step_scalars(cache: FeatureCache | None, prompt: str, steps: Sequence[str], recipe: Recipe) -> np.ndarray:
+def _step_scalars(cache: FeatureCache | None, prompt: str, steps: Sequence[str], recipe: Recipe,
+                  text_features: int) -> np.ndarray:
     """The lexical recipes' dense columns of each step: its position, (``lexical+cosines``) its cosines, its
-    text features, whether an earlier step failed the arithmetic check, and where its numbers come from
-    (``textfeatures``)."""
+    text features, whether an earlier step failed the arithmetic check, where its numbers come from
+    (``textfeatures``) and, from set 2 on, the symbolic reading of its equalities and numbers (``symbolic``)."""
+    if text_features not in (LEGACY_TEXT_FEATURES, TEXT_FEATURES):
+        raise ValueError(f"text feature set {text_features} is not one this code builds "
+                         f"({LEGACY_TEXT_FEATURES}, {TEXT_FEATURES})")
     text = steps_text_features(prompt, steps)
     position = np.log1p(np.arange(len(steps), dtype=np.float32))[:, None]
     cosines = [_cosine_columns(_vectors(cache, recipe), prompt, steps)] if recipe.reads_vectors else []
+    symbolic = [symbolic_features(prompt, steps)] if text_features >= 2 else []
     return np.hstack([position, *cosines, text, _failed_before(text)[:, None],
-                      provenance_features(prompt, steps)]).astype(np.float32)
+                      provenance_features(prompt, steps), *symbolic]).astype(np.float32)
 
 
-def step_features(cache: FeatureCache | None, prompt: str, steps: Sequence[str], recipe: Recipe) -> np.ndarray:
+def step_features(cache: FeatureCache | None, prompt: str, steps: Sequence[str], recipe: Recipe, *,
+                  text_features: int = TEXT_FEATURES) -> np.ndarray:
     """One row per step: what the PRM head reads. The lexical recipes (``lexical`` needs no ``cache``): the
     step's scalar columns and its previous step's (the vectors themselves are left out: they fit the training
     problems' topics, not the steps' correctness); its words are the head's other input (``LexicalHead``).
     ``context+text`` adds the step's own text features and whether an earlier step already failed the
     arithmetic check. The position is the step's index, never its share of the solution (a labeled row that
-    ends at a rated alternative would teach "the last step is wrong", which no unlabeled solution tells)."""
+    ends at a rated alternative would teach "the last step is wrong", which no unlabeled solution tells).
+    ``text_features``: the lexical recipes' set (``TEXT_FEATURES``; a saved head's own when it scores)."""
     if recipe.lexical:
-        scalars = _step_scalars(cache, prompt, steps, recipe)
+        scalars = _step_scalars(cache, prompt, steps, recipe, text_features)
         return np.hstack([scalars, np.vstack([np.zeros_like(scalars[:1]), scalars[:-1]])])
     cache = _vectors(cache, recipe)
     problem = cache.get(prompt)[None, :]
@@ -80,13 +93,14 @@ def step_features(cache: FeatureCache | None, prompt: str, steps: Sequence[str],
     return np.hstack(columns)
 
 
-def solution_features(cache: FeatureCache | None, prompt: str, steps: Sequence[str], recipe: Recipe) -> np.ndarray:
+def solution_features(cache: FeatureCache | None, prompt: str, steps: Sequence[str], recipe: Recipe, *,
+                      text_features: int = TEXT_FEATURES) -> np.ndarray:
     """One row per solution: what the ORM head reads. ``context+text``: the steps' text features too (their
     mean, and the most wrong equalities in one step), the same evidence the PRM gets; the lexical recipes: the
     mean and maximum of the steps' scalar columns and the number of steps (the solution's words are the head's
     other input)."""
     if recipe.lexical:
-        scalars = _step_scalars(cache, prompt, steps, recipe)
+        scalars = _step_scalars(cache, prompt, steps, recipe, text_features)
         return np.concatenate([scalars.mean(axis=0), scalars.max(axis=0),
                                np.log1p(np.array([len(steps)], dtype=np.float32))])
     cache = _vectors(cache, recipe)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .features import LEGACY_TEXT_FEATURES, TEXT_FEATURES
 from .lexical import LEGACY_LEXICAL_TOKENS, TREE_WEIGHT, BoostedTrees, LexicalHead
 from .models import LinearHead, MlpHead
 from .spec import Recipe
@@ -25,7 +26,8 @@ def _arrays(head: Head) -> dict[str, Any]:
         arrays: dict[str, Any] = {
             "mean": head.mean, "scale": head.scale, "coef": head.coef, "vocabulary": head.vocabulary,
             "idf": head.idf, "word_coef": head.word_coef, "intercept": np.array([head.intercept]),
-            "tokens": np.array(head.tokens), "marks": np.array(head.marks), "features": np.array(head.recipe.value)}
+            "tokens": np.array(head.tokens), "marks": np.array(head.marks), "features": np.array(head.recipe.value),
+            "text_features": np.array(TEXT_FEATURES)}  # a head is saved right after its fit
         if head.trees is not None:
             arrays["tree_vocabulary"] = head.trees.vocabulary
             arrays["tree_weight"] = np.array(head.tree_weight)
@@ -60,6 +62,13 @@ def _lexical(folder: Path, data: Any) -> LexicalHead:
                        recipe=Recipe(str(data["features"])) if "features" in data else Recipe.LEXICAL_COSINES,
                        trees=_trees(folder, data),
                        tree_weight=float(data["tree_weight"]) if "tree_weight" in data else TREE_WEIGHT)
+
+
+def text_features_of(folder: Path) -> int:
+    """The text-feature set a saved lexical head was fitted on (``features.TEXT_FEATURES``; a head saved before
+    the sets were numbered: set 1)."""
+    with np.load(folder / HEAD_FILE, allow_pickle=False) as data:
+        return int(data["text_features"]) if "text_features" in data else LEGACY_TEXT_FEATURES
 
 
 def load_head(folder: Path) -> Head:

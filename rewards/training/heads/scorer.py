@@ -12,7 +12,7 @@ from ..features import FeatureCache
 from .features import solution_features, step_features
 from .fit import head_scores, step_scores_of
 from .lexical import LexicalHead
-from .persistence import load_head
+from .persistence import load_head, text_features_of
 from .spec import Recipe
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ class HeadScorer:
         self.head = load_head(folder)
         # a lexical head knows its own recipe (one saved before the marker read the backbone's cosines)
         self.recipe = self.head.recipe if isinstance(self.head, LexicalHead) else Recipe(spec.features or "context")
+        self.text_features = text_features_of(folder)  # the columns it was fitted on
         self.cache: FeatureCache | None = None
         if self.recipe.reads_vectors:
             root = cache_root or (Path(spec.feature_cache) if spec.feature_cache else folder / "features")
@@ -44,10 +45,12 @@ class HeadScorer:
     def steps(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[list[float]]:
         self._ensure(items)
         scores = step_scores_of(self.head, items,
-                                lambda n: step_features(self.cache, items[n][0], items[n][1], self.recipe))
+                                lambda n: step_features(self.cache, items[n][0], items[n][1], self.recipe,
+                                                          text_features=self.text_features))
         return [[float(p) for p in row] for row in scores]
 
     def solutions(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[float]:
         self._ensure(items)
-        x = np.stack([solution_features(self.cache, prompt, steps, self.recipe) for prompt, steps in items])
+        x = np.stack([solution_features(self.cache, prompt, steps, self.recipe, text_features=self.text_features)
+                      for prompt, steps in items])
         return [float(p) for p in head_scores(self.head, x, ["\n".join(steps) for _, steps in items])]
