@@ -353,7 +353,7 @@ def _marked_row(request: AppRequest, assignment: Assignment, step_index: int, ma
 @require_POST
 @_row_action(forms.RatingForm)
 def rate(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
-    result = labeling.record_rating(assignment_id, request.user, step_index=data["step_index"],
+    result = labeling.record_rating(assignment_id, user=request.user, step_index=data["step_index"],
                                     rating=data["rating"], completion_index=data["completion_index"],
                                     time_ms=data["time_ms"], rationale=data["rationale"],
                                     error_category=data["error_category"])
@@ -378,7 +378,7 @@ def rate(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpR
 @require_POST
 @_row_action(forms.FlagForm)
 def flag(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
-    rating = labeling.flag_step(assignment_id, request.user, step_index=data["step_index"],
+    rating = labeling.flag_step(assignment_id, user=request.user, step_index=data["step_index"],
                                 flagged=data["flagged"], completion_index=data["completion_index"])
     mark = "marked Unsure" if data["flagged"] else "no longer marked Unsure"
     return _marked_row(request, rating.assignment, data["step_index"], mark)
@@ -399,7 +399,7 @@ def bad_split(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> 
 @require_POST
 @_row_action(forms.DecisionForm)
 def decide(request: AppRequest, assignment_id: int, data: dict[str, Any]) -> HttpResponse:
-    decision = labeling.decide_step(assignment_id, request.user, step_index=data["step_index"],
+    decision = labeling.decide_step(assignment_id, user=request.user, step_index=data["step_index"],
                                     chosen_completion=data["chosen_completion"],
                                     human_text=data["human_text"] or None)
     ws = load_workspace(assignment_id, request.user,
@@ -430,7 +430,7 @@ def finish(request: AppRequest, assignment_id: int) -> HttpResponse:
             return _alert(request, message, 400)
         return _workspace_error(request, assignment_id, message, 400)
     try:
-        assignment = labeling.finish_assignment(assignment_id, request.user, reason=form.cleaned_data["reason"],
+        assignment = labeling.finish_assignment(assignment_id, user=request.user, reason=form.cleaned_data["reason"],
                                                 text=form.cleaned_data["reason_text"])
         outcome = leases.lease_next_solution(assignment.solution.campaign, request.user)
     except LabelingError as error:
@@ -479,7 +479,7 @@ def outcome(request: AppRequest, assignment_id: int) -> HttpResponse:
     form = forms.OutcomeForm(request.POST)
     if not form.is_valid():
         return _alert(request, forms.first_error(form), 400)
-    assignment = labeling.record_outcome(assignment_id, request.user, correct=form.cleaned_data["correct"])
+    assignment = labeling.record_outcome(assignment_id, user=request.user, correct=form.cleaned_data["correct"])
     if not request.htmx:
         return redirect("annotate:workspace", assignment_id)
     word = {True: "correct", False: "incorrect", None: "not rated"}[assignment.outcome_correct]

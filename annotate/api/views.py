@@ -191,7 +191,7 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         return selectors.assignments_with_ratings().filter(labeler_id=self.request.user.pk).order_by("pk")
 
     def _act(self, pk: str | None, given: type[serializers.Serializer], service: Any, extra: Any = None) -> Response:
-        """Validate the body with ``given``, call ``service(assignment_id, user, **body)`` on one of your own
+        """Validate the body with ``given``, call ``service(assignment_id, user=user, **body)`` on one of your own
         assignments and answer with the assignment (plus ``extra(result)``); refusals map to HTTP codes."""
         data = given(data=self.request.data)
         data.is_valid(raise_exception=True)
@@ -202,7 +202,7 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         if not Assignment.objects.filter(pk=assignment_id, labeler_id=self.request.user.pk).exists():
             raise NotFound("No such assignment of yours.")
         try:
-            result = service(assignment_id, self.request.user, **data.validated_data)
+            result = service(assignment_id, user=self.request.user, **data.validated_data)
         except NotAllowed as error:
             raise PermissionDenied(str(error)) from None
         except LeaseExpired as error:
@@ -232,9 +232,7 @@ class AssignmentViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     @action(detail=True, methods=["post"], url_path="bad-split")
     def bad_split(self, request: Request, pk: str | None = None) -> Response:
         """Report a step of your open pass as badly split (its boundaries look wrong), or withdraw the report."""
-        return self._act(pk, s.BadSplitInputSerializer,
-                         lambda assignment_id, user, **data: labeling.report_bad_split(
-                             assignment_id=assignment_id, user=user, **data))
+        return self._act(pk, s.BadSplitInputSerializer, labeling.report_bad_split)
 
     @extend_schema(request=s.DecideInputSerializer, responses={200: s.AssignmentSerializer})
     @action(detail=True, methods=["post"])

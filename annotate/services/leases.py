@@ -209,7 +209,7 @@ def heartbeat(assignment_id: int, user: User, *, now: datetime | None = None) ->
     """The open workspace's keep-alive: renew the labeler's own open lease, or say clearly that it is gone."""
     now = now or timezone.now()
     with transaction.atomic():
-        assignment = locked_open_assignment(assignment_id, user, now)
+        assignment = locked_open_assignment(assignment_id, user=user, now=now)
         assignment.save(update_fields=["lease_expires_at", "updated_at"])
     assert assignment.lease_expires_at is not None
     return assignment.lease_expires_at
@@ -253,5 +253,5 @@ def finish_and_lease_next(assignment_id: int, user: User, *, now: datetime | Non
     permissions.require(permissions.owns_assignment, user, assignment, "This is not your assignment.", error=NotAllowed)
     assert assignment is not None  # owns_assignment refuses None
     if assignment.status == AssignmentStatus.LEASED:
-        submit_assignment(assignment_id, user, now=now)
+        submit_assignment(assignment_id, user=user, now=now)
     return lease_next_solution(assignment.solution.campaign, user, now=now)

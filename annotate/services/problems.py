@@ -227,9 +227,100 @@ class SolutionRow:
     provenance: dict[str, Any]
 
 
+def _given_steps(raw_steps: Any) -> tuple[list[str], list[list[str]] | None]:
+    """A row's ``steps`` list as step texts, and each step's candidate completions (None when each step has one)."""
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise importing.RowError("steps", "must be a non-empty list")
+    steps: list[str] = []
+    candidates: list[list[str]] = []
+    for position, item in enumerate(raw_steps):
+        # A step is a string, or (conversational mode) a list of candidate completions.
+        options = item if isinstance(item, list) else [item]
+        if not options or not all(isinstance(o, str) and o.strip() for o in options):
+            raise importing.RowError(f"steps[{position}]", "must be a non-empty string or a list of them")
+        candidates.append([o.strip() for o in options])
+        steps.append(options[0].strip())
+    return steps, None if all(len(options) == 1 for options in candidates) else candidates
+
+
+def _solution_steps(obj: dict[str, Any], split_rule: str,
+                    grader: Grader) -> tuple[list[str], list[list[str]] | None, str | None]:
+    """A row's steps, candidates and answer: its ``steps`` list or its text split by ``split_rule``, and the answer
+    it gives or else the grader's reading of the solution."""
+    text_key = _first_key(obj, "solution", "response")
+    text, raw_steps = obj.get(text_key), obj.get("steps")
+    answer = _string(obj, "answer")
+    if raw_steps is not None:
+        steps, candidates = _given_steps(raw_steps)
+        return steps, candidates, answer if answer is not None else grader.extract("\n\n".join(steps), steps)
+    if isinstance(text, str) and text.strip():
+        split = split_solution(text, split_rule)
+        answer = answer if answer is not None else grader.answer_of(text, split)
+        if not split.steps:
+            raise importing.RowError(text_key, f"has no step under the step rule {split_rule!r}")
+        return split.steps, None, answer
+    if text is not None and not isinstance(text, str):
+        raise importing.RowError(text_key, f"must be a string, got {type(text).__name__}")
+    raise importing.RowError("solution", "is missing (give `solution` or `response` text, or a `steps` list)")
+
+
+def _check_step_sizes(steps: list[str]) -> None:
+    if len(steps) > settings.STEPLAB_MAX_STEPS_PER_SOLUTION:
+        raise importing.RowError("steps", f"has {len(steps)} steps; the limit is "
+                                          f"{settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
+    for position, step in enumerate(steps):
+        if len(step) > settings.STEPLAB_MAX_STEP_CHARS:
+            raise importing.RowError(f"steps[{position}]",
+                                     f"is longer than {settings.STEPLAB_MAX_STEP_CHARS} characters")
+
+
+def _check_numbers(obj: dict[str, Any], steps: list[str]) -> None:
+    """The verifier score is a number, the sample's counters integers, and the gold first error one of the steps."""
+    score = obj.get("verifier_score")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+        raise importing.RowError("verifier_score", "must be a number")
+    for key in ("sample_index", "generation", "gold_first_error"):
+        value = obj.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise importing.RowError(key, "must be an integer")
+    gold = obj.get("gold_first_error")
+    if gold is not None and not -1 <= gold < len(steps):
+        raise importing.RowError("gold_first_error",
+                                 f"is {gold}, out of range for {len(steps)} steps (-1 = no error)")
+
+
+def _flags(obj: dict[str, Any]) -> dict[str, bool]:
+    flags = {}
+    for key in ("is_quality_control", "is_screening"):
+        value = obj.get(key, False)
+        if not isinstance(value, bool):
+            raise importing.RowError(key, "must be a boolean")
+        flags[key] = value
+    return flags
+
+
+def _provenance(obj: dict[str, Any]) -> dict[str, Any]:
+    provenance = obj.get("provenance", {})
+    if not isinstance(provenance, dict):
+        raise importing.RowError("provenance", "must be an object")
+    if "pred" in obj:  # the benchmark's own reading of the answer: provenance, never the grade
+        pred = obj["pred"]
+        if pred is not None and not isinstance(pred, str):
+            raise importing.RowError("pred", f"must be a string or null, got {type(pred).__name__}")
+        provenance = {**provenance, "pred": pred}
+    return provenance
+
+
+def _generator(obj: dict[str, Any]) -> str:
+    generator = _string(obj, "generator", "model") or ""
+    if len(generator) > 200:
+        raise importing.RowError(_first_key(obj, "generator", "model"), "is longer than 200 characters")
+    return generator
+
+
 def make_solution_parser(split_rule: str = "auto", grader: Grader | None = None) -> Callable[[Any], SolutionRow]:
     check_step_rule(split_rule)
-    grader = grader or get_grader()
+    row_grader = grader or get_grader()
 
     def parse(obj: Any) -> SolutionRow:
         if not isinstance(obj, dict):
@@ -238,76 +329,19 @@ def make_solution_parser(split_rule: str = "auto", grader: Grader | None = None)
         problem_text = _string(obj, "problem", "question")
         if not problem_id and not problem_text:
             raise importing.RowError("problem_id", "is missing (give `problem_id` or the `problem` text)")
-        text_key = _first_key(obj, "solution", "response")
-        text, raw_steps = obj.get(text_key), obj.get("steps")
-        answer = _string(obj, "answer")
-        candidates: list[list[str]] | None = None
-        if raw_steps is not None:
-            if not isinstance(raw_steps, list) or not raw_steps:
-                raise importing.RowError("steps", "must be a non-empty list")
-            steps: list[str] = []
-            candidates = []
-            for position, item in enumerate(raw_steps):
-                # A step is a string, or (conversational mode) a list of candidate completions.
-                options = item if isinstance(item, list) else [item]
-                if not options or not all(isinstance(o, str) and o.strip() for o in options):
-                    raise importing.RowError(f"steps[{position}]", "must be a non-empty string or a list of them")
-                candidates.append([o.strip() for o in options])
-                steps.append(options[0].strip())
-            if all(len(options) == 1 for options in candidates):
-                candidates = None
-            answer = answer if answer is not None else grader.extract("\n\n".join(steps), steps)
-        elif isinstance(text, str) and text.strip():
-            split = split_solution(text, split_rule)
-            steps = split.steps
-            answer = answer if answer is not None else grader.answer_of(text, split)
-            if not steps:
-                raise importing.RowError(text_key, f"has no step under the step rule {split_rule!r}")
-        elif text is not None and not isinstance(text, str):
-            raise importing.RowError(text_key, f"must be a string, got {type(text).__name__}")
-        else:
-            raise importing.RowError("solution", "is missing (give `solution` or `response` text, or a `steps` list)")
-        if len(steps) > settings.STEPLAB_MAX_STEPS_PER_SOLUTION:
-            raise importing.RowError("steps", f"has {len(steps)} steps; the limit is "
-                                              f"{settings.STEPLAB_MAX_STEPS_PER_SOLUTION}")
-        for position, step in enumerate(steps):
-            if len(step) > settings.STEPLAB_MAX_STEP_CHARS:
-                raise importing.RowError(f"steps[{position}]",
-                                         f"is longer than {settings.STEPLAB_MAX_STEP_CHARS} characters")
+        steps, candidates, answer = _solution_steps(obj, split_rule, row_grader)
+        _check_step_sizes(steps)
+        _check_numbers(obj, steps)
+        flags = _flags(obj)
+        provenance = _provenance(obj)
+        generator = _generator(obj)
         score = obj.get("verifier_score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-            raise importing.RowError("verifier_score", "must be a number")
-        for key in ("sample_index", "generation", "gold_first_error"):
-            value = obj.get(key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise importing.RowError(key, "must be an integer")
-        gold = obj.get("gold_first_error")
-        if gold is not None and not -1 <= gold < len(steps):
-            raise importing.RowError("gold_first_error",
-                                     f"is {gold}, out of range for {len(steps)} steps (-1 = no error)")
-        flags = {}
-        for key in ("is_quality_control", "is_screening"):
-            value = obj.get(key, False)
-            if not isinstance(value, bool):
-                raise importing.RowError(key, "must be a boolean")
-            flags[key] = value
-        provenance = obj.get("provenance", {})
-        if not isinstance(provenance, dict):
-            raise importing.RowError("provenance", "must be an object")
-        if "pred" in obj:  # the benchmark's own reading of the answer: provenance, never the grade
-            pred = obj["pred"]
-            if pred is not None and not isinstance(pred, str):
-                raise importing.RowError("pred", f"must be a string or null, got {type(pred).__name__}")
-            provenance = {**provenance, "pred": pred}
-        generator = _string(obj, "generator", "model") or ""
-        if len(generator) > 200:
-            raise importing.RowError(_first_key(obj, "generator", "model"), "is longer than 200 characters")
         return SolutionRow(
             problem_id=problem_id, problem_text=problem_text, steps=steps, candidates=candidates, answer=answer,
             verifier_score=None if score is None else float(score), generator=generator,
             sample_index=obj.get("sample_index"), generation=obj.get("generation"),
             is_quality_control=flags["is_quality_control"], is_screening=flags["is_screening"],
-            gold_first_error=gold, provenance=provenance,
+            gold_first_error=obj.get("gold_first_error"), provenance=provenance,
         )
 
     return parse

@@ -97,7 +97,7 @@ def _rate_untouched_pass(labeling_input: LabelingInput, user: User, now: datetim
                           or label.error_category for position, label in enumerate(labels))):
         return None
     return labeling.record_untouched_pass(
-        labeling_input.assignment_id, user, now=now,
+        labeling_input.assignment_id, user=user, now=now,
         ratings=[labeling.PlainRating(rating=label.rating, flagged=bool(label.flagged), time_ms=label.time_ms)
                  for label in labels if label.rating is not None])
 
@@ -107,7 +107,7 @@ def _rate_step_by_step(labeling_input: LabelingInput, user: User, now: datetime)
     for position, label in enumerate(labeling_input.ratings):
         try:
             labeling.record_rating(
-                labeling_input.assignment_id, user, step_index=label.step_index, rating=label.rating,
+                labeling_input.assignment_id, user=user, step_index=label.step_index, rating=label.rating,
                 flagged=label.flagged, time_ms=label.time_ms, rationale=label.rationale,
                 error_category=label.error_category, now=now)
         except (NotAllowed, LeaseExpired):
@@ -138,11 +138,11 @@ def apply_labeling(labeling_input: LabelingInput, user: User, *,
                     written, reason=labeling_input.finish_reason, text=labeling_input.finish_text,
                     total_time_ms=labeling_input.total_time_ms, now=now)
             elif labeling_input.finish_reason is None:
-                assignment = labeling.submit_assignment(labeling_input.assignment_id, user,
+                assignment = labeling.submit_assignment(labeling_input.assignment_id, user=user,
                                                         total_time_ms=labeling_input.total_time_ms, now=now)
             else:
                 assignment = labeling.finish_assignment(
-                    labeling_input.assignment_id, user, reason=labeling_input.finish_reason,
+                    labeling_input.assignment_id, user=user, reason=labeling_input.finish_reason,
                     text=labeling_input.finish_text, total_time_ms=labeling_input.total_time_ms, now=now)
         except (NotAllowed, LeaseExpired):
             raise

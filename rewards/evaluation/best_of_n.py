@@ -158,76 +158,112 @@ def simulate_trials(
     return ns, {m: w / enc.problems for m, w in wins.items()}
 
 
-def _simulate_wins(enc: Encoded, ns, trials, seed, methods, chunk_elements,
-                   per_problem: dict[str, np.ndarray] | None = None) -> tuple[list[int], dict[str, np.ndarray]]:
-    """Per-trial numbers of problems solved, int64 (trials, len(ns)) per method; with ``per_problem``, each
-    problem's wins summed over the trials are added to it too ((problems, len(ns)) per method)."""
-    n, P = enc.pool_size, enc.problems
-    ns = _check_ns(ns, n)
+def _check_run(methods: Sequence[str], trials: int) -> int:
+    """``trials`` as an int, once the methods are known ones and there is at least one trial."""
     unknown = set(methods) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}; known: {METHODS}")
     trials = int(trials)
     if trials < 1:
         raise ValueError("trials must be at least 1")
+    return trials
+
+
+def _slot_bits(pool_size: int) -> int:
+    """Bits that hold a slot index (the low bits of a permutation key)."""
+    return max(1, (pool_size - 1).bit_length())
+
+
+def _shuffled_slots(rng: np.random.Generator, rows: int, pool_size: int, nmax: int) -> np.ndarray:
+    """Per row, the first ``nmax`` slots of a uniformly random permutation of the pool's slots, int64 (rows, nmax):
+    random 64-bit keys whose low bits carry the slot index, sorted."""
+    low = np.uint64((1 << _slot_bits(pool_size)) - 1)
+    keys = rng.bit_generator.random_raw(rows * pool_size).reshape(rows, pool_size)
+    keys &= ~low
+    keys |= np.arange(pool_size, dtype=np.uint64)
+    keys.sort(axis=1)
+    take = keys[:, :nmax] & low
+    del keys
+    return take.view(np.int64)
+
+
+def _top_score_payloads(enc: Encoded, methods: Sequence[str],
+                        nmax: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Per score method, each sample's ``(rank << (ib + 1)) | correct`` flat over (P, n); and per subset position
+    its reversed position shifted by one, OR-ed in per trial so that the earlier slot wins ties."""
+    n, ib = enc.pool_size, _slot_bits(enc.pool_size)
+    ptype = np.int32 if (n + 1).bit_length() + ib + 1 <= 31 else np.int64
+    rev_pos = ((n - 1 - np.arange(nmax, dtype=np.int64)) << 1).astype(ptype)
+    flat_packed = {
+        m: ((enc.rank[m].astype(np.int64) << (ib + 1)) | enc.correct).reshape(-1).astype(ptype)
+        for m in SCORE_METHODS if m in methods
+    }
+    return rev_pos, flat_packed
+
+
+@dataclass(frozen=True)
+class _MajorityLayout:
+    """Answer rows laid out per trial as [trash, p0 wrong.., p0 dummy, p0 right.., p0 dummy, p1 ..]; a sample's
+    count key is (row * J + bucket); samples without an answer go to the trial's trash row."""
+
+    rows: int  # answer rows per trial
+    key: np.ndarray  # flat (P * n,): each slot's row * J
+    blk_starts: np.ndarray  # first row of each block (trash, then each problem's wrong and right answers)
+    blk_len: np.ndarray  # rows in each block
+
+
+def _majority_rows(enc: Encoded) -> int:
+    return 1 + int((enc.n_wrong + 1 + enc.n_right + 1).sum())
+
+
+def _majority_layout(enc: Encoded, J: int, chunk: int) -> _MajorityLayout:
+    seg_w = enc.n_wrong + 1
+    seg_r = enc.n_right + 1
+    k_off = 1 + np.concatenate([[0], np.cumsum(seg_w + seg_r)[:-1]])
+    k_blk = _majority_rows(enc)
+    ans = enc.answer.astype(np.int64)
+    static = np.where(ans >= 0, ans + k_off[:, None], 0)
+    mtype = np.int32 if chunk * k_blk * J < 2**31 else np.int64
+    return _MajorityLayout(
+        rows=k_blk, key=(static * J).reshape(-1).astype(mtype),
+        blk_starts=np.concatenate([[0], np.stack([k_off, k_off + seg_w], axis=1).reshape(-1)]),
+        blk_len=np.concatenate([[1], np.stack([seg_w, seg_r], axis=1).reshape(-1)]))
+
+
+def _simulate_wins(enc: Encoded, ns, trials, seed, methods, chunk_elements,
+                   per_problem: dict[str, np.ndarray] | None = None) -> tuple[list[int], dict[str, np.ndarray]]:
+    """Per-trial numbers of problems solved, int64 (trials, len(ns)) per method; with ``per_problem``, each
+    problem's wins summed over the trials are added to it too ((problems, len(ns)) per method)."""
+    n, P = enc.pool_size, enc.problems
+    ns = _check_ns(ns, n)
+    trials = _check_run(methods, trials)
     rng = np.random.default_rng(seed)
     J = len(ns)
     ns_a = np.asarray(ns, dtype=np.int64)
     nmax = int(ns_a[-1])
     starts = np.concatenate([[0], ns_a[:-1]])  # prefix segments [starts[j], ns[j]) of the first nmax slots
     bucket = np.repeat(np.arange(J, dtype=np.int64), np.diff(np.concatenate([[0], ns_a])))  # (nmax,)
-    ib = max(1, (n - 1).bit_length())
-    low = np.uint64((1 << ib) - 1)
-    slot = np.arange(n, dtype=np.uint64)
-
     # Static per-sample payloads, gathered once per trial through the permutation.
-    # Top score: (rank << (ib + 1)) | correct; the slot's reversed position is OR-ed in per trial.
-    rank_bits = (n + 1).bit_length()
-    small = rank_bits + ib + 1 <= 31
-    ptype = np.int32 if small else np.int64
-    rev_pos = ((n - 1 - np.arange(nmax, dtype=np.int64)) << 1).astype(ptype)  # earlier slot wins ties
+    rev_pos, flat_packed = _top_score_payloads(enc, methods, nmax)
     flat_correct = enc.correct.reshape(-1)
-    flat_packed = {
-        m: ((enc.rank[m].astype(np.int64) << (ib + 1)) | enc.correct).reshape(-1).astype(ptype)
-        for m in SCORE_METHODS if m in methods
-    }
-    # Majority: answer rows laid out per trial as [trash, p0 wrong.., p0 dummy, p0 right.., p0 dummy, p1 ..];
-    # a sample's count key is (row * J + bucket); samples without an answer go to the trial's trash row.
-    seg_w = enc.n_wrong + 1
-    seg_r = enc.n_right + 1
-    k_per = seg_w + seg_r
-    k_off = 1 + np.concatenate([[0], np.cumsum(k_per)[:-1]])
-    k_blk = 1 + int(k_per.sum())
-    per_trial = max(P * n, k_blk * J if "majority" in methods else 0)
+    voting = "majority" in methods
+    per_trial = max(P * n, _majority_rows(enc) * J if voting else 0)
     chunk = max(1, min(trials, int(chunk_elements) // max(1, per_trial)))
-    if "majority" in methods:
-        ans = enc.answer.astype(np.int64)
-        static = np.where(ans >= 0, ans + k_off[:, None], 0)
-        mtype = np.int32 if chunk * k_blk * J < 2**31 else np.int64
-        flat_ans_key = (static * J).reshape(-1).astype(mtype)
-        blk_starts = np.concatenate([[0], np.stack([k_off, k_off + seg_w], axis=1).reshape(-1)])
-        blk_len = np.concatenate([[1], np.stack([seg_w, seg_r], axis=1).reshape(-1)])
+    majority = _majority_layout(enc, J, chunk) if voting else None
 
     out = {m: np.empty((trials, J), dtype=np.int64) for m in methods}
     cache: dict[int, tuple] = {}
     for t0 in range(0, trials, chunk):
         b = min(chunk, trials - t0)
-        rows = b * P
         if b not in cache:
             prob_of_row = np.tile(np.arange(P, dtype=np.int64), b)
             cache[b] = (
                 (prob_of_row * n)[:, None],
-                (np.repeat(np.arange(b, dtype=np.int64) * k_blk * J, P)[:, None] + bucket).astype(
-                    flat_ans_key.dtype) if "majority" in methods else None,
+                (np.repeat(np.arange(b, dtype=np.int64) * majority.rows * J, P)[:, None] + bucket).astype(
+                    majority.key.dtype) if majority is not None else None,
             )
         row_base, trial_bucket = cache[b]
-        keys = rng.bit_generator.random_raw(rows * n).reshape(rows, n)
-        keys &= ~low
-        keys |= slot
-        keys.sort(axis=1)
-        take = keys[:, :nmax] & low
-        del keys
-        take = take.view(np.int64)
+        take = _shuffled_slots(rng, b * P, n, nmax)
         take += row_base
         for m in methods:
             if m in SCORE_METHODS:
@@ -240,9 +276,10 @@ def _simulate_wins(enc: Encoded, ns, trials, seed, methods, chunk_elements,
                 corr = flat_correct.take(take)
                 win = np.logical_or.accumulate(np.logical_or.reduceat(corr, starts, axis=1), axis=1)
             else:
-                key = flat_ans_key.take(take)
+                assert majority is not None  # "majority" is in methods
+                key = majority.key.take(take)
                 key += trial_bucket
-                win = _majority_counts(key, b, P, J, k_blk, blk_starts, blk_len, rng)
+                win = _majority_counts(key, b, P, J, majority.rows, majority.blk_starts, majority.blk_len, rng)
             out[m][t0:t0 + b] = win.reshape(b, P, J).sum(axis=1)
             if per_problem is not None:
                 per_problem.setdefault(m, np.zeros((P, J), dtype=np.int64))

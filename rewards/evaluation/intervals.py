@@ -24,6 +24,7 @@ step at all.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -206,6 +207,89 @@ def crossfit_hits(first_errors: np.ndarray, rows: list[np.ndarray], units: list[
     return hits
 
 
+def _no_figure() -> dict[str, Any]:
+    return {"value": None, "low": None, "high": None}
+
+
+@dataclass(frozen=True)
+class _Resampled:
+    """Scored solutions, their true first errors (-1: none) and the bootstrap's draws of their units."""
+
+    rows: list[np.ndarray]
+    first_errors: np.ndarray
+    units: list[np.ndarray]
+    index: np.ndarray  # (draws, units): units drawn with replacement
+    level: float
+
+    @property
+    def error(self) -> np.ndarray:
+        return self.first_errors != -1
+
+    def figure(self, value: float, samples: np.ndarray) -> dict[str, Any]:
+        """``value`` with the interval of its finite bootstrap samples (all None when either is missing)."""
+        finite = samples[np.isfinite(samples)]
+        if np.isnan(value) or finite.size == 0:
+            return _no_figure()
+        low, high = _bounds(finite, self.level)
+        return {"value": float(value), "low": float(low), "high": float(high)}
+
+    def accuracies(self, hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each draw's first-error accuracy on erroneous solutions and "no error" accuracy on correct ones."""
+        hit, error = hits.astype(float), self.error
+        # per unit: first errors found, erroneous solutions, right "no error" calls, correct solutions
+        counts = np.array([((hit * error)[unit].sum(), error[unit].sum(), (hit * ~error)[unit].sum(),
+                            (~error)[unit].sum()) for unit in self.units], dtype=float).reshape(len(self.units), 4)
+        drawn = counts[self.index].sum(axis=1)  # (draws, 4)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return drawn[:, 0] / drawn[:, 1], drawn[:, 2] / drawn[:, 3]
+
+    def solutions_of(self, draw: np.ndarray) -> np.ndarray:
+        return np.concatenate([self.units[u] for u in draw]) if len(draw) else np.zeros(0, dtype=int)
+
+
+def _step_auroc(data: _Resampled, labels_mask: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, np.ndarray]:
+    """Step AUROC over every labeled step, and in each draw over the drawn solutions' labeled steps."""
+    rows, units = data.rows, data.units
+    scores_kept = [r[mask] for r, (_, mask) in zip(rows, labels_mask, strict=True)]
+    truth_kept = [y[mask] for y, mask in labels_mask]
+    all_scores = np.concatenate(scores_kept) if rows else np.zeros(0)
+    all_truth = np.concatenate(truth_kept).astype(bool) if rows else np.zeros(0, dtype=bool)
+    unit_scores = [np.concatenate([scores_kept[i] for i in unit]) for unit in units]
+    unit_truth = [np.concatenate([truth_kept[i] for i in unit]).astype(bool) for unit in units]
+    aurocs = np.array([auroc(np.concatenate([unit_scores[u] for u in draw]),
+                             np.concatenate([unit_truth[u] for u in draw])) for draw in data.index])
+    return auroc(all_scores, all_truth), aurocs
+
+
+def _first_error_figures(data: _Resampled,
+                         point: float) -> tuple[dict[str, dict[str, Any]], tuple[float, np.ndarray]]:
+    """The first-error figures at threshold ``point``, and its F1 on all solutions and in each draw."""
+    error_acc, correct_acc = data.accuracies(_first_error_hits(data.first_errors, data.rows, point))
+    whole = processbench_metrics(data.first_errors, step_scores=data.rows, threshold=point) if data.rows else None
+    f1 = (whole["f1"] if whole else float("nan"), _f1(error_acc, correct_acc))
+    return {"first_error_acc": data.figure(whole["error_acc"] if whole else float("nan"), error_acc),
+            "no_error_acc": data.figure(whole["correct_acc"] if whole else float("nan"), correct_acc),
+            "first_error_f1": data.figure(*f1)}, f1
+
+
+def _crossfit_figures(data: _Resampled, seed: int) -> dict[str, Any]:
+    error = data.error
+    crossfit = crossfit_hits(data.first_errors, data.rows, data.units, seed=seed) if error.any() and (
+        ~error).any() else None
+    if crossfit is None:
+        return {"crossfit_folds": None, "first_error_f1_crossfit": _no_figure()}
+    error_acc, correct_acc = data.accuracies(crossfit)
+    value = _f1(np.array([crossfit[error].mean()]), np.array([crossfit[~error].mean()]))[0]
+    return {"crossfit_folds": min(CROSSFIT_FOLDS, len(data.units)),
+            "first_error_f1_crossfit": data.figure(float(value), _f1(error_acc, correct_acc))}
+
+
+def _threshold_samples(data: _Resampled) -> np.ndarray:
+    """The threshold calibrated again in each of the first ``THRESHOLD_DRAWS`` draws (NaN where none is)."""
+    return np.array([calibrate_threshold(data.first_errors[d], [data.rows[i] for i in d])["threshold"] or np.nan
+                     for d in map(data.solutions_of, data.index[:THRESHOLD_DRAWS])], dtype=float)
+
+
 def step_level_intervals(step_scores: Sequence[Sequence[float] | np.ndarray], ratings: Sequence[Sequence[int]], *,
                          groups: Sequence[str] | None = None, neutral: str = "positive",
                          threshold: float | None = None, draws: int = DRAWS, seed: int = 0,
@@ -220,75 +304,29 @@ def step_level_intervals(step_scores: Sequence[Sequence[float] | np.ndarray], ra
     chosen = threshold if threshold is not None else (calibration or {}).get("threshold")
     labels_mask = [step_labels_from_ratings(rated, neutral) for rated in ratings]
     units = _units(groups, len(rows))
-    index = _draws(len(units), draws, seed)  # (draws, units): units drawn with replacement
-    error = first_errors != -1
+    data = _Resampled(rows, first_errors, units, _draws(len(units), draws, seed), level)
     figures: dict[str, Any] = {"unit": "solutions" if groups is None else "problems", "solutions": len(rows),
                                "problems": None if groups is None else len(units), "draws": draws, "seed": seed,
                                "level": level, "threshold": chosen, "threshold_source": "model"
                                if threshold is not None else "held-out"}
-
-    def solutions_of(draw: np.ndarray) -> np.ndarray:
-        return np.concatenate([units[u] for u in draw]) if len(draw) else np.zeros(0, dtype=int)
-
-    def drawn_accuracies(hits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each draw's first-error accuracy on erroneous solutions and "no error" accuracy on correct ones."""
-        hit = hits.astype(float)
-        # per unit: first errors found, erroneous solutions, right "no error" calls, correct solutions
-        counts = np.array([((hit * error)[unit].sum(), error[unit].sum(), (hit * ~error)[unit].sum(),
-                            (~error)[unit].sum()) for unit in units], dtype=float).reshape(len(units), 4)
-        drawn = counts[index].sum(axis=1)  # (draws, 4)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return drawn[:, 0] / drawn[:, 1], drawn[:, 2] / drawn[:, 3]
-
-    def interval(name: str, value: float, samples: np.ndarray) -> None:
-        finite = samples[np.isfinite(samples)]
-        if np.isnan(value) or finite.size == 0:
-            figures[name] = {"value": None, "low": None, "high": None}
-            return
-        low, high = _bounds(finite, level)
-        figures[name] = {"value": float(value), "low": float(low), "high": float(high)}
-
-    # step AUROC: each draw keeps the drawn solutions' labeled steps
-    scores_kept = [r[mask] for r, (_, mask) in zip(rows, labels_mask, strict=True)]
-    truth_kept = [y[mask] for y, mask in labels_mask]
-    all_scores = np.concatenate(scores_kept) if rows else np.zeros(0)
-    all_truth = np.concatenate(truth_kept).astype(bool) if rows else np.zeros(0, dtype=bool)
-    unit_scores = [np.concatenate([scores_kept[i] for i in unit]) for unit in units]
-    unit_truth = [np.concatenate([truth_kept[i] for i in unit]).astype(bool) for unit in units]
-    aurocs = np.array([auroc(np.concatenate([unit_scores[u] for u in draw]),
-                              np.concatenate([unit_truth[u] for u in draw])) for draw in index])
-    interval("step_auroc", auroc(all_scores, all_truth), aurocs)
+    figures["step_auroc"] = data.figure(*_step_auroc(data, labels_mask))
     f1_draws: dict[str, tuple[float, np.ndarray]] = {}  # per threshold: F1 on all solutions and in each draw
     for suffix, point in (("", DEFAULT_THRESHOLD), ("_calibrated", chosen)):
         if point is None:
-            for name in ("first_error_acc", "no_error_acc", "first_error_f1"):
-                figures[name + suffix] = {"value": None, "low": None, "high": None}
+            figures.update({name + suffix: _no_figure() for name in ("first_error_acc", "no_error_acc",
+                                                                     "first_error_f1")})
             continue
-        error_acc, correct_acc = drawn_accuracies(_first_error_hits(first_errors, rows, float(point)))
-        whole = processbench_metrics(first_errors, step_scores=rows, threshold=float(point)) if rows else None
-        interval("first_error_acc" + suffix, whole["error_acc"] if whole else float("nan"), error_acc)
-        interval("no_error_acc" + suffix, whole["correct_acc"] if whole else float("nan"), correct_acc)
-        f1_draws[suffix] = (whole["f1"] if whole else float("nan"), _f1(error_acc, correct_acc))
-        interval("first_error_f1" + suffix, *f1_draws[suffix])
+        at_point, f1_draws[suffix] = _first_error_figures(data, float(point))
+        figures.update({name + suffix: figure for name, figure in at_point.items()})
     # what the chosen threshold buys over 0.5, paired: both F1s from the same draws, so the problems cancel out
     if "" in f1_draws and "_calibrated" in f1_draws:
         (at_default, default_draws), (at_chosen, chosen_draws) = f1_draws[""], f1_draws["_calibrated"]
-        interval("first_error_f1_gain", at_chosen - at_default, chosen_draws - default_draws)
+        figures["first_error_f1_gain"] = data.figure(at_chosen - at_default, chosen_draws - default_draws)
     else:
-        figures["first_error_f1_gain"] = {"value": None, "low": None, "high": None}
-    crossfit = crossfit_hits(first_errors, rows, units, seed=seed) if error.any() and (~error).any() else None
-    figures["crossfit_folds"] = min(CROSSFIT_FOLDS, len(units)) if crossfit is not None else None
-    if crossfit is None:
-        figures["first_error_f1_crossfit"] = {"value": None, "low": None, "high": None}
-    else:
-        error_acc, correct_acc = drawn_accuracies(crossfit)
-        value = _f1(np.array([crossfit[error].mean()]), np.array([crossfit[~error].mean()]))[0]
-        interval("first_error_f1_crossfit", float(value), _f1(error_acc, correct_acc))
+        figures["first_error_f1_gain"] = _no_figure()
+    figures.update(_crossfit_figures(data, seed))
     if calibration is not None and chosen is not None:
-        few = index[:THRESHOLD_DRAWS]
-        samples = np.array([calibrate_threshold(first_errors[d], [rows[i] for i in d])["threshold"] or np.nan
-                            for d in map(solutions_of, few)], dtype=float)
-        interval("threshold_interval", chosen, samples)
+        figures["threshold_interval"] = data.figure(chosen, _threshold_samples(data))
     figures["flags_no_step"] = bool(rows) and not any((r < DEFAULT_THRESHOLD).any() for r in rows)
     return figures
 

@@ -57,10 +57,10 @@ def label_everything(campaign: Campaign, labeler: Any) -> int:
         wrong = assignment.solution.is_correct is False
         for index in steps:
             value = -1 if wrong and index == steps[-1] else (0 if index % 3 == 2 else 1)
-            result = labeling.record_rating(assignment.pk, labeler, step_index=index, rating=value, time_ms=100)
+            result = labeling.record_rating(assignment.pk, user=labeler, step_index=index, rating=value, time_ms=100)
             if result.found_error:
                 break
-        labeling.submit_assignment(assignment.pk, labeler)  # found_error after a −1, else solution
+        labeling.submit_assignment(assignment.pk, user=labeler)  # found_error after a −1, else solution
         finished += 1
 
 

@@ -50,9 +50,9 @@ def _label(campaign: Campaign, user, values: list[int], *, category: str | None 
     assignment = lease_next_solution(campaign, user).assignment
     assert assignment is not None
     for index, value in enumerate(values):
-        record_rating(assignment.pk, user, step_index=index, rating=value,
+        record_rating(assignment.pk, user=user, step_index=index, rating=value,
                       error_category=category if value == values[-1] and category else None)
-    submit_assignment(assignment.pk, user)
+    submit_assignment(assignment.pk, user=user)
     return assignment
 
 
@@ -102,8 +102,8 @@ def test_a_custom_four_value_scale_end_to_end(make_user, member, settings, tmp_p
                          {"step_index": 1, "rating": -2, "error_category": "invalid inference"}, **HX)
     assert chosen.status_code == 200 and "Error: invalid inference." in chosen.content.decode()
     with pytest.raises(LabelingError, match="not an error category"):
-        record_rating(assignment.pk, ann, step_index=1, rating=-2, error_category="astrology")
-    submit_assignment(assignment.pk, ann)
+        record_rating(assignment.pk, user=ann, step_index=1, rating=-2, error_category="astrology")
+    submit_assignment(assignment.pk, user=ann)
     assignment.refresh_from_db()
     assert assignment.finish_reason == "found_error"
     _label(campaign, bob, [2, -2], category="factual error")
@@ -163,7 +163,7 @@ def test_the_binary_scale_end_to_end(make_user, member) -> None:
     for index in range(len(STEPS)):
         assert client.post(f"/assignments/{assignment.pk}/rate", {"step_index": index, "rating": 1},
                            **HX).status_code == 200
-    submit_assignment(assignment.pk, ann)
+    submit_assignment(assignment.pk, user=ann)
     _label(campaign, bob, [1, 1, -1])
     data = agreement.load_labelings(campaign)
     assert sorted(item.first_error for item in data.labelings) == [-1, 2]

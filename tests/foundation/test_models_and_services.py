@@ -83,9 +83,9 @@ def test_changed_rating_keeps_its_history(campaign_factory, make_user) -> None:
     MembershipFactory(campaign=campaign, user=user, role=Role.LABELER)
     assignment = lease_next_solution(campaign, user).assignment
     assert assignment is not None
-    record_rating(assignment.pk, user, step_index=0, rating=1)
-    record_rating(assignment.pk, user, step_index=0, rating=0)
-    record_rating(assignment.pk, user, step_index=0, rating=0)  # same value: idempotent, no new revision
+    record_rating(assignment.pk, user=user, step_index=0, rating=1)
+    record_rating(assignment.pk, user=user, step_index=0, rating=0)
+    record_rating(assignment.pk, user=user, step_index=0, rating=0)  # same value: idempotent, no new revision
     rating = Rating.objects.get(assignment=assignment)
     assert rating.rating == 0
     assert list(RatingRevision.objects.filter(rating=rating).values_list("previous_rating", flat=True)) == [1]
@@ -98,15 +98,15 @@ def test_stop_at_first_error_is_enforced(campaign_factory, make_user) -> None:
     user = make_user("lab")
     MembershipFactory(campaign=campaign, user=user, role=Role.LABELER)
     assignment = lease_next_solution(campaign, user).assignment
-    record_rating(assignment.pk, user, step_index=0, rating=1)
-    record_rating(assignment.pk, user, step_index=1, rating=-1)
+    record_rating(assignment.pk, user=user, step_index=0, rating=1)
+    record_rating(assignment.pk, user=user, step_index=1, rating=-1)
     with pytest.raises(LabelingError):
-        record_rating(assignment.pk, user, step_index=2, rating=1)
-    submit_assignment(assignment.pk, user)
+        record_rating(assignment.pk, user=user, step_index=2, rating=1)
+    submit_assignment(assignment.pk, user=user)
     assignment.refresh_from_db()
     assert assignment.status == AssignmentStatus.SUBMITTED and assignment.finish_reason == "found_error"
     with pytest.raises(LabelingError):
-        record_rating(assignment.pk, user, step_index=2, rating=1)
+        record_rating(assignment.pk, user=user, step_index=2, rating=1)
 
 
 @pytest.mark.django_db

@@ -1,8 +1,5 @@
 """The house's size rules: no product module over 500 lines (a models package's files and migrations aside) and no
-product function over 80 lines (``bench/`` and the tests aside).
-
-The functions over the limit today are named below; the list may only shrink: an entry that no longer exists or
-fits the limit fails too, so whoever shortens one takes it off."""
+product function over 80 lines (``bench/`` and the tests aside)."""
 from __future__ import annotations
 
 import ast
@@ -13,12 +10,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("steplab", "stepcore", "annotate", "api", "rewards", "webhooks", "demo", "steplab_client", "endpoints")
 MODULE_LINES = 500
 FUNCTION_LINES = 80
-#: today's longer functions, as ``path::qualified name``
-LONG_FUNCTIONS = {
-    "annotate/services/problems.py::make_solution_parser",
-    "rewards/evaluation/best_of_n.py::_simulate_wins",
-    "rewards/evaluation/intervals.py::step_level_intervals",
-}
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
@@ -47,12 +38,10 @@ def test_no_product_module_is_over_500_lines() -> None:
     assert {relative: lines for relative, lines in long.items() if lines > MODULE_LINES} == {}
 
 
-def test_no_product_function_is_over_80_lines_but_the_named_ones() -> None:
+def test_no_product_function_is_over_80_lines() -> None:
     lengths = {f"{relative}::{name}": lines for relative, path in _modules()
                for name, lines in _functions(ast.parse(path.read_text(encoding="utf-8")))}
-    over = {name: lines for name, lines in lengths.items() if lines > FUNCTION_LINES}
-    assert {name: lines for name, lines in over.items() if name not in LONG_FUNCTIONS} == {}
-    assert LONG_FUNCTIONS - over.keys() == set(), "shortened or gone: take it off LONG_FUNCTIONS"
+    assert {name: lines for name, lines in lengths.items() if lines > FUNCTION_LINES} == {}
 
 
 def test_the_walk_sees_methods_and_nested_functions() -> None:

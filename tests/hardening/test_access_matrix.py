@@ -615,15 +615,15 @@ def _labeling_calls() -> dict[str, LabelingCall]:
             w.assignment.pk, user), mine),
         "load_workspace": LabelingCall(LABELER_IN, lambda w, user: load_workspace(w.assignment.pk, user), mine),
         "record_rating": LabelingCall(LABELER_IN, lambda w, user: labeling.record_rating(
-            w.assignment.pk, user, step_index=99, rating=1), mine),
+            w.assignment.pk, user=user, step_index=99, rating=1), mine),
         "flag_step": LabelingCall(LABELER_IN, lambda w, user: labeling.flag_step(
-            w.assignment.pk, user, step_index=99, flagged=True), mine),
+            w.assignment.pk, user=user, step_index=99, flagged=True), mine),
         "decide_step": LabelingCall(LABELER_IN, lambda w, user: labeling.decide_step(
-            w.assignment.pk, user, step_index=99, chosen_completion=0), mine),
+            w.assignment.pk, user=user, step_index=99, chosen_completion=0), mine),
         "finish_assignment": LabelingCall(LABELER_IN, lambda w, user: labeling.finish_assignment(
-            w.assignment.pk, user, reason="solution"), mine),
+            w.assignment.pk, user=user, reason="solution"), mine),
         "submit_assignment": LabelingCall(LABELER_IN, lambda w, user: labeling.submit_assignment(
-            w.assignment.pk, user), mine),
+            w.assignment.pk, user=user), mine),
         "apply_labeling": LabelingCall(LABELER_IN, lambda w, user: whole_labeling.apply_labeling(
             whole_labeling.LabelingInput(assignment_id=w.assignment.pk, client_key=f"matrix-{user.pk}",
                                          ratings=[whole_labeling.StepLabel(step_index=99, rating=1)]), user),

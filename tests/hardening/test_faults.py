@@ -58,7 +58,7 @@ def test_postgres_restart_fails_cleanly_then_recovers(client, campaign_factory, 
 
     campaign, user = _labeling_setup(campaign_factory, make_user)
     assignment = lease_next_solution(campaign, user).assignment
-    record_rating(assignment.pk, user, step_index=0, rating=1)
+    record_rating(assignment.pk, user=user, step_index=0, rating=1)
     client.force_login(user)
     client.raise_request_exception = False
     rate = (f"/assignments/{assignment.pk}/rate", {"step_index": 1, "rating": 1})
@@ -99,7 +99,7 @@ def test_labeling_keeps_working_while_redis_is_down(client, campaign_factory, ma
         assert client.get("/").status_code == 200
         assignment = lease_next_solution(campaign, user).assignment
         for index in range(3):
-            record_rating(assignment.pk, user, step_index=index, rating=1)
+            record_rating(assignment.pk, user=user, step_index=index, rating=1)
         assert Rating.objects.filter(assignment=assignment).count() == 3
     finally:
         Path("/var/lib/redis").mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ def lab(campaign_factory, personas):
 
 
 def _rate(assignment: Assignment, user: Any, step: int, value: int, **extra: Any) -> labeling.RatingResult:
-    return labeling.record_rating(assignment.pk, user, step_index=step, rating=value, **extra)
+    return labeling.record_rating(assignment.pk, user=user, step_index=step, rating=value, **extra)
 
 
 # --- the rationale rule in the labeling service ---------------------------------------------------------------
@@ -57,15 +57,15 @@ def test_required_reason_blocks_the_submit_until_the_minus_one_has_one(lab) -> N
     _rate(assignment, people.labeler, 0, 1)
     _rate(assignment, people.labeler, 1, -1)
     with pytest.raises(LabelingError, match=r"^Step 2 is rated −1 without a reason: this campaign requires"):
-        labeling.submit_assignment(assignment.pk, people.labeler)
+        labeling.submit_assignment(assignment.pk, user=people.labeler)
     with pytest.raises(LabelingError, match=r"^Step 2 is rated −1 without a reason"):
-        labeling.finish_assignment(assignment.pk, people.labeler, reason="found_error")
+        labeling.finish_assignment(assignment.pk, user=people.labeler, reason="found_error")
     assert Assignment.objects.get(pk=assignment.pk).status == AssignmentStatus.LEASED
     saved = _rate(assignment, people.labeler, 1, -1, rationale="  y is 3, not 2 \t").rating
     assert saved.rationale == "y is 3, not 2"
     # Pressing −1 again (no rationale given) keeps the reason.
     assert _rate(assignment, people.labeler, 1, -1).rating.rationale == "y is 3, not 2"
-    labeling.submit_assignment(assignment.pk, people.labeler)
+    labeling.submit_assignment(assignment.pk, user=people.labeler)
     done = Assignment.objects.get(pk=assignment.pk)
     assert (done.status, done.finish_reason) == (AssignmentStatus.SUBMITTED, "found_error")
 
@@ -75,7 +75,7 @@ def test_optional_reason_does_not_block_and_off_refuses_one(lab, campaign_factor
     campaign.step_rationale = StepRationale.OPTIONAL
     campaign.save()
     _rate(assignment, people.labeler, 0, -1)
-    labeling.submit_assignment(assignment.pk, people.labeler)
+    labeling.submit_assignment(assignment.pk, user=people.labeler)
     off = campaign_factory("no-why")
     solution_with_steps(off, STEPS)
     labeler = member(off, "off-labeler")
@@ -203,7 +203,7 @@ def test_the_campaign_form_sets_step_rationale(lab) -> None:
 
 def test_resplit_before_any_rating_replaces_the_steps_in_place_and_releases_open_leases(lab) -> None:
     campaign, solution, people, assignment = lab
-    labeling.flag_step(assignment.pk, people.labeler, step_index=0, flagged=True)  # a mark, not a rating
+    labeling.flag_step(assignment.pk, user=people.labeler, step_index=0, flagged=True)  # a mark, not a rating
     labeling.report_bad_split(assignment_id=assignment.pk, user=people.labeler, step_index=0)
     before = Solution.objects.get(pk=solution.pk)
     assert before.label_count == 1
@@ -239,7 +239,7 @@ def test_resplit_after_ratings_makes_a_new_solution_and_the_old_keeps_its_labels
                 .values_list("text", flat=True)) == STEPS
     assert Rating.objects.get(assignment=assignment).rating == 1  # the open pass on the old steps goes on
     _rate(assignment, people.labeler, 1, -1, rationale="y is 3")
-    labeling.submit_assignment(assignment.pk, people.labeler)
+    labeling.submit_assignment(assignment.pk, user=people.labeler)
     other = member(campaign, "second-labeler")
     lease = leases.lease_next_solution(campaign, other).assignment
     assert lease is not None and lease.solution_id == new.pk  # the old solution takes no new work
@@ -294,7 +294,7 @@ def _labeled(lab: Any) -> tuple[Any, Assignment]:
     campaign, _, people, assignment = lab
     _rate(assignment, people.labeler, 0, 1)
     _rate(assignment, people.labeler, 1, -1, rationale="y is 3, not 2")
-    labeling.submit_assignment(assignment.pk, people.labeler)
+    labeling.submit_assignment(assignment.pk, user=people.labeler)
     return campaign, assignment
 
 

@@ -288,15 +288,15 @@ def test_a_null_rating_cannot_leave_a_gap(stepwise, member) -> None:
     labeler = member(stepwise, "ann")
     assignment = start(login(labeler), "algebra")
     with pytest.raises(LabelingError, match="Rate step 1 first"):
-        record_rating(assignment.pk, labeler, step_index=1, rating=None)
-    record_rating(assignment.pk, labeler, step_index=0, rating=1)
-    record_rating(assignment.pk, labeler, step_index=1, rating=1)
+        record_rating(assignment.pk, user=labeler, step_index=1, rating=None)
+    record_rating(assignment.pk, user=labeler, step_index=0, rating=1)
+    record_rating(assignment.pk, user=labeler, step_index=1, rating=1)
     with pytest.raises(LabelingError, match="Step 2 is rated: a rating can only be cleared from the last rated"):
-        record_rating(assignment.pk, labeler, step_index=0, rating=None)
-    record_rating(assignment.pk, labeler, step_index=1, rating=-1)
+        record_rating(assignment.pk, user=labeler, step_index=0, rating=None)
+    record_rating(assignment.pk, user=labeler, step_index=1, rating=-1)
     with pytest.raises(LabelingError, match="Step 2 is rated −1"):
-        record_rating(assignment.pk, labeler, step_index=2, rating=None)
-    record_rating(assignment.pk, labeler, step_index=1, rating=None)  # the last rated step may be cleared
+        record_rating(assignment.pk, user=labeler, step_index=2, rating=None)
+    record_rating(assignment.pk, user=labeler, step_index=1, rating=None)  # the last rated step may be cleared
     assert list(Rating.objects.order_by("completion__step__index").values_list("rating", flat=True)) == [1, None]
 
 

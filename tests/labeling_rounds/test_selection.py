@@ -166,9 +166,9 @@ def test_provenance_and_verifier_score_round_trip_through_prm800k_export(hand_po
     for value in (-1, 1):  # one labeling finds an error at step 0, the other accepts every step
         assignment = leases.lease_next_solution(hand_pool.campaign, labeler).assignment
         for index in range(3):
-            if labeling.record_rating(assignment.pk, labeler, step_index=index, rating=value).found_error:
+            if labeling.record_rating(assignment.pk, user=labeler, step_index=index, rating=value).found_error:
                 break
-        labeling.submit_assignment(assignment.pk, labeler)  # found_error after a −1, else solution
+        labeling.submit_assignment(assignment.pk, user=labeler)  # found_error after a −1, else solution
     out = tmp_path / "prm800k.jsonl"
     call_command("export_dataset", campaign=hand_pool.campaign.slug, format="prm800k", out=out)
     rows = [json.loads(line) for line in out.read_text().splitlines()]

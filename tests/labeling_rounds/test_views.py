@@ -108,9 +108,9 @@ def _label(campaign, labeler, *, errors: int, accepts: int) -> None:
     for value in [-1] * errors + [1] * accepts:
         assignment = leases.lease_next_solution(campaign, labeler).assignment
         for index in range(3):
-            if labeling.record_rating(assignment.pk, labeler, step_index=index, rating=value).found_error:
+            if labeling.record_rating(assignment.pk, user=labeler, step_index=index, rating=value).found_error:
                 break
-        labeling.submit_assignment(assignment.pk, labeler)  # found_error after a −1, else solution
+        labeling.submit_assignment(assignment.pk, user=labeler)  # found_error after a −1, else solution
 
 
 def test_dashboard_shows_each_generation_with_flat_queries(client, users, hand_pool, make_user) -> None:

@@ -137,11 +137,11 @@ def test_each_rating_records_what_its_labeler_had_seen(campaign_factory, member,
     assignment = leases.lease_next_solution(campaign, user).assignment
     workspace = load_workspace(assignment.pk, user)
     assert bool(workspace.suggestions) == (mode != SuggestionMode.HIDDEN)
-    labeling.record_rating(assignment.pk, user, step_index=0, rating=1)
+    labeling.record_rating(assignment.pk, user=user, step_index=0, rating=1)
     assert Rating.objects.get(assignment=assignment).suggestions_seen == seen_first
-    labeling.record_rating(assignment.pk, user, step_index=0, rating=0)
+    labeling.record_rating(assignment.pk, user=user, step_index=0, rating=0)
     assert Rating.objects.get(assignment=assignment).suggestions_seen == seen_again
-    labeling.record_rating(assignment.pk, user, step_index=1, rating=1)  # step 2 has no machine label
+    labeling.record_rating(assignment.pk, user=user, step_index=1, rating=1)  # step 2 has no machine label
     assert Rating.objects.get(assignment=assignment, completion__step__index=1).suggestions_seen == "none"
 
 
@@ -153,7 +153,7 @@ def test_gold_and_screening_solutions_never_show_machine_labels(campaign_factory
     assignment = leases.lease_next_solution(campaign, user).assignment
     assert assignment.solution_id == gold.pk
     assert load_workspace(assignment.pk, user).suggestions == {}
-    labeling.record_rating(assignment.pk, user, step_index=0, rating=1)
+    labeling.record_rating(assignment.pk, user=user, step_index=0, rating=1)
     assert Rating.objects.get(assignment=assignment).suggestions_seen == "none"
 
 

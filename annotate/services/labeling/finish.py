@@ -17,7 +17,7 @@ from ..errors import LabelingError
 from .lock import locked_open_assignment
 
 
-def finish_pass(assignment: Assignment, reason: str, text: str, now: datetime,
+def finish_pass(assignment: Assignment, *, reason: str, text: str, now: datetime,
                 total_time_ms: int | None = None) -> None:
     """Write the end of a checked pass; the solution's outcome, the event and the gold follow-up after it."""
     assignment.status = AssignmentStatus.SUBMITTED
@@ -39,22 +39,22 @@ def finish_pass(assignment: Assignment, reason: str, text: str, now: datetime,
         transaction.on_commit(lambda: after_gold_assignment(assignment.pk))
 
 
-def finish_assignment(assignment_id: int, user: User, *, reason: str, text: str = "",
+def finish_assignment(assignment_id: int, *, user: User, reason: str, text: str = "",
                       total_time_ms: int | None = None, now: datetime | None = None) -> Assignment:
     """End a labeler's pass: ``solution`` needs every step rated and no −1, ``found_error`` a −1 (stepwise,
     nothing rated after it by construction); bad problem/give up need a reason."""
     now = now or timezone.now()
-    text = checked_finish(reason, text)
+    text = checked_finish(reason, text=text)
     judged = reason in (FinishReason.SOLUTION, FinishReason.FOUND_ERROR)
     with transaction.atomic():
-        assignment = locked_open_assignment(assignment_id, user, now, count_steps=judged)
+        assignment = locked_open_assignment(assignment_id, user=user, now=now, count_steps=judged)
         if judged:
-            check_submittable(assignment, reason)
-        finish_pass(assignment, reason, text, now, total_time_ms)
+            check_submittable(assignment, reason=reason)
+        finish_pass(assignment, reason=reason, text=text, now=now, total_time_ms=total_time_ms)
     return assignment
 
 
-def checked_finish(reason: str, text: str) -> str:
+def checked_finish(reason: str, *, text: str) -> str:
     """A finish reason's text as stored; refuses an unknown reason, and bad problem / give up without a text."""
     if reason not in FinishReason.values:
         raise LabelingError(f"Unknown finish reason {reason!r}.")
@@ -64,20 +64,20 @@ def checked_finish(reason: str, text: str) -> str:
     return text
 
 
-def submit_assignment(assignment_id: int, user: User, *, total_time_ms: int | None = None,
+def submit_assignment(assignment_id: int, *, user: User, total_time_ms: int | None = None,
                       now: datetime | None = None) -> Assignment:
     """The workspace's "Submit" control: a pass holding a −1 ends as ``found_error``, a complete one as
     ``solution``. Until this runs, a −1 can still be changed."""
     now = now or timezone.now()
     with transaction.atomic():
-        assignment = locked_open_assignment(assignment_id, user, now, count_steps=True)
-        progress = check_submittable(assignment, None)
+        assignment = locked_open_assignment(assignment_id, user=user, now=now, count_steps=True)
+        progress = check_submittable(assignment, reason=None)
         reason = FinishReason.FOUND_ERROR if progress.has_error else FinishReason.SOLUTION
-        finish_pass(assignment, reason, "", now, total_time_ms)
+        finish_pass(assignment, reason=reason, text="", now=now, total_time_ms=total_time_ms)
     return assignment
 
 
-def check_submittable(assignment: Assignment, reason: str | None,
+def check_submittable(assignment: Assignment, *, reason: str | None,
                        ratings: dict[tuple[int, int], Rating] | None = None) -> Progress:
     """Refuse a ``solution`` / ``found_error`` finish the pass does not support (``None``: whichever fits).
     ``ratings``: the stepwise pass's ratings when the caller holds them (else read here)."""
@@ -109,12 +109,12 @@ def _graded_by_people(campaign: Campaign) -> bool:
     return graded_by_people(campaign.grader)
 
 
-def record_outcome(assignment_id: int, user: User, *, correct: bool | None,
+def record_outcome(assignment_id: int, *, user: User, correct: bool | None,
                    now: datetime | None = None) -> Assignment:
     """The labeler's rating of the solution's final answer (campaigns graded by people; None clears it). When
     the pass is submitted it becomes the solution's outcome label."""
     with transaction.atomic():
-        assignment = locked_open_assignment(assignment_id, user, now or timezone.now())
+        assignment = locked_open_assignment(assignment_id, user=user, now=now or timezone.now())
         if not _graded_by_people(assignment.solution.campaign):
             raise LabelingError("This campaign grades final answers against a ground truth: there is no final "
                                 "answer to rate.")

@@ -13,8 +13,8 @@ from ...workspace import User
 from ..errors import LabelingError, LeaseExpired, NotAllowed
 
 
-def locked_open_assignment(assignment_id: int, user: User, now: datetime, *,
-                            count_steps: bool = False) -> Assignment:
+def locked_open_assignment(assignment_id: int, *, user: User, now: datetime,
+                           count_steps: bool = False) -> Assignment:
     """Lock the labeler's open assignment and check its membership in one query (the writes' hot path).
 
     ``count_steps`` also counts the solution's steps into ``assignment.step_total``, for callers that

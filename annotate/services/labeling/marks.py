@@ -21,12 +21,12 @@ from ..errors import LabelingError
 from .lock import locked_open_assignment
 
 
-def flag_step(assignment_id: int, user: User, *, step_index: int, flagged: bool,
+def flag_step(assignment_id: int, *, user: User, step_index: int, flagged: bool,
               completion_index: int = 0) -> Rating:
     """Set or clear the "Unsure" mark (PRM800K's ``flagged``); a step can be marked before it is rated, but
     not after a −1 (stepwise: those steps are out of the pass)."""
     with transaction.atomic():
-        assignment = locked_open_assignment(assignment_id, user, timezone.now())
+        assignment = locked_open_assignment(assignment_id, user=user, now=timezone.now())
         completion = Completion.objects.filter(step__solution_id=assignment.solution_id, step__index=step_index,
                                                index=completion_index).first()
         if completion is None:
@@ -51,7 +51,7 @@ def flag_step(assignment_id: int, user: User, *, step_index: int, flagged: bool,
         return current
 
 
-def report_bad_split(*, assignment_id: int, user: User, step_index: int, reported: bool = True,
+def report_bad_split(assignment_id: int, *, user: User, step_index: int, reported: bool = True,
                      note: str = "") -> Assignment:
     """Flag (or unflag) a step of the labeler's open pass as a bad split, with an optional one-line note. The
     flag is about the step boundaries, not the rating, so any step of the pass can carry it."""
@@ -59,7 +59,7 @@ def report_bad_split(*, assignment_id: int, user: User, step_index: int, reporte
     if "\n" in note or "\r" in note or len(note) > RATIONALE_MAX_CHARS:
         raise LabelingError(f"The bad-split note must be one line of at most {RATIONALE_MAX_CHARS} characters.")
     with transaction.atomic():
-        assignment = locked_open_assignment(assignment_id, user, timezone.now())
+        assignment = locked_open_assignment(assignment_id, user=user, now=timezone.now())
         step = Step.objects.filter(solution_id=assignment.solution_id, index=step_index).first()
         if step is None:
             raise LabelingError(f"There is no step {step_index}.")
@@ -71,13 +71,13 @@ def report_bad_split(*, assignment_id: int, user: User, step_index: int, reporte
     return assignment
 
 
-def decide_step(assignment_id: int, user: User, *, step_index: int, chosen_completion: int | None = None,
+def decide_step(assignment_id: int, *, user: User, step_index: int, chosen_completion: int | None = None,
                 human_text: str | None = None) -> StepDecision:
     """Conversational mode: continue with a rated completion, or write one's own step."""
     if (chosen_completion is None) == (human_text is None or not human_text.strip()):
         raise LabelingError("Choose one completion or write your own step (exactly one of the two).")
     with transaction.atomic():
-        assignment = locked_open_assignment(assignment_id, user, timezone.now())
+        assignment = locked_open_assignment(assignment_id, user=user, now=timezone.now())
         step = Step.objects.filter(solution_id=assignment.solution_id, index=step_index).first()
         if step is None:
             raise LabelingError(f"There is no step {step_index}.")

@@ -99,7 +99,7 @@ def _new_error_category(campaign: Campaign, scale: Scale, current: Rating | None
     return given
 
 
-def record_rating(assignment_id: int, user: User, *, step_index: int, rating: int | None,
+def record_rating(assignment_id: int, *, user: User, step_index: int, rating: int | None,
                   completion_index: int = 0, flagged: bool | None = None, time_ms: int | None = None,
                   rationale: str | None = None, error_category: str | None = None,
                   now: datetime | None = None) -> RatingResult:
@@ -121,7 +121,7 @@ def record_rating(assignment_id: int, user: User, *, step_index: int, rating: in
         raise LabelingError("time_ms must not be negative.")
     now = now or timezone.now()
     with transaction.atomic():
-        assignment = locked_open_assignment(assignment_id, user, now, count_steps=True)
+        assignment = locked_open_assignment(assignment_id, user=user, now=now, count_steps=True)
         campaign = assignment.solution.campaign
         scale = campaign_scale(campaign)
         if rating is not None and rating not in scale.allowed:
@@ -237,7 +237,7 @@ def _check_in_order(rated: dict[int, int], step_index: int, rating: int | None,
                             f"step, so that no rated step follows an unrated one.")
 
 
-def check_stop_at_first_error(values: Sequence[int | None], scale: Scale = PM1) -> tuple[int, str] | None:
+def check_stop_at_first_error(values: Sequence[int | None], *, scale: Scale = PM1) -> tuple[int, str] | None:
     """A finished stepwise pass, as its steps' ratings in order (None: not rated): the first step that
     breaks stop-at-first-error (an error value of ``scale``, PRM800K's −1 by default) and why, or None. Imports
     of finished passes and whole-solution labelings use it; the workspace keeps the same rule one rating at a

@@ -39,7 +39,7 @@ class WrittenPass:
     steps: list[StepContent]
 
 
-def record_untouched_pass(assignment_id: int, user: User, *, ratings: Sequence[PlainRating],
+def record_untouched_pass(assignment_id: int, *, user: User, ratings: Sequence[PlainRating],
                           now: datetime | None = None) -> WrittenPass | None:
     """Write a whole stepwise pass in one insert: ``ratings`` are steps 0, 1, … in order. Done only when the
     pass is untouched and the ratings keep the page's rules as a whole (every value on the campaign's scale,
@@ -48,12 +48,12 @@ def record_untouched_pass(assignment_id: int, user: User, *, ratings: Sequence[P
     lock and its refusals (not yours, lease gone, finished) are ``record_rating``'s own. Two reads: the locked
     assignment, then the solution's steps with whether the pass holds a rating yet."""
     now = now or timezone.now()
-    assignment = locked_open_assignment(assignment_id, user, now)
+    assignment = locked_open_assignment(assignment_id, user=user, now=now)
     campaign = assignment.solution.campaign
     scale = campaign_scale(campaign)
     values = [rated.rating for rated in ratings]
     if (not ratings or not campaign.is_stepwise or any(value not in scale.allowed for value in values)
-            or check_stop_at_first_error(values, scale) is not None):
+            or check_stop_at_first_error(values, scale=scale) is not None):
         return None
     steps, begun = _steps_and_begun(assignment)
     if begun or len(ratings) > len(steps):
@@ -101,12 +101,12 @@ def finish_written_pass(written: WrittenPass, *, reason: str | None, text: str =
     now = now or timezone.now()
     assignment = written.assignment
     if reason is None:
-        progress = check_submittable(assignment, None, written.ratings)
+        progress = check_submittable(assignment, reason=None, ratings=written.ratings)
         reason = FinishReason.FOUND_ERROR if progress.has_error else FinishReason.SOLUTION
         text = ""
     else:
-        text = checked_finish(reason, text)
+        text = checked_finish(reason, text=text)
         if reason in (FinishReason.SOLUTION, FinishReason.FOUND_ERROR):
-            check_submittable(assignment, reason, written.ratings)
-    finish_pass(assignment, reason, text, now, total_time_ms)
+            check_submittable(assignment, reason=reason, ratings=written.ratings)
+    finish_pass(assignment, reason=reason, text=text, now=now, total_time_ms=total_time_ms)
     return assignment
