@@ -78,7 +78,7 @@ def test_a_step_with_no_number_has_no_share_and_no_steps_no_rows() -> None:
 
 
 def test_the_budget_holds_in_a_thread_on_pathological_input() -> None:
-    """No signal: the deadline is read inside the evaluator and the number search, so a thread can run it."""
+    """No signal: the budget is counted inside the evaluator and the number search, so a thread can run it."""
     steps = ["$9^9^9^9 = 3$", "$x = " + "(" * 400 + "1" + ")" * 400 + "$",
              "$" + "+".join(["x"] * 5000) + " = 3$", " ".join(str(n) for n in range(10_000)),
              "=".join(["2x"] * 3000)]
@@ -90,6 +90,22 @@ def test_the_budget_holds_in_a_thread_on_pathological_input() -> None:
     assert not worker.is_alive() and time.monotonic() - began < 1.0
     assert answers[0].shape == (len(steps), len(NAMES))
     assert answers[0][0, NAMES.index("bound_wrong")] == 0  # a power out of bounds is unchecked
+
+
+def test_the_budget_is_counted_not_timed() -> None:
+    """A step past its budget is cut at the same place every time, however loaded the machine: the columns a head
+    was trained on are the columns it scores."""
+    from rewards.training import symbolic
+
+    step = " ".join(str(7 * n + 1000003) for n in range(symbolic.STEP_BUDGET * 2))
+    readings = []
+    for _ in range(2):
+        symbolic._after.cache_clear()
+        readings.append(symbolic_features("Let $x = 3$.", [step]))
+    unfounded = readings[0][0, NAMES.index("unfounded_numbers")]
+    assert np.array_equal(readings[0], readings[1])
+    # cut by the budget: fewer numbers judged than the step holds, the rest unchecked
+    assert 0 < np.expm1(unfounded) < symbolic.STEP_BUDGET
 
 
 def test_a_lexical_head_saved_before_the_symbolic_columns_scores_with_its_own(tmp_path: Path) -> None:

@@ -42,7 +42,9 @@ from .spec import HeadModel, HeadSpec
 #: the inverse L2 strengths tried, a decade around the defaults either way
 REGULARISATION_GRID = (0.1, 0.3, 1.0)
 MIN_DF_GRID = (LEXICAL_MIN_DF, 10)
-TREE_WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+# never the trees alone: a verification column that fires on a few steps cannot split a tree (TREE_MIN_CHILD), the
+# regression is what reads it
+TREE_WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75)
 TREE_LEAVES_GRID = (15, TREE_LEAVES)
 MLP_HIDDEN_GRID = (128, MLP_HIDDEN)
 MLP_DROPOUT_GRID = (0.1, MLP_DROPOUT)
