@@ -48,6 +48,7 @@ DRAWS = 1000
 LEVEL = 0.95
 #: a parsed answer naming no step of the solution, for an unparsable one: it scores as wrong either way
 UNREADABLE = -2
+PROGRESS_EVERY = 10  # solutions between progress lines (stderr)
 
 
 def processbench(seed: int, size: int, *, shortest: bool = False) -> list[dict[str, Any]]:
@@ -95,16 +96,24 @@ def f1_with_interval(labels: Sequence[int], predictions: Sequence[int], units: S
 
 def judge_subset(base_url: str, model: str, rows: list[dict[str, Any]], *, max_tokens: int,
                  seed: int) -> dict[str, Any]:
-    from rewards.served.client import ChatClient, ServedModel
+    from rewards.served.client import ChatClient, ServedModel, ServedRejected
     from rewards.served.judge import PROCESSBENCH, Verdict, parse_verdict
 
     client = ChatClient(ServedModel(base_url=base_url, model=model, timeout_s=600.0, allow=("127.0.0.1",)))
     scale = "correct; wrong (an error)"
-    predictions, tokens, unparsable, by_parser = [], 0, 0, {"json": 0, "tolerant": 0}
+    predictions, tokens, unparsable, refused, by_parser = [], 0, 0, 0, {"json": 0, "tolerant": 0}
     started = time.perf_counter()
-    for row in rows:
-        answer = client.chat(PROCESSBENCH.render(problem=row["problem"], steps=row["steps"], scale=scale),
-                             max_tokens=max_tokens, json_mode=True, seed=seed)
+    for done, row in enumerate(rows, 1):
+        try:
+            answer = client.chat(PROCESSBENCH.render(problem=row["problem"], steps=row["steps"], scale=scale),
+                                 max_tokens=max_tokens, json_mode=True, seed=seed)
+        except ServedRejected:  # scored as a wrong first error, as an unparsable answer is
+            predictions.append(UNREADABLE)
+            refused += 1
+            continue
+        finally:
+            if done % PROGRESS_EVERY == 0:
+                print(f"  {done} of {len(rows)} judged, {time.perf_counter() - started:.0f} s", file=sys.stderr)
         tokens += answer.prompt_tokens + answer.completion_tokens
         verdict = parse_verdict(answer.texts[0] if answer.texts else "", len(row["steps"]))
         if isinstance(verdict, Verdict):
@@ -117,7 +126,7 @@ def judge_subset(base_url: str, model: str, rows: list[dict[str, Any]], *, max_t
     labels = [row["label"] for row in rows]
     figures = f1_with_interval(labels, predictions, [problem_unit(row["problem"]) for row in rows], seed=seed)
     return {"solutions": len(rows), "wall_s": round(wall, 1), "per_minute": round(len(rows) / wall * 60, 2),
-            "tokens": tokens, "unparsable": unparsable, "parsed_by": by_parser,
+            "tokens": tokens, "unparsable": unparsable, "refused": refused, "parsed_by": by_parser,
             "says_no_error": sum(p == -1 for p in predictions), **figures}
 
 
@@ -207,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--restart-max-tokens", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--context", type=int, default=8192,
+                        help="the local server's context in tokens (SmolLM2's 8,192: ProcessBench's longest fit)")
     parser.add_argument("--base-url", default="")
     parser.add_argument("--model", default="")
     parser.add_argument("--reward-quality", type=Path)
@@ -220,12 +231,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     server = None
     base_url, model = args.base_url, args.model
     if not base_url:
-        server = ServedServer(Path(tempfile.mkdtemp(prefix="steplab-llama-")), threads=args.threads)
+        server = ServedServer(Path(tempfile.mkdtemp(prefix="steplab-llama-")), threads=args.threads,
+                              context_tokens=args.context)
         server.start()
         base_url, model = server.base_url, MODEL_ID
     result: dict[str, Any] = {"bench": "llm_judge", "server": "llama.cpp (llama-cpp-python)" if server else base_url,
                               "model": model, "max_tokens": args.max_tokens, "seed": args.seed,
-                              "threads": args.threads}
+                              "threads": args.threads, "context": args.context if server else None}
     try:
         rows = processbench(args.seed, args.solutions, shortest=args.smoke)
         figures = judge_subset(base_url, model, rows, max_tokens=args.max_tokens, seed=args.seed)
@@ -233,7 +245,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         low, high = figures["f1_low"], figures["f1_high"]
         print(f"judge {model} on {figures['solutions']} ProcessBench solutions (MATH + GSM8K, seed {args.seed}, "
               f"max_tokens {args.max_tokens}): {figures['per_minute']} solutions/min, {figures['tokens']} tokens, "
-              f"{figures['unparsable']} unparsable, {figures['says_no_error']} 'no error'")
+              f"{figures['unparsable']} unparsable, {figures['refused']} refused by the server, "
+              f"{figures['says_no_error']} 'no error'")
         print(f"  first-error F1 {figures['f1'] * 100:.1f}"
               + (f" (95 % CI {low * 100:.1f}–{high * 100:.1f})" if low is not None and high is not None else "")
               + f"; accuracy on erroneous {figures['error_acc']:.3f} ({figures['n_error']}), "

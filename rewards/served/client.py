@@ -75,6 +75,15 @@ class ServedUnavailable(ServedError):
     """Connection refused or reset, timeouts, 429 or 5xx, still so after the retries."""
 
 
+class ServedRejected(ServedError):
+    """The server refused this request (a 4xx other than 401, 403 and 429), e.g. a prompt longer than its context:
+    another request may well be served."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"The server refused the request (HTTP {status}).")
+        self.status = status
+
+
 class ServedBadAnswer(ServedError):
     """A 200 whose JSON is not what the protocol says (a chat completion, a model list)."""
 
@@ -175,7 +184,7 @@ class ChatClient:
                         payload = rewritten
                         continue
                 if answer.status != 429 and answer.status < 500:
-                    raise ServedError(f"The server answered HTTP {answer.status}.")
+                    raise ServedRejected(answer.status)
                 last = f"The server answered HTTP {answer.status}."
                 asked = (retry_after_s(answer.headers.get("retry-after"))
                          if answer.status in RETRY_AFTER_STATUSES else None)

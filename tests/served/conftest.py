@@ -53,8 +53,10 @@ def free_port() -> int:
 class ServedServer:
     """One llama.cpp server process on a fixed port; ``stop()`` and ``start()`` take it away and bring it back."""
 
-    def __init__(self, log_dir: Path, *, api_key: str | None = None, threads: int = 2) -> None:
+    def __init__(self, log_dir: Path, *, api_key: str | None = None, threads: int = 2,
+                 context_tokens: int = CONTEXT_TOKENS) -> None:
         self.port = free_port()
+        self.context_tokens = context_tokens
         self.model = MODEL_ID
         self.api_key = api_key
         self.threads = threads
@@ -86,7 +88,7 @@ class ServedServer:
             pytest.fail("llama-cpp-python[server] is not installed: pip install -e '.[test]'")
         command = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf()),
                    "--model_alias", self.model, "--host", "127.0.0.1", "--port", str(self.port),
-                   "--n_ctx", str(CONTEXT_TOKENS), "--n_threads", str(self.threads),
+                   "--n_ctx", str(self.context_tokens), "--n_threads", str(self.threads),
                    "--n_threads_batch", str(self.threads), "--verbose", "False"]
         if self.api_key:
             command += ["--api_key", self.api_key]

@@ -154,6 +154,48 @@ def test_an_unparsable_answer_is_recorded_not_guessed(campaign_factory, endpoint
     assert not MachineLabel.objects.filter(solution=solution).exists()
 
 
+def too_long(solution: Solution) -> Solution:
+    """The solution with a first step longer than the server's context (a real HTTP 400 from llama.cpp)."""
+    from annotate.models import Completion
+
+    Completion.objects.filter(step__solution=solution, step__index=0).update(
+        text=f"Step 1 of solution {solution.pk}. " + "seven plus eight is fifteen; " * 600)
+    return solution
+
+
+def test_a_solution_the_server_refuses_is_listed_and_the_job_goes_on(campaign_factory, endpoint_at,
+                                                                      short_template: str, fault_proxy: FaultProxy,
+                                                                      served_server: ServedServer) -> None:
+    campaign = campaign_factory()
+    first, long, last = numbered_solution(campaign, 2), too_long(numbered_solution(campaign, 2)), numbered_solution(
+        campaign, 2)
+    endpoint = endpoint_at(fault_proxy.base_url, served_server.model)
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=3, max_tokens=2,
+                              template_version=short_template)
+    assert run_llm_judge_job(job.pk) == JobStatus.SUCCEEDED
+    job.refresh_from_db()
+    assert job.solutions_done == 3 and set(judged(job)) == {first.pk, long.pk, last.pk}
+    [refused] = [item for item in job.unparsable if "HTTP 400" in item["why"]]
+    assert refused["solution_id"] == long.pk and "context" in refused["why"]
+    assert not MachineLabel.objects.filter(solution=long).exists()
+
+
+def test_three_refusals_in_a_row_stop_the_job_with_nothing_of_them_recorded(campaign_factory, endpoint_at,
+                                                                            short_template: str,
+                                                                            fault_proxy: FaultProxy,
+                                                                            served_server: ServedServer) -> None:
+    campaign = campaign_factory()
+    refused = [too_long(numbered_solution(campaign, 2)) for _ in range(3)]
+    endpoint = endpoint_at(fault_proxy.base_url, served_server.model)
+    job = start_llm_judge_job(campaign=campaign, endpoint=endpoint, user=SYSTEM, limit=3, max_tokens=2,
+                              template_version=short_template)
+    assert run_llm_judge_job(job.pk) == JobStatus.FAILED
+    job.refresh_from_db()
+    assert "refused 3 solutions in a row" in job.error and "HTTP 400" in job.error and job.resumable
+    assert job.unparsable == [] and job.solutions_done == 0
+    assert not MachineLabel.objects.filter(solution__in=refused).exists()
+
+
 @pytest.fixture
 def five(campaign_factory) -> Iterator[list[Solution]]:
     campaign = campaign_factory()

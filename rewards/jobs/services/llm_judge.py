@@ -28,7 +28,7 @@ from annotate.services.machine_labels import StepValue, record_machine_labels
 from endpoints import concurrency
 from endpoints.models import Endpoint
 from endpoints.selectors import served_model_for, usable_endpoints
-from rewards.served.client import ChatClient, ServedError, ServedUnavailable
+from rewards.served.client import ChatClient, ServedError, ServedRejected, ServedUnavailable
 from rewards.served.client import Completion as ChatCompletion
 from rewards.served.judge import (
     TEMPLATES,
@@ -51,6 +51,8 @@ DEFAULT_MAX_TOKENS = 512
 MAX_MAX_TOKENS = 8192
 #: solutions whose steps are read from the database at once
 CHUNK = 100
+#: refusals in a row that say the endpoint refuses the job, not one solution: nothing of them is recorded
+REFUSED_IN_A_ROW = 3
 
 
 def choose_solutions(campaign: Campaign, *, limit: int, solution_ids: Sequence[int] | None = None) -> list[int]:
@@ -177,6 +179,7 @@ def run_llm_judge_job(job_id: int) -> str | None:
     client = ChatClient(served_model_for(job.endpoint))
     template = TEMPLATES[job.template_version]
     scale = describe_scale([(value.label, value.is_error) for value in campaign_scale(job.campaign).values])
+    refused: list[dict[str, int | str]] = []  # refused since the last solution served
     for solution in _solutions(pending_solutions(job)):
         if LlmJudgeJob.objects.filter(pk=job.pk, cancel_requested=True).exists():
             return _stop(job, JobStatus.CANCELLED, "cancelled on request")
@@ -184,19 +187,37 @@ def run_llm_judge_job(job_id: int) -> str | None:
             return _stop(job, JobStatus.FAILED, f"token budget spent ({job.tokens_used:,} of {job.token_budget:,})")
         try:
             answer = _judge(job, client, template, scale, solution)
+        except ServedRejected as error:
+            # one prompt too long for the server's context is that solution's; several in a row are the endpoint's
+            refused.append({"solution_id": solution[0], "why": f"{error} A prompt longer than the server's context "
+                                                               f"is the usual cause."})
+            if len(refused) >= REFUSED_IN_A_ROW:
+                return _stop(job, JobStatus.FAILED, f"the endpoint refused {len(refused)} solutions in a row: {error}")
+            continue
         except ServedUnavailable as error:
             return _stop(job, JobStatus.FAILED, f"the endpoint went away: {error}")
         except ServedError as error:
             return _stop(job, JobStatus.FAILED, f"the endpoint refused: {error}")
-        job.solutions_done += 1
-        job.tokens_used += answer.prompt_tokens + answer.completion_tokens
-        job.tokens_estimated = job.tokens_estimated or answer.usage_estimated
-        job.progress = min(job.solutions_done / max(job.solution_count, 1), 0.99)
-        LlmJudgeJob.objects.filter(pk=job.pk).update(
-            solutions_done=job.solutions_done, tokens_used=job.tokens_used, tokens_estimated=job.tokens_estimated,
-            progress=job.progress, unparsable=job.unparsable, heartbeat_at=timezone.now())
+        _count(job, refused, answer)
+        refused = []
+    if refused:
+        _count(job, refused, None)
     jobs.finish(job, JobStatus.SUCCEEDED, progress=1.0, resumable=False)
     return job.status
+
+
+def _count(job: LlmJudgeJob, refused: list[dict[str, int | str]], answer: ChatCompletion | None) -> None:
+    """Saves the progress of a judged solution (``answer``; None: none) and of the solutions the server refused
+    before it, listed among the unjudged."""
+    job.unparsable = [*job.unparsable, *refused]
+    job.solutions_done += len(refused) + (answer is not None)
+    if answer is not None:
+        job.tokens_used += answer.prompt_tokens + answer.completion_tokens
+        job.tokens_estimated = job.tokens_estimated or answer.usage_estimated
+    job.progress = min(job.solutions_done / max(job.solution_count, 1), 0.99)
+    LlmJudgeJob.objects.filter(pk=job.pk).update(
+        solutions_done=job.solutions_done, tokens_used=job.tokens_used, tokens_estimated=job.tokens_estimated,
+        progress=job.progress, unparsable=job.unparsable, heartbeat_at=timezone.now())
 
 
 def reconcile_llm_judge_jobs() -> list[int]:
