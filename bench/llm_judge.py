@@ -5,6 +5,7 @@ server restart halfway.
     .venv/bin/python bench/llm_judge.py --smoke             # a few of each (the suite's smoke run)
     .venv/bin/python bench/llm_judge.py --base-url http://gpu:8000/v1 --model NAME --restart 0   # a served model
     .venv/bin/python bench/llm_judge.py --reward-quality rq.json   # the PRM and baselines beside (its JSON line)
+    .venv/bin/python bench/llm_judge.py --no-judge             # the 1,000-solution restart check alone
 
 **Figures.** A fixed seeded subset of ProcessBench MATH + GSM8K (``--solutions``, drawn with ``--seed``; the
 expert-labelled earliest wrong step, never trained on) is sent, one request per solution, to the server with the
@@ -16,7 +17,9 @@ problems. With ``--reward-quality FILE`` (the last line ``bench/reward_quality.p
 trivial baselines' first-error F1 on ProcessBench are printed beside it (their report half, not this subset: the
 comparison is indicative).
 
-**Restart.** ``--restart N`` ProcessBench solutions go into a throwaway campaign (an SQLite database of its own),
+**Restart.** ``--restart N`` ProcessBench solutions (each one's first step under the problem's first 200
+characters, unless ``--restart-whole``: what is counted does not depend on a prompt's length) go into a throwaway
+campaign (an SQLite database of its own),
 an LLM-judge job judges them through a counting proxy, the server is stopped once half of them were answered and
 started again, and the job is resumed: the bench reports solutions lost (neither labeled nor listed unparsable)
 and solutions with more than one completed request at the proxy — both must be 0.
@@ -49,6 +52,7 @@ LEVEL = 0.95
 #: a parsed answer naming no step of the solution, for an unparsable one: it scores as wrong either way
 UNREADABLE = -2
 PROGRESS_EVERY = 10  # solutions between progress lines (stderr)
+SHORT_PROBLEM = 200
 
 
 def processbench(seed: int, size: int, *, shortest: bool = False) -> list[dict[str, Any]]:
@@ -147,6 +151,13 @@ def reward_quality_figures(path: Path) -> dict[str, Any]:
     return found
 
 
+def shortened(row: dict[str, Any]) -> dict[str, Any]:
+    """The restart check's solution: the problem's first ``SHORT_PROBLEM`` characters and the first step. What it
+    counts (solutions lost, requests repeated) does not depend on how long a prompt is; whole ProcessBench
+    solutions take about 5 s a request here, so 1,000 would take an hour and a half."""
+    return {**row, "problem": row["problem"][:SHORT_PROBLEM], "steps": row["steps"][:1]}
+
+
 def restart_check(base_url_of_proxy: str, model: str, rows: list[dict[str, Any]], *, max_tokens: int,
                   stop: Any, start: Any, completed: Any, matching: Any) -> dict[str, Any]:
     """The restart check on a fresh SQLite database: stop the server at half, resume, count lost and twice."""
@@ -211,9 +222,13 @@ def restart_check(base_url_of_proxy: str, model: str, rows: list[dict[str, Any]]
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--solutions", type=int, default=200)
+    parser.add_argument("--judge", action=argparse.BooleanOptionalAction, default=True,
+                        help="judge the --solutions subset (--no-judge: the restart check alone)")
     parser.add_argument("--restart", type=int, default=1000, help="solutions in the restart check (0: none)")
     parser.add_argument("--max-tokens", type=int, default=96)
     parser.add_argument("--restart-max-tokens", type=int, default=8)
+    parser.add_argument("--restart-whole", action="store_true",
+                        help="whole ProcessBench solutions in the restart check (default: each one's first step)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--context", type=int, default=8192,
@@ -239,18 +254,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                               "model": model, "max_tokens": args.max_tokens, "seed": args.seed,
                               "threads": args.threads, "context": args.context if server else None}
     try:
-        rows = processbench(args.seed, args.solutions, shortest=args.smoke)
-        figures = judge_subset(base_url, model, rows, max_tokens=args.max_tokens, seed=args.seed)
-        result["judge"] = figures
-        low, high = figures["f1_low"], figures["f1_high"]
-        print(f"judge {model} on {figures['solutions']} ProcessBench solutions (MATH + GSM8K, seed {args.seed}, "
-              f"max_tokens {args.max_tokens}): {figures['per_minute']} solutions/min, {figures['tokens']} tokens, "
-              f"{figures['unparsable']} unparsable, {figures['refused']} refused by the server, "
-              f"{figures['says_no_error']} 'no error'")
-        print(f"  first-error F1 {figures['f1'] * 100:.1f}"
-              + (f" (95 % CI {low * 100:.1f}–{high * 100:.1f})" if low is not None and high is not None else "")
-              + f"; accuracy on erroneous {figures['error_acc']:.3f} ({figures['n_error']}), "
-              f"on correct {figures['correct_acc']:.3f} ({figures['n_correct']})")
+        if args.judge:
+            rows = processbench(args.seed, args.solutions, shortest=args.smoke)
+            figures = judge_subset(base_url, model, rows, max_tokens=args.max_tokens, seed=args.seed)
+            result["judge"] = figures
+            low, high = figures["f1_low"], figures["f1_high"]
+            print(f"judge {model} on {figures['solutions']} ProcessBench solutions (MATH + GSM8K, seed {args.seed}, "
+                  f"max_tokens {args.max_tokens}): {figures['per_minute']} solutions/min, {figures['tokens']} tokens, "
+                  f"{figures['unparsable']} unparsable, {figures['refused']} refused by the server, "
+                  f"{figures['says_no_error']} 'no error'")
+            print(f"  first-error F1 {figures['f1'] * 100:.1f}"
+                  + (f" (95 % CI {low * 100:.1f}–{high * 100:.1f})" if low is not None and high is not None else "")
+                  + f"; accuracy on erroneous {figures['error_acc']:.3f} ({figures['n_error']}), "
+                  f"on correct {figures['correct_acc']:.3f} ({figures['n_correct']})")
         if args.reward_quality:
             beside = reward_quality_figures(args.reward_quality)
             result["beside"] = beside
@@ -260,9 +276,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             proxy = FaultProxy(server.base_url)
             try:
                 restart_rows = processbench(args.seed + 1, args.restart, shortest=args.smoke)
+                if not args.restart_whole:
+                    restart_rows = [shortened(row) for row in restart_rows]
                 check = restart_check(proxy.base_url, model, restart_rows, max_tokens=args.restart_max_tokens,
                                       stop=server.stop, start=server.start, completed=lambda: proxy.completed,
                                       matching=proxy.completed_matching)
+                check["prompts"] = "whole solutions" if args.restart_whole else "first step, problem cut"
             finally:
                 proxy.close()
             result["restart"] = check
